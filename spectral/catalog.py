@@ -1,0 +1,54 @@
+"""The optimizer catalog: one explicit registry, extended per call, never mutated.
+
+The declarations live in the top-level ``optimizers`` package, one module each; this
+module only looks names up. Extra declarations (``derive(..., catalog={...})``) are layered
+over the built-in catalog with a ``ChainMap`` for that call alone.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+from functools import cache
+from types import MappingProxyType
+from typing import Iterable, Mapping
+
+from .errors import SpecError, UnknownOptimizerError
+from .spec import OptimizerSpec
+
+__all__ = ["catalog", "resolve", "build_catalog"]
+
+
+def build_catalog(specs: Iterable[OptimizerSpec]) -> Mapping[str, OptimizerSpec]:
+    """A read-only name → spec mapping; duplicate names are refused loudly."""
+    out: dict[str, OptimizerSpec] = {}
+    for spec in specs:
+        if not isinstance(spec, OptimizerSpec):
+            raise TypeError(f"catalog entries must be OptimizerSpec, got {type(spec).__name__}")
+        if spec.name in out:
+            raise ValueError(f"duplicate optimizer name {spec.name!r} in the catalog")
+        out[spec.name] = spec
+    return MappingProxyType(out)
+
+
+@cache
+def catalog() -> Mapping[str, OptimizerSpec]:
+    """The built-in declarations, in catalog order."""
+    from optimizers import CATALOG  # the declarations package, imported on first use
+
+    return CATALOG
+
+
+def resolve(
+    optimizer: str | OptimizerSpec, extra: Mapping[str, OptimizerSpec] | None = None
+) -> OptimizerSpec:
+    """Look ``optimizer`` up (``extra`` first); a spec passes through unchanged."""
+    if isinstance(optimizer, OptimizerSpec):
+        return optimizer
+    if not isinstance(optimizer, str):
+        raise SpecError(f"optimizer must be a name or an OptimizerSpec, got {type(optimizer).__name__}")
+    known = ChainMap(dict(extra or {}), dict(catalog()))
+    key = optimizer.strip().lower()
+    if key not in known:
+        names = ", ".join(sorted(known))
+        raise UnknownOptimizerError(f"unknown optimizer {optimizer!r}; known optimizers: {names}")
+    return known[key]

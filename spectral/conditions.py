@@ -1,0 +1,144 @@
+"""The paper's spectral conditions for residual blocks of any depth ``k``.
+
+Every condition term is ``α · ∏ ‖p‖ (relation) target`` where each factor is a parameter
+``p`` at initialisation or its one-step update ``Δp`` (RMS operator norms), and ``α`` is the
+multiplier of the layer the parameters sit in.
+
+* Input and output layers (C1.1, C2.1): ``α‖W‖ = Θ(1)`` and ``α‖ΔW‖ = Θ(1)``; the input
+  bias likewise (App. B.3).
+* A hidden block is read as *chains*: the path of the residual stream through
+  ``W⁽¹⁾ … W⁽ᵏ⁾``, and for each bias ``b⁽ⁱ⁾`` the path ``b⁽ⁱ⁾ → W⁽ⁱ⁺¹⁾ … W⁽ᵏ⁾`` (App. B.3).
+  For a chain of ``m`` factors the init term is ``Θ(1/L)`` when ``m ≥ 2`` (Condition C)
+  and ``O(1/√L)`` when ``m = 1`` (Condition "one-layer", App. B.1); every update term —
+  each non-empty subset ``S`` of the chain updated, order ``j = |S|`` — is ``Θ(1/L)``.
+  For ``k = 1`` this is Condition "one-layer"; for ``k ≥ 2`` Condition C (App. B.2).
+
+The number of terms grows as ``2^k``; :func:`generate` yields them lazily.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from itertools import combinations
+from typing import Iterator, Literal, NamedTuple
+
+from .roles import ROLES, Role, role
+from .theta import Theta, format_monomial
+
+__all__ = ["Factor", "Chain", "Condition", "chains", "generate", "MULTIPLIER_SYMBOL"]
+
+Relation = Literal["=", "≤"]
+
+_ONE = Theta.one()
+_INV_L = Theta.monomial(0, -1)
+_INV_SQRT_L = Theta.monomial(0, Fraction(-1, 2))
+MULTIPLIER_SYMBOL = {"input": "α_0", "hidden": "α_l", "output": "α_{L+1}"}
+
+_SUP = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+@dataclass(frozen=True)
+class Factor:
+    """``‖p‖`` or ``‖Δp‖`` for one parameter ``p`` of a role."""
+
+    role: str
+    position: int
+    """Index ``i`` of the map inside a block (1..k); 0 outside blocks."""
+    delta: bool
+
+    def __str__(self) -> str:
+        sym = role(self.role).symbol
+        if self.position:
+            sym = f"{sym}⁽{str(self.position).translate(_SUP)}⁾"
+        return f"‖{'Δ' if self.delta else ''}{sym}‖"
+
+
+class Chain(NamedTuple):
+    """A path through one layer: ``W⁽¹⁾…W⁽ᵏ⁾``, ``b⁽ⁱ⁾ → W⁽ⁱ⁺¹⁾…W⁽ᵏ⁾``, or one in/out parameter."""
+
+    layer: str
+    params: tuple[tuple[str, int], ...]
+    """``(role, position)`` of each factor, in the order the signal passes them."""
+    is_bias: bool
+    """Whether the chain starts at a bias (its terms are labelled B…)."""
+
+
+class Condition(NamedTuple):
+    """One condition term: ``α_layer · ∏ factors (relation) target``.
+
+    A named tuple rather than a dataclass: blocks of ``k = 16`` maps have ~200 000 terms.
+    """
+
+    label: str
+    """Paper label: C1.1/C1.2 init, C2.1 in/out update, C2.(j+1) hidden order j; B… biases."""
+    chain: Chain
+    updated: tuple[int, ...]
+    """Indices into ``chain.params`` of the factors that are updates ``Δp``."""
+    relation: Relation
+    target: Theta
+
+    @property
+    def layer(self) -> str:
+        return self.chain.layer
+
+    @property
+    def factors(self) -> tuple[Factor, ...]:
+        return tuple(Factor(r, i, p in self.updated) for p, (r, i) in enumerate(self.chain.params))
+
+    @property
+    def kind(self) -> str:
+        return "update" if self.updated else "init"
+
+    @property
+    def order(self) -> int:
+        return len(self.updated)
+
+    def __str__(self) -> str:
+        lhs = " ".join([MULTIPLIER_SYMBOL[self.layer], *map(str, self.factors)])
+        rhs = "Θ" if self.relation == "=" else "O"
+        return f"{lhs} = {rhs}({format_monomial(*self.target.exponents)})"
+
+
+def _label(init: bool, layer: str, order: int, bias_chain: bool) -> str:
+    head = "B" if bias_chain else "C"
+    if init:
+        return f"{head}1.{1 if layer != 'hidden' else 2}"
+    return f"{head}2.{1 if layer != 'hidden' else order + 1}"
+
+
+def _chain_terms(chain: Chain) -> Iterator[Condition]:
+    """The init term and every update term of one chain of parameters."""
+    m = len(chain.params)
+    if chain.layer == "hidden":
+        init_rel, init_target = ("=", _INV_L) if m >= 2 else ("≤", _INV_SQRT_L)
+        update_target = _INV_L
+    else:
+        init_rel, init_target, update_target = "=", _ONE, _ONE
+    yield Condition(_label(True, chain.layer, 0, chain.is_bias), chain, (), init_rel, init_target)
+    for j in range(1, m + 1):
+        label = _label(False, chain.layer, j, chain.is_bias)
+        for subset in combinations(range(m), j):
+            yield Condition(label, chain, subset, "=", update_target)
+
+
+def chains(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Chain]:
+    """Every chain of the network with ``k`` maps per block, over ``roles``."""
+    names = {r.name for r in roles}
+    for r in roles:
+        if r.layer != "hidden":
+            yield Chain(r.layer, ((r.name, 0),), r.is_bias)
+    if "hidden_weight" in names:
+        yield Chain("hidden", tuple(("hidden_weight", i) for i in range(1, k + 1)), False)
+    if "hidden_bias" in names:
+        for i in range(1, k + 1):
+            tail = tuple(("hidden_weight", m) for m in range(i + 1, k + 1))
+            yield Chain("hidden", (("hidden_bias", i), *tail), True)
+
+
+def generate(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Condition]:
+    """Every init and update condition term for blocks of ``k`` maps, over ``roles``."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"k must be an integer ≥ 1, got {k!r}")
+    for chain in chains(k, roles):
+        yield from _chain_terms(chain)

@@ -1,0 +1,136 @@
+"""The frozen result of a derivation, consumed by renderers, the CLI and the code generator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from .spec import OptimizerSpec
+from .theta import Theta, format_monomial
+
+__all__ = ["Exponent", "Entry", "CheckGroup", "RoleScales", "Derivation"]
+
+
+@dataclass(frozen=True)
+class Exponent:
+    """An HP is ``base × r_n^{r_n} × r_L^{r_L}`` with ``r_n = n/n_base``, ``r_L = L/L_base``."""
+
+    r_n: Fraction
+    r_L: Fraction
+
+    @classmethod
+    def of(cls, theta: Theta) -> Exponent:
+        a, b = theta.exponents
+        return cls(a, b)
+
+    @property
+    def theta(self) -> Theta:
+        return Theta.monomial(self.r_n, self.r_L)
+
+    @property
+    def is_sp(self) -> bool:
+        """Standard parameterisation keeps every base value: exponent ``(0, 0)``."""
+        return self.r_n == 0 and self.r_L == 0
+
+    def as_strings(self) -> dict[str, str]:
+        return {"r_n": str(self.r_n), "r_L": str(self.r_L)}
+
+    def as_floats(self) -> tuple[float, float]:
+        return float(self.r_n), float(self.r_L)
+
+    def ratio(self, base: str, r_n: str = "r_n", r_L: str = "r_L") -> str:
+        """Ratio form: ``η_base/r_n``, ``λ_base·√r_n``, ``ε_base/(r_n r_L)``."""
+        factor = format_monomial(self.r_n, self.r_L, r_n, r_L)
+        if factor == "1":
+            return base
+        if factor.startswith("1/"):
+            return f"{base}{factor[1:]}"
+        return f"{base}·{factor}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One derived HP of one role, with the condition that fixed it."""
+
+    role: str
+    hp: str
+    exponent: Exponent
+    condition: str
+    """Label of the condition or convention that fixed it (``C2.2``, ``Δ2``, ``init``)."""
+    explanation: str
+
+
+@dataclass(frozen=True)
+class RoleScales:
+    """The Θ-values the solver used for one role (all in ``n`` and ``L``)."""
+
+    role: str
+    multiplier: Theta
+    weight_norm: Theta
+    """``‖W‖_R`` at init."""
+    update_target: Theta
+    """``‖ΔW‖_R`` required by the update condition."""
+    loss_change: Theta
+    """``ΔL`` one step of this role causes (App. C.4)."""
+    gradient: Theta
+    """``G = ‖∇W‖_2`` from the loss-sensitivity argument."""
+    direction: Theta | None
+    """``‖A‖_R`` from the optimizer declaration (``None`` where it does not apply)."""
+
+
+@dataclass(frozen=True)
+class CheckGroup:
+    """How many condition terms of one kind were substituted and checked."""
+
+    label: str
+    description: str
+    terms: int
+    holds: bool
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """HP rules for one optimizer and block depth ``k``; produced only if verified."""
+
+    optimizer: str
+    k: int
+    spec: OptimizerSpec
+    roles: tuple[str, ...]
+    hps: tuple[str, ...]
+    entries: tuple[Entry, ...]
+    scales: tuple[RoleScales, ...]
+    checks: tuple[CheckGroup, ...]
+    verified: bool
+
+    def entry(self, role: str, hp: str) -> Entry:
+        for e in self.entries:
+            if e.role == role and e.hp == hp:
+                return e
+        raise KeyError(f"no rule for {hp} of {role} (roles: {', '.join(self.roles)})")
+
+    def rule(self, role: str, hp: str) -> Exponent:
+        return self.entry(role, hp).exponent
+
+    @property
+    def rules(self) -> dict[str, dict[str, Exponent]]:
+        out: dict[str, dict[str, Exponent]] = {r: {} for r in self.roles}
+        for e in self.entries:
+            out[e.role][e.hp] = e.exponent
+        return out
+
+    @property
+    def terms_checked(self) -> int:
+        return sum(c.terms for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape: exponents as exact rational strings, keys in a fixed order."""
+        return {
+            "optimizer": self.optimizer,
+            "k": self.k,
+            "verified": self.verified,
+            "rules": {
+                r: {hp: exp.as_strings() for hp, exp in hps.items()} for r, hps in self.rules.items()
+            },
+        }
+

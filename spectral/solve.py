@@ -1,0 +1,207 @@
+"""Solve the conditions for one optimizer and block depth ``k``; verify before returning.
+
+The order follows the paper (Sec. 4, App. C, D):
+
+1. Init variance by the μP-aligned convention (Sec. 4.1) gives ``‖W‖_R`` per role.
+2. The init conditions fix the block multipliers ``α`` (for ``k = 1`` the largest ``α``
+   allowed by ``O(1/√L)``, the Depth-μP choice).
+3. The first-order update conditions fix the required ``‖ΔW‖_R`` per role.
+4. Loss sensitivity (App. C.4): one step of a role changes the loss by the right-hand side
+   of its update condition, ``ΔL = ‖ΔW‖_2 ‖∇W‖_2`` for low-rank aligned gradients, which
+   gives the gradient scale ``G = ‖∇W‖_2`` per role.
+5. The declaration gives ``‖A‖_R``; ``η = ‖ΔW‖_R / ‖A‖_R``; weight decay by convention Δ2
+   ``‖λW‖_R = Θ(‖A‖_R)``; ``ε`` from its declared scale.
+6. :func:`spectral.verify.verify` substitutes the emitted rules into every condition term.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Mapping
+
+import sympy as sp
+
+from .catalog import resolve
+from .conditions import Condition, generate
+from .errors import IncomparableError, SpecError
+from .expr import theta_of
+from .result import Derivation, Entry, Exponent, RoleScales
+from .roles import HPS, ROLES, Role, role
+from .spec import OptimizerSpec
+from .symbols import G, L, n_in, n_out
+from .theta import Theta
+from .verify import verify, weight_norm
+
+__all__ = ["derive", "MAX_K", "init_variance"]
+
+MAX_K = 20
+"""Largest block depth accepted: the number of condition terms grows as ``2^k``."""
+
+_HALF = Fraction(1, 2)
+_L = Theta.monomial(0, 1)
+
+
+def init_variance(r: Role) -> Theta:
+    """μP-aligned init (Sec. 4.1): ``σ² = min(1, n_out/n_in)/n_in``; ``Θ(1)`` for the readout.
+
+    For a bias (``n_in = 1``) this is ``Θ(1)``, so ``‖b‖_R = Θ(1)`` as App. B.3 asks.
+    """
+    if r.readout:
+        return Theta.one()
+    return Theta.minimum(Theta.one(), r.n_out / r.n_in) / r.n_in
+
+
+def _theta(spec: OptimizerSpec, field: str, expr: sp.Expr, env: dict) -> Theta:
+    try:
+        return theta_of(expr, tuple(env.items()))
+    except SpecError as exc:
+        raise SpecError(f"{spec.name}: {field} = {expr}: {exc}") from None
+
+
+def _monomial(value: Theta, r: Role, hp: str, spec: OptimizerSpec) -> Exponent:
+    if not value.is_monomial:
+        pieces = ", ".join(str(Theta.monomial(a, b)) for a, b in value.pieces())
+        raise IncomparableError(
+            f"{hp} of {r.name} for {spec.name}: Θ({value}) is not a single power of n and L "
+            f"(its pieces {pieces} are incomparable), so no rule base·r_n^a·r_L^b exists; "
+            f"check update_norm = {spec.update_norm}"
+        )
+    return Exponent.of(value)
+
+
+def _term_for(conds, predicate) -> Condition:
+    for c in conds:
+        if predicate(c):
+            return c
+    raise AssertionError("condition generator lost a term")  # pragma: no cover
+
+
+def derive(
+    optimizer: str | OptimizerSpec,
+    k: int = 2,
+    *,
+    catalog: Mapping[str, OptimizerSpec] | None = None,
+) -> Derivation:
+    """Derive and verify the HP rules of ``optimizer`` for residual blocks of ``k`` maps.
+
+    ``optimizer`` is a catalog name or an :class:`OptimizerSpec`; ``catalog`` adds
+    declarations for this call only (looked up before the built-in catalog).
+
+    >>> d = derive("adamw", k=2)
+    >>> d.rule("hidden_weight", "lr").ratio("η_base")
+    'η_base/r_n'
+    >>> d.rule("hidden_weight", "multiplier").ratio("α_base")
+    'α_base/r_L'
+    """
+    spec = resolve(optimizer, catalog)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise SpecError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
+    roles = tuple(r for r in ROLES if spec.applies_to_biases or not r.is_bias)
+    # Solving needs only the first terms of each chain; the generator is lazy.
+    conds: list[Condition] = []
+    gen = generate(k, roles)
+    for c in gen:
+        conds.append(c)
+        if c.label.startswith("B") and c.layer == "hidden" and c.order == 1:
+            break
+        if not spec.applies_to_biases and c.label == "C2.2":
+            break
+    var = {r.name: init_variance(r) for r in roles}
+    norm = {r.name: weight_norm(r, var[r.name]) for r in roles}
+
+    def product(c: Condition, skip_delta: bool) -> Theta:
+        out = Theta.one()
+        for f in c.factors:
+            if not (skip_delta and f.delta):
+                out = out * norm[f.role]
+        return out
+
+    # 2. multipliers from the init term of each layer's first chain
+    alpha: dict[str, Theta] = {}
+    alpha_cond: dict[str, Condition] = {}
+    for c in conds:
+        if c.kind == "init" and c.layer not in alpha:
+            alpha[c.layer] = c.target / product(c, False)
+            alpha_cond[c.layer] = c
+    # 3. required update size from each role's first first-order term
+    target: dict[str, Theta] = {}
+    target_cond: dict[str, Condition] = {}
+    for r in roles:
+        c = _term_for(conds, lambda c: c.order == 1 and any(f.delta and f.role == r.name for f in c.factors))
+        target[r.name] = c.target / (alpha[c.layer] * product(c, True))
+        target_cond[r.name] = c
+
+    entries: list[Entry] = []
+    scales: list[RoleScales] = []
+    for r in roles:
+        name = r.name
+        c = target_cond[name]
+        loss_change = c.target
+        # 4. loss sensitivity: ΔL = ‖ΔW‖_2 ‖∇W‖_2 with ‖ΔW‖_2 = sqrt(n_out/n_in) ‖ΔW‖_R
+        grad = loss_change * (r.n_in / r.n_out) ** _HALF / target[name]
+        env = {n_in: r.n_in, n_out: r.n_out, L: _L, G: grad}
+        direction = _theta(spec, "update_norm", spec.update_norm, env)
+        lr = target[name] / direction
+        wd = direction / norm[name]
+        values: dict[str, Theta] = {
+            "multiplier": alpha[r.layer],
+            "init_var": var[name],
+            "lr": lr,
+            "weight_decay": wd,
+        }
+        if spec.eps is not None:
+            values["eps"] = _theta(spec, "eps", spec.eps, env)
+        ac = alpha_cond[r.layer]
+        why = {
+            "multiplier": (
+                ac.label,
+                f"{ac} with ‖{role(ac.factors[0].role).symbol}‖ = Θ({norm[ac.factors[0].role]})"
+                + ("; the largest α it allows (Depth-μP choice)" if ac.relation == "≤" else "")
+                + ("; a bias shares the multiplier of its layer" if r.is_bias else ""),
+            ),
+            "init_var": (
+                "init",
+                "μP-aligned init (Sec. 4.1): σ² = Θ(1) for the output layer"
+                if r.readout
+                else f"μP-aligned init (Sec. 4.1): σ² = min(1, n_out/n_in)/n_in with "
+                f"n_in = Θ({r.n_in}), n_out = Θ({r.n_out}); ‖{r.symbol}‖ = Θ({norm[name]})",
+            ),
+            "lr": (
+                c.label,
+                f"{c} with α = Θ({alpha[r.layer]}), ‖W‖ = Θ({norm[name]}) ⇒ "
+                f"‖Δ{r.symbol}‖ = Θ({target[name]}); ‖A‖ = Θ({direction}) from "
+                f"update_norm = {spec.update_norm} with G = Θ({grad})",
+            ),
+            "weight_decay": (
+                "Δ2",
+                f"Δ2 ‖λ{r.symbol}‖ = Θ(‖A‖) with ‖A‖ = Θ({direction}), ‖{r.symbol}‖ = Θ({norm[name]})",
+            ),
+            "eps": (
+                "C.4",
+                f"ε = Θ({spec.eps}) with G = ‖∇{r.symbol}‖_2 = Θ({grad}) from loss sensitivity "
+                f"ΔL = Θ({loss_change}) (App. C.4)",
+            ),
+        }
+        for hp in HPS:
+            if hp not in values:
+                continue
+            label, text = why[hp]
+            exp = _monomial(values[hp], r, hp, spec)
+            entries.append(Entry(name, hp, exp, label, f"{hp}({name}) = Θ({values[hp]}): {text}"))
+        scales.append(RoleScales(name, alpha[r.layer], norm[name], target[name], loss_change, grad, direction))
+
+    hps = tuple(hp for hp in HPS if hp != "eps" or spec.eps is not None)
+    result = Derivation(
+        optimizer=spec.name,
+        k=k,
+        spec=spec,
+        roles=tuple(r.name for r in roles),
+        hps=hps,
+        entries=tuple(entries),
+        scales=tuple(scales),
+        checks=(),
+        verified=False,
+    )
+    checks = verify(result)  # raises VerificationError on any failing term
+    return Derivation(**{**result.__dict__, "checks": checks, "verified": True})
+

@@ -1,0 +1,208 @@
+"""Exact Θ-calculus for scales ``Θ(n^a L^b)`` with rational ``a, b``.
+
+Why a piecewise-linear function: width ``n`` and depth ``L`` grow jointly at *any*
+relative rate. Write ``n = e^{s·u}``, ``L = e^{s·(1-u)}`` with a direction ``u ∈ [0, 1]``
+and ``s → ∞``; then ``log Θ(n^a L^b) / s = a·u + b·(1-u)``, a line in ``u``. Products add
+these lines, powers scale them, and ``Θ(f + g) = Θ(max(f, g))`` takes the pointwise
+maximum. Every expression built from monomials with ``* / ** + max min`` is therefore a
+continuous piecewise-linear function of ``u``, and two expressions have the same Θ-scale
+exactly when their functions are equal. A quantity is a single monomial exactly when its
+function is a straight line; ``n + L`` (a kink at ``u = 1/2``) is not, and is never
+reported as one.
+
+>>> n, L = Theta.monomial(1, 0), Theta.monomial(0, 1)
+>>> str(n * L ** Fraction(-1, 2))
+'n/√L'
+>>> str(Theta.maximum(n, n ** 2))
+'n²'
+>>> Theta.maximum(n, L).is_monomial
+False
+>>> str(Theta.maximum(n, L))
+'max(n, L)'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Iterable
+
+from .errors import IncomparableError
+
+__all__ = ["Theta", "format_monomial"]
+
+Point = tuple[Fraction, Fraction]
+_ZERO, _ONE = Fraction(0), Fraction(1)
+
+
+def _as_fraction(x: int | Fraction) -> Fraction:
+    return x if isinstance(x, Fraction) else Fraction(x)
+
+
+def _interp(points: tuple[Point, ...], u: Fraction) -> Fraction:
+    """Value of the piecewise-linear function at ``u`` (``points`` sorted by ``u``)."""
+    for (u0, v0), (u1, v1) in zip(points, points[1:]):
+        if u0 <= u <= u1:
+            return v0 + (v1 - v0) * (u - u0) / (u1 - u0)
+    raise ValueError(f"u={u} outside [0, 1]")  # pragma: no cover - internal invariant
+
+
+def _canonical(points: Iterable[Point]) -> tuple[Point, ...]:
+    """Drop interior points that lie on the line through their neighbours."""
+    pts = list(points)
+    out: list[Point] = [pts[0]]
+    for i in range(1, len(pts) - 1):
+        (u0, v0), (u1, v1), (u2, v2) = out[-1], pts[i], pts[i + 1]
+        if (v1 - v0) * (u2 - u0) != (v2 - v0) * (u1 - u0):
+            out.append(pts[i])
+    out.append(pts[-1])
+    return tuple(out)
+
+
+def _grid(a: Theta, b: Theta) -> list[Fraction]:
+    """Breakpoints of both functions plus the points where they cross."""
+    us = sorted({u for u, _ in a.points} | {u for u, _ in b.points})
+    grid = [us[0]]
+    for u0, u1 in zip(us, us[1:]):
+        d0 = a(u0) - b(u0)
+        d1 = a(u1) - b(u1)
+        if d0 * d1 < 0:
+            grid.append(u0 + (u1 - u0) * d0 / (d0 - d1))
+        grid.append(u1)
+    return grid
+
+
+@dataclass(frozen=True)
+class Theta:
+    """A Θ-scale as a canonical piecewise-linear exponent function on ``u ∈ [0, 1]``.
+
+    ``points`` holds ``(u, exponent)`` pairs from ``u = 0`` (pure depth growth) to
+    ``u = 1`` (pure width growth), with collinear points removed, so ``==`` is equality
+    of Θ-scales.
+    """
+
+    points: tuple[Point, ...]
+
+    # -- construction -------------------------------------------------------------
+    @classmethod
+    def monomial(cls, a: int | Fraction = 0, b: int | Fraction = 0) -> Theta:
+        """``Θ(n^a L^b)``."""
+        a, b = _as_fraction(a), _as_fraction(b)
+        return cls(((_ZERO, b), (_ONE, a)))
+
+    @classmethod
+    def one(cls) -> Theta:
+        return cls.monomial(0, 0)
+
+    def __call__(self, u: Fraction) -> Fraction:
+        return _interp(self.points, u)
+
+    # -- arithmetic -------------------------------------------------------------
+    def _combine(self, other: Theta, op) -> Theta:
+        if len(self.points) == 2 and len(other.points) == 2:  # fast path: comparable monomials
+            (_, b1), (_, a1) = self.points
+            (_, b2), (_, a2) = other.points
+            if (a1 >= a2 and b1 >= b2) or (a1 <= a2 and b1 <= b2):
+                upper = self if (a1 >= a2 and b1 >= b2) else other
+                lower = other if upper is self else self
+                return upper if op is max else lower
+        grid = _grid(self, other)
+        return Theta(_canonical((u, op(self(u), other(u))) for u in grid))
+
+    def __mul__(self, other: Theta) -> Theta:
+        if len(self.points) == 2 and len(other.points) == 2:  # fast path: two monomials
+            (_, b1), (_, a1) = self.points
+            (_, b2), (_, a2) = other.points
+            return Theta(((_ZERO, b1 + b2), (_ONE, a1 + a2)))
+        us = sorted({u for u, _ in self.points} | {u for u, _ in other.points})
+        return Theta(_canonical((u, self(u) + other(u)) for u in us))
+
+    def __truediv__(self, other: Theta) -> Theta:
+        return self * other.reciprocal()
+
+    def reciprocal(self) -> Theta:
+        return Theta(tuple((u, -v) for u, v in self.points))
+
+    def __pow__(self, p: int | Fraction) -> Theta:
+        p = _as_fraction(p)
+        if p == 0:
+            return Theta.one()
+        return Theta(tuple((u, v * p) for u, v in self.points))
+
+    @staticmethod
+    def maximum(*items: Theta) -> Theta:
+        """``Θ(max(f, g, …)) = Θ(f + g + …)``."""
+        out = items[0]
+        for item in items[1:]:
+            out = out._combine(item, max)
+        return out
+
+    @staticmethod
+    def minimum(*items: Theta) -> Theta:
+        out = items[0]
+        for item in items[1:]:
+            out = out._combine(item, min)
+        return out
+
+    # -- comparison -------------------------------------------------------------
+    def le(self, other: Theta) -> bool:
+        """``self = O(other)`` along every joint growth direction of ``n`` and ``L``."""
+        return all(self(u) <= other(u) for u in _grid(self, other))
+
+    # -- monomials ----------------------------------------------------------------
+    @property
+    def is_monomial(self) -> bool:
+        return len(self.points) == 2
+
+    @property
+    def exponents(self) -> tuple[Fraction, Fraction]:
+        """``(a, b)`` of ``Θ(n^a L^b)``; raises :class:`IncomparableError` otherwise."""
+        if not self.is_monomial:
+            raise IncomparableError(f"{self} is not a single monomial n^a L^b")
+        (_, b), (_, a) = self.points
+        return a, b
+
+    def pieces(self) -> list[tuple[Fraction, Fraction]]:
+        """The monomials ``(a, b)`` whose lines make up this function, left to right."""
+        out = []
+        for (u0, v0), (u1, v1) in zip(self.points, self.points[1:]):
+            slope = (v1 - v0) / (u1 - u0)
+            b = v0 - slope * u0
+            out.append((b + slope, b))
+        return out
+
+    def __str__(self) -> str:
+        if self.is_monomial:
+            return format_monomial(*self.exponents, "n", "L")
+        slopes = [a - b for a, b in self.pieces()]
+        kind = "max" if slopes == sorted(slopes) else "min" if slopes == sorted(slopes)[::-1] else None
+        inner = ", ".join(format_monomial(a, b, "n", "L") for a, b in self.pieces())
+        return f"{kind}({inner})" if kind else f"piecewise({inner})"
+
+    def __repr__(self) -> str:
+        return f"Theta({self})"
+
+
+_SUPERSCRIPT = str.maketrans("0123456789-/", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻ᐟ")
+
+
+def _power(symbol: str, e: Fraction, *, unicode: bool = True) -> str:
+    """``symbol^e`` for ``e > 0``: ``n``, ``n²``, ``√n``, ``n^(3/2)``."""
+    if e == 1:
+        return symbol
+    if e == Fraction(1, 2):
+        return f"√{symbol}"
+    if not unicode:
+        return f"{symbol}^{e}" if e.denominator == 1 else f"{symbol}^({e})"
+    return symbol + str(e).translate(_SUPERSCRIPT)
+
+
+def format_monomial(a: Fraction, b: Fraction, n: str = "n", L: str = "L") -> str:
+    """``n^a L^b`` as a fraction: ``1``, ``n``, ``1/n``, ``√n/L``, ``1/(n√L)``."""
+    num = [_power(s, e) for s, e in ((n, a), (L, b)) if e > 0]
+    den = [_power(s, -e) for s, e in ((n, a), (L, b)) if e < 0]
+    top = "·".join(num) if num else "1"
+    if not den:
+        return top
+    bottom = "".join(den)
+    return f"{top}/{bottom}" if len(den) == 1 else f"{top}/({bottom})"
