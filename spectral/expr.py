@@ -37,6 +37,8 @@ MAX_EXPONENT = 16
 """Largest ``|p|`` in ``x**p`` (and largest numerator/denominator of a rational ``p``)."""
 MAX_NUMBER = 10**6
 """Largest magnitude of a literal number, and of its numerator and denominator."""
+MAX_CONSTANT_BITS = 4096
+"""Largest size (in bits) of a constant computed from a power of a number."""
 
 _FUNCTIONS = {"sqrt": 1, "max": None, "min": None}  # name -> arity (None: two or more)
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
@@ -106,8 +108,10 @@ class _Builder:
                 p = self.constant(node.right)
                 if abs(p) > MAX_EXPONENT or p.denominator > MAX_EXPONENT:
                     raise self.fail(f"exponent {p} is too large (|p| ≤ {MAX_EXPONENT})")
-                if left.is_Rational and p.denominator != 1:
-                    raise self.fail(f"a fractional power of a number is not allowed: {_describe(node)}")
+                if left.is_Rational:  # sympy evaluates powers of numbers eagerly: bound the digits
+                    bits = max(int(left.p).bit_length(), int(left.q).bit_length())
+                    if bits * abs(p) > MAX_CONSTANT_BITS:
+                        raise self.fail(f"the constant {_describe(node)} is too large")
                 return sp.Pow(left, sp.Rational(p.numerator, p.denominator))
             right = self.build(node.right)
             if isinstance(node.op, ast.Add):
@@ -131,8 +135,6 @@ class _Builder:
             if name == "sqrt":
                 if len(args) != 1:
                     raise self.fail("sqrt() takes exactly one argument")
-                if args[0].is_Rational:
-                    raise self.fail(f"the square root of a number is not allowed: {_describe(node)}")
                 return sp.sqrt(args[0])
             if len(args) < 2:
                 raise self.fail(f"{name}() needs at least two arguments")
