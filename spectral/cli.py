@@ -1,0 +1,243 @@
+"""The ``spectral`` command line: a thin layer over the API.
+
+Exit codes: 0 success, 1 the conditions could not be turned into rules
+(:class:`~spectral.errors.DerivationError`), 2 bad usage or bad input (argparse errors,
+:class:`~spectral.errors.SpecError`, unknown optimizers, refusing to overwrite a file).
+Bad input never shows a traceback: every :class:`~spectral.errors.SpectralError` is caught
+in :func:`main` and printed as ``error: <message>``.
+
+Adding a subcommand: write ``_configure_<name>(parser)`` (adds its arguments) and
+``_run_<name>(args) -> int`` (does the work), then register them in :data:`COMMANDS`.
+Import heavy dependencies (torch, numpy, matplotlib, pydantic) *inside* the handler, so
+that ``spectral derive`` and ``spectral list`` stay fast and never import them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import DerivationError, SpectralError
+
+__all__ = ["COMMANDS", "Command", "build_parser", "console", "emit", "main"]
+
+EXIT_OK, EXIT_DERIVATION, EXIT_USAGE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its one-line help, how to add its arguments, how to run it."""
+
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    description: str = ""
+
+
+# --------------------------------------------------------------------------------------
+# helpers shared by the subcommands
+# --------------------------------------------------------------------------------------
+
+
+def console(*, stderr: bool = False, file: Any = None, width: int | None = None) -> Any:
+    """A rich Console (imported lazily; only the CLI owns one)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, file=file, width=width, soft_wrap=False)
+
+
+def renderable_text(renderable: Any, *, width: int = 120) -> str:
+    """Plain text of a rich renderable (no colour), for ``-o FILE``."""
+    import io
+
+    buf = io.StringIO()
+    console(file=buf, width=width).print(renderable)
+    return buf.getvalue()
+
+
+def emit(text: str | None, args: argparse.Namespace, *, renderable: Any = None) -> None:
+    """Print the output, or write it to ``args.output`` (atomically; ``--force`` overwrites).
+
+    Give ``text`` for plain output, or ``renderable`` for a rich object (printed with
+    colour to a terminal, written as plain text to a file).
+    """
+    output = getattr(args, "output", None)
+    if output:
+        from .errors import SpecError
+        from .io import write_atomic
+
+        data = text if text is not None else renderable_text(renderable)
+        try:
+            write_atomic(output, data, force=getattr(args, "force", False))
+        except OSError as exc:
+            raise SpecError(f"cannot write {output}: {exc.strerror or exc}") from None
+        return
+    if text is not None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        console().print(renderable)
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+
+
+# --------------------------------------------------------------------------------------
+# spectral list
+# --------------------------------------------------------------------------------------
+
+
+def _configure_list(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+    _add_output_options(p)
+
+
+def _run_list(args: argparse.Namespace) -> int:
+    from .catalog import catalog
+    from .render import catalog_rows
+
+    rows = catalog_rows(catalog().values())
+    if args.format == "json":
+        import json
+
+        emit(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", args)
+        return EXIT_OK
+    from .render import catalog_table
+
+    emit(None, args, renderable=catalog_table(rows))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------
+# spectral derive
+# --------------------------------------------------------------------------------------
+
+FORMATS = ("table", "markdown", "latex", "json")
+
+
+def _configure_derive(p: argparse.ArgumentParser) -> None:
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("optimizer", nargs="?", help="a catalog name (see `spectral list`)")
+    which.add_argument("--spec", metavar="FILE.toml", help="an optimizer declared in a TOML file")
+    p.add_argument("--k", type=int, default=2, help="maps per residual block (default 2)")
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    p.add_argument(
+        "--standalone", action="store_true", help="LaTeX: wrap the table in a compilable document"
+    )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="add, per entry, the condition that fixed it, and the verification summary",
+    )
+    p.add_argument(
+        "--input-kind",
+        choices=("image", "language"),
+        default=None,
+        help="input-weight init variance: σ²_base/d₀ (image) or σ²_base (language)",
+    )
+    _add_output_options(p)
+
+
+def _run_derive(args: argparse.Namespace) -> int:
+    from .solve import derive
+
+    if args.standalone and args.format != "latex":
+        raise _UsageError("--standalone applies only to --format latex")
+    if args.spec is not None:
+        from .spec_file import load_spec
+
+        optimizer: Any = load_spec(args.spec)
+    else:
+        optimizer = args.optimizer
+    d = derive(optimizer, k=args.k)
+
+    from . import render
+
+    if args.format == "table":
+        emit(None, args, renderable=render.table(d, explain=args.explain, input_kind=args.input_kind))
+    elif args.format == "markdown":
+        emit(render.markdown(d, explain=args.explain, input_kind=args.input_kind), args)
+    elif args.format == "latex":
+        emit(
+            render.latex(
+                d, standalone=args.standalone, explain=args.explain, input_kind=args.input_kind
+            ),
+            args,
+        )
+    else:
+        emit(render.json_text(d, explain=args.explain), args)
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------
+# registry and entry point
+# --------------------------------------------------------------------------------------
+
+COMMANDS: dict[str, Command] = {
+    "list": Command("list the optimizers in the catalog", _configure_list, _run_list),
+    "derive": Command(
+        "derive verified μP hyperparameter rules for an optimizer",
+        _configure_derive,
+        _run_derive,
+        description="Derive the μP rules of OPTIMIZER (or of a TOML declaration, --spec) for "
+        "residual blocks of k maps, verify them against every condition term, and print them.",
+    ),
+}
+"""Subcommand name → :class:`Command`, in the order ``--help`` lists them."""
+
+
+class _UsageError(SpectralError):
+    """Inconsistent options (exit code 2)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spectral",
+        description="μP hyperparameter rules under joint width–depth scaling, for any optimizer.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, cmd in COMMANDS.items():
+        p = sub.add_parser(name, help=cmd.help, description=cmd.description or cmd.help)
+        cmd.configure(p)
+        p.set_defaults(_run=cmd.run)
+    return parser
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (the console script passes it to ``sys.exit``)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or bad usage (2)
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        return int(args._run(args))
+    except DerivationError as exc:
+        _error(str(exc))
+        return EXIT_DERIVATION
+    except SpectralError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except BrokenPipeError:  # `spectral list | head`
+        try:
+            sys.stdout = open("/dev/null", "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

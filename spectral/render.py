@@ -1,0 +1,480 @@
+"""Renderers: pure functions of a :class:`~spectral.result.Derivation`; nothing prints or writes.
+
+* :func:`table` builds a ``rich`` renderable (the CLI prints it),
+* :func:`markdown`, :func:`latex` and :func:`json_text` return strings rendered from the
+  jinja2 templates in the top-level ``templates`` package.
+
+The layout follows the paper's tables: rows are hyperparameters (block multiplier, initial
+variance, learning rate, weight decay and, where the optimizer has one, its ε), columns are
+the roles present; entries are in ratio form ``base × r_n^a r_L^b`` with
+``r_n = n/n_base``, ``r_L = L/L_base``. A μP entry that differs from standard
+parameterisation (exponent ≠ (0, 0)) is highlighted with the SP value beside it.
+
+>>> from spectral import derive
+>>> text_ratio("η_base", derive("adamw", k=2).rule("hidden_weight", "lr"))
+'η_base/r_n'
+>>> latex_ratio(r"\\eta_{\\mathrm{base}}", derive("muon", k=2).rule("input_weight", "lr"))
+'\\\\eta_{\\\\mathrm{base}}\\\\sqrt{r_n}'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from .result import Derivation, Exponent
+from .roles import HP_LABELS, role
+
+__all__ = [
+    "BASES",
+    "FORMATS",
+    "InputKind",
+    "caption",
+    "catalog_rows",
+    "catalog_table",
+    "json_text",
+    "latex",
+    "latex_escape",
+    "latex_ratio",
+    "layout",
+    "markdown",
+    "markdown_escape",
+    "render",
+    "table",
+    "text_ratio",
+]
+
+InputKind = Literal["image", "language"]
+FORMATS = ("table", "markdown", "latex", "json")
+
+BASES: dict[str, tuple[str, str]] = {
+    "multiplier": ("α_base", r"\alpha_{\mathrm{base}}"),
+    "init_var": ("σ²_base", r"\sigma^2_{\mathrm{base}}"),
+    "lr": ("η_base", r"\eta_{\mathrm{base}}"),
+    "weight_decay": ("λ_base", r"\lambda_{\mathrm{base}}"),
+    "eps": ("ε_base", r"\varepsilon_{\mathrm{base}}"),
+}
+"""HP → (plain-text base, LaTeX base)."""
+
+LEGEND = (
+    "r_n = n/n_base and r_L = L/L_base are the width and depth ratios to the base model; "
+    "highlighted entries differ from SP (the SP value is in parentheses)."
+)
+
+# --------------------------------------------------------------------------------------
+# exponents as text and LaTeX
+# --------------------------------------------------------------------------------------
+
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def _text_power(symbol: str, e: Fraction) -> str:
+    if e == 1:
+        return symbol
+    if e == Fraction(1, 2):
+        return f"√{symbol}"
+    if e.denominator == 1:
+        return symbol + str(e).translate(_SUPERSCRIPT)
+    return f"{symbol}^({e})"
+
+
+def _latex_power(symbol: str, e: Fraction) -> str:
+    if e == 1:
+        return symbol
+    if e == Fraction(1, 2):
+        return rf"\sqrt{{{symbol}}}"
+    return f"{symbol}^{{{e}}}"
+
+
+def _split(exp: Exponent, power, r_n: str, r_L: str) -> tuple[list[str], list[str]]:
+    pairs = ((r_n, exp.r_n), (r_L, exp.r_L))
+    num = [power(s, e) for s, e in pairs if e > 0]
+    den = [power(s, -e) for s, e in pairs if e < 0]
+    return num, den
+
+
+def text_ratio(base: str, exp: Exponent) -> str:
+    """``η_base/r_n``, ``λ_base·√r_n``, ``ε_base/(r_n r_L)``, ``η_base·r_L/√r_n``."""
+    num, den = _split(exp, _text_power, "r_n", "r_L")
+    out = "·".join([base, *num])
+    if len(den) == 1:
+        out += f"/{den[0]}"
+    elif den:
+        out += f"/({' '.join(den)})"
+    return out
+
+
+def latex_ratio(base: str, exp: Exponent) -> str:
+    r"""``\eta_{\mathrm{base}}/r_n``, ``\lambda_{\mathrm{base}}\sqrt{r_n}``, ``.../(r_n r_L)``."""
+    num, den = _split(exp, _latex_power, "r_n", "r_L")
+    out = base + " ".join(num)
+    if len(den) == 1:
+        out += f"/{den[0]}"
+    elif den:
+        out += f"/({' '.join(den)})"
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# escaping user text (optimizer names, ε labels)
+# --------------------------------------------------------------------------------------
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+    "\n": " ",
+    "\r": " ",
+    "\t": " ",
+    "·": r"$\cdot$",
+    "–": "--",
+    "—": "---",
+    "²": r"$^2$",
+    "√": r"$\surd$",
+}
+_GREEK = {
+    "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "varepsilon", "ζ": "zeta",
+    "η": "eta", "θ": "theta", "ι": "iota", "κ": "kappa", "λ": "lambda", "μ": "mu", "ν": "nu",
+    "ξ": "xi", "π": "pi", "ρ": "rho", "σ": "sigma", "τ": "tau", "υ": "upsilon", "φ": "phi",
+    "χ": "chi", "ψ": "psi", "ω": "omega", "Γ": "Gamma", "Δ": "Delta", "Θ": "Theta",
+    "Λ": "Lambda", "Ξ": "Xi", "Π": "Pi", "Σ": "Sigma", "Φ": "Phi", "Ψ": "Psi", "Ω": "Omega",
+}  # fmt: skip
+
+
+def latex_escape(text: str) -> str:
+    """User text → LaTeX text that pdflatex compiles (Greek letters become math).
+
+    Characters LaTeX cannot typeset without extra packages become ``?``.
+    """
+    out = []
+    for ch in text:
+        if ch in _LATEX_SPECIAL:
+            out.append(_LATEX_SPECIAL[ch])
+        elif ch in _GREEK:
+            out.append(f"$\\{_GREEK[ch]}$")
+        elif " " <= ch <= "~" or "À" <= ch <= "ÿ" and ch not in "×÷":
+            out.append(ch)
+        else:
+            out.append("?")
+    return "".join(out)
+
+
+def markdown_escape(text: str) -> str:
+    """User text → one markdown table cell (no pipes, newlines or markup)."""
+    out = []
+    for ch in " ".join(text.split()):
+        out.append("\\" + ch if ch in "\\`*_|<>[]#" else ch)
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------
+# layout shared by every format
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table entry: the μP value and, where it differs, the SP value."""
+
+    text: str
+    latex: str
+    """Complete LaTeX cell content (math already in ``$...$``), not yet highlighted."""
+    sp_text: str
+    sp_latex: str
+    differs: bool
+
+
+@dataclass(frozen=True)
+class Row:
+    hp: str
+    label: str
+    cells: tuple[Cell, ...]
+
+
+@dataclass(frozen=True)
+class Layout:
+    columns: tuple[tuple[str, str], ...]
+    """(role name, label) per column."""
+    rows: tuple[Row, ...]
+
+
+def _input_variance(exp: Exponent, input_kind: InputKind | None) -> tuple[str, str]:
+    text_base, tex_base = BASES["init_var"]
+    image = (text_ratio(text_base, exp) + "/d₀", f"${latex_ratio(tex_base, exp)}/d_0$")
+    if exp.r_n == 0 and exp.r_L == 0:
+        image = (f"{text_base}/d₀", f"${tex_base}/d_0$")
+    language = (text_ratio(text_base, exp), f"${latex_ratio(tex_base, exp)}$")
+    if input_kind == "image":
+        return image
+    if input_kind == "language":
+        return language
+    return f"{image[0]} or {language[0]}", f"{image[1]} or {language[1]}"
+
+
+def _check_input_kind(input_kind: object) -> None:
+    if input_kind not in (None, "image", "language"):
+        raise ValueError(f"input_kind must be 'image', 'language' or None, not {input_kind!r}")
+
+
+def layout(d: Derivation, input_kind: InputKind | None = None) -> Layout:
+    """Rows (HPs) × columns (roles present) of ratio-form cells."""
+    _check_input_kind(input_kind)
+    rows = []
+    for hp in d.hps:
+        text_base, tex_base = BASES[hp]
+        cells = []
+        for r in d.roles:
+            exp = d.rule(r, hp)
+            if r == "input_weight" and hp == "init_var":
+                text, tex = _input_variance(exp, input_kind)
+                sp_text, sp_tex = text, tex
+            else:
+                text, tex = text_ratio(text_base, exp), f"${latex_ratio(tex_base, exp)}$"
+                sp_text, sp_tex = text_base, f"${tex_base}$"
+            cells.append(Cell(text, tex, sp_text, sp_tex, not exp.is_sp))
+        label = d.spec.eps_label if hp == "eps" else HP_LABELS[hp]
+        rows.append(Row(hp, label, tuple(cells)))
+    columns = tuple((r, role(r).label) for r in d.roles)
+    return Layout(columns, tuple(rows))
+
+
+def caption(d: Derivation) -> str:
+    """``μP rules for adamw (k = 2) — verified: 28 condition terms``."""
+    return f"μP rules for {d.optimizer} (k = {d.k}) — verified: {d.terms_checked} condition terms"
+
+
+def _explain_rows(d: Derivation) -> list[dict[str, str]]:
+    out = []
+    for e in d.entries:
+        hp = d.spec.eps_label if e.hp == "eps" else HP_LABELS[e.hp]
+        out.append(
+            {
+                "role": e.role,
+                "role_label": role(e.role).label,
+                "hp": e.hp,
+                "hp_label": hp,
+                "rule": text_ratio(BASES[e.hp][0], e.exponent),
+                "condition": e.condition,
+                "explanation": e.explanation,
+            }
+        )
+    return out
+
+
+def _check_rows(d: Derivation) -> list[dict[str, Any]]:
+    return [
+        {"label": c.label, "description": c.description, "terms": c.terms, "holds": c.holds}
+        for c in d.checks
+    ]
+
+
+# --------------------------------------------------------------------------------------
+# templates
+# --------------------------------------------------------------------------------------
+
+
+@cache
+def _environment(kind: Literal["text", "latex"]):
+    import jinja2
+
+    import templates
+
+    options: dict[str, Any] = {
+        "loader": jinja2.FileSystemLoader(Path(templates.__file__).parent),
+        "undefined": jinja2.StrictUndefined,
+        "autoescape": False,
+        "keep_trailing_newline": True,
+        "trim_blocks": True,
+        "lstrip_blocks": True,
+    }
+    if kind == "latex":  # `{#1}` and `{%` are ordinary LaTeX: use other delimiters
+        options.update(
+            block_start_string="<%",
+            block_end_string="%>",
+            variable_start_string="<<",
+            variable_end_string=">>",
+            comment_start_string="<#",
+            comment_end_string="#>",
+        )
+    env = jinja2.Environment(**options)
+    env.filters["md"] = markdown_escape
+    env.filters["tex"] = latex_escape
+    env.filters["comment"] = lambda text: " ".join(str(text).split())  # one comment line
+    return env
+
+
+def _render(kind: Literal["text", "latex"], template: str, **context: Any) -> str:
+    return _environment(kind).get_template(template).render(**context)
+
+
+# --------------------------------------------------------------------------------------
+# formats
+# --------------------------------------------------------------------------------------
+
+
+def markdown(d: Derivation, *, explain: bool = False, input_kind: InputKind | None = None) -> str:
+    """A GitHub-flavoured markdown table (plus, with ``explain``, how each rule arose)."""
+    return _render(
+        "text",
+        "rules.md.j2",
+        d=d,
+        caption=caption(d),
+        layout=layout(d, input_kind),
+        explain=explain,
+        entries=_explain_rows(d) if explain else [],
+        checks=_check_rows(d) if explain else [],
+    )
+
+
+def latex(
+    d: Derivation,
+    *,
+    standalone: bool = False,
+    explain: bool = False,
+    input_kind: InputKind | None = None,
+) -> str:
+    """A booktabs table in the paper's style; ``standalone`` makes a compilable document.
+
+    The table needs ``booktabs`` and ``xcolor``. With ``explain`` the derivation of each
+    entry and the verification summary follow as LaTeX comments.
+    """
+    lay = layout(d, input_kind)
+    return _render(
+        "latex",
+        "rules_standalone.tex.j2" if standalone else "rules.tex.j2",
+        d=d,
+        name=latex_escape(d.optimizer),
+        label="tab:mup-" + "".join(c if c.isalnum() else "-" for c in d.optimizer) + f"-k{d.k}",
+        layout=lay,
+        colspec="c" * (len(lay.columns) + 1),
+        narrow=len(lay.columns) > 3,
+        input_kind=input_kind,
+        has_input_variance="input_weight" in d.roles,
+        explain=explain,
+        entries=_explain_rows(d) if explain else [],
+        checks=_check_rows(d) if explain else [],
+    )
+
+
+def json_text(d: Derivation, *, explain: bool = False) -> str:
+    """Exactly ``d.to_dict()`` as indented JSON; ``explain`` adds an ``"explain"`` key."""
+    document: dict[str, Any] = d.to_dict()
+    if explain:
+        document["explain"] = {"entries": _explain_rows(d), "checks": _check_rows(d)}
+    return _render("text", "rules.json.j2", document=json.dumps(document, indent=2, ensure_ascii=False))
+
+
+def table(d: Derivation, *, explain: bool = False, input_kind: InputKind | None = None) -> Any:
+    """A ``rich`` renderable: the rules table (and, with ``explain``, two more tables)."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    lay = layout(d, input_kind)
+    t = Table(
+        title=Text(caption(d), style="bold"),
+        caption=Text(LEGEND, style="dim"),
+        box=box.SIMPLE_HEAD,
+        show_lines=False,
+    )
+    t.add_column("")
+    for _, label in lay.columns:
+        t.add_column(Text(label), justify="left")
+    for row in lay.rows:
+        cells: list[Any] = [Text(row.label, style="bold")]
+        for c in row.cells:
+            if c.differs:
+                cells.append(Text.assemble((c.text, "bold magenta"), (f" ({c.sp_text})", "dim")))
+            else:
+                cells.append(Text(c.text))
+        t.add_row(*cells)
+    if not explain:
+        return t
+    how = Table(title=Text("How each rule was derived", style="bold"), box=box.SIMPLE_HEAD)
+    for name in ("Role", "HP", "Rule", "Condition", "Explanation"):
+        how.add_column(name, overflow="fold")
+    for e in _explain_rows(d):
+        how.add_row(
+            Text(e["role_label"]),
+            Text(e["hp_label"]),
+            Text(e["rule"]),
+            Text(e["condition"]),
+            Text(e["explanation"]),
+        )
+    checks = Table(
+        title=Text(f"Verification: {d.terms_checked} condition terms", style="bold"),
+        box=box.SIMPLE_HEAD,
+    )
+    for name, justify in (("Label", "left"), ("Checks", "left"), ("Terms", "right"), ("Holds", "left")):
+        checks.add_column(name, justify=justify)
+    for c in d.checks:
+        checks.add_row(Text(c.label), Text(c.description), Text(str(c.terms)), Text("yes" if c.holds else "NO"))
+    return Group(t, how, checks)
+
+
+def render(
+    d: Derivation,
+    fmt: str = "markdown",
+    *,
+    explain: bool = False,
+    standalone: bool = False,
+    input_kind: InputKind | None = None,
+) -> str:
+    """Render ``d`` as ``markdown``, ``latex`` or ``json`` text (see :func:`table` for rich)."""
+    if fmt == "markdown":
+        return markdown(d, explain=explain, input_kind=input_kind)
+    if fmt == "latex":
+        return latex(d, standalone=standalone, explain=explain, input_kind=input_kind)
+    if fmt == "json":
+        return json_text(d, explain=explain)
+    raise ValueError(f"unknown format {fmt!r}; text formats: markdown, latex, json")
+
+
+# --------------------------------------------------------------------------------------
+# the catalog (`spectral list`)
+# --------------------------------------------------------------------------------------
+
+
+def catalog_rows(specs: Iterable[Any]) -> list[dict[str, str]]:
+    """One dict per declaration: name, applies_to, update_norm, eps, summary, paper."""
+    return [
+        {
+            "name": s.name,
+            "applies_to": s.applies_to,
+            "update_norm": str(s.update_norm),
+            "eps": "" if s.eps is None else str(s.eps),
+            "summary": s.summary,
+            "paper": s.paper,
+        }
+        for s in specs
+    ]
+
+
+def catalog_table(rows: list[dict[str, str]]) -> Any:
+    """A ``rich`` table of :func:`catalog_rows`."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title=Text("Optimizer catalog", style="bold"), box=box.SIMPLE_HEAD)
+    for name in ("name", "applies_to", "update_norm", "eps", "summary", "paper"):
+        t.add_column(name)
+    for r in rows:
+        t.add_row(*(Text(r[k]) for k in ("name", "applies_to", "update_norm", "eps", "summary", "paper")))
+    return t
