@@ -176,7 +176,9 @@ class Theta:
             return format_monomial(*self.exponents, "n", "L")
         slopes = [a - b for a, b in self.pieces()]
         kind = "max" if slopes == sorted(slopes) else "min" if slopes == sorted(slopes)[::-1] else None
-        inner = ", ".join(format_monomial(a, b, "n", "L") for a, b in self.pieces())
+        # width-heaviest piece first: max(n, L) rather than max(L, n)
+        ordered = sorted(self.pieces(), key=lambda ab: (-ab[0], -ab[1]))
+        inner = ", ".join(format_monomial(a, b, "n", "L") for a, b in ordered)
         return f"{kind}({inner})" if kind else f"piecewise({inner})"
 
     def __repr__(self) -> str:
