@@ -32,7 +32,7 @@ from .symbols import G, L, n_in, n_out
 from .theta import Theta
 from .verify import verify, weight_norm
 
-__all__ = ["derive", "MAX_K", "init_variance"]
+__all__ = ["derive", "MAX_K", "init_variance", "show"]
 
 MAX_K = 20
 """Largest block depth accepted: the number of condition terms grows as ``2^k``."""
@@ -51,6 +51,11 @@ def init_variance(r: Role) -> Theta:
     return Theta.minimum(Theta.one(), r.n_out / r.n_in) / r.n_in
 
 
+def show(expr: sp.Expr | None) -> str:
+    """A declaration as a user would write it: ``max``/``min`` in lower case."""
+    return str(expr).replace("Max(", "max(").replace("Min(", "min(")
+
+
 def _theta(spec: OptimizerSpec, field: str, expr: sp.Expr, env: dict) -> Theta:
     try:
         return theta_of(expr, tuple(env.items()))
@@ -64,7 +69,7 @@ def _monomial(value: Theta, r: Role, hp: str, spec: OptimizerSpec) -> Exponent:
         raise IncomparableError(
             f"{hp} of {r.name} for {spec.name}: Θ({value}) is not a single power of n and L "
             f"(its pieces {pieces} are incomparable), so no rule base·r_n^a·r_L^b exists; "
-            f"check update_norm = {spec.update_norm}"
+            f"check update_norm = {show(spec.update_norm)}"
         )
     return Exponent.of(value)
 
@@ -155,7 +160,7 @@ def derive(
         why = {
             "multiplier": (
                 ac.label,
-                f"{ac} with ‖{role(ac.factors[0].role).symbol}‖ = Θ({norm[ac.factors[0].role]})"
+                f"{ac.label} {ac} with ‖{role(ac.factors[0].role).symbol}‖ = Θ({norm[ac.factors[0].role]})"
                 + ("; the largest α it allows (Depth-μP choice)" if ac.relation == "≤" else "")
                 + ("; a bias shares the multiplier of its layer" if r.is_bias else ""),
             ),
@@ -168,9 +173,9 @@ def derive(
             ),
             "lr": (
                 c.label,
-                f"{c} with α = Θ({alpha[r.layer]}), ‖W‖ = Θ({norm[name]}) ⇒ "
+                f"{c.label} {c} with α = Θ({alpha[r.layer]}), ‖W‖ = Θ({norm[name]}) ⇒ "
                 f"‖Δ{r.symbol}‖ = Θ({target[name]}); ‖A‖ = Θ({direction}) from "
-                f"update_norm = {spec.update_norm} with G = Θ({grad})",
+                f"update_norm = {show(spec.update_norm)} with G = Θ({grad})",
             ),
             "weight_decay": (
                 "Δ2",
@@ -178,7 +183,7 @@ def derive(
             ),
             "eps": (
                 "C.4",
-                f"ε = Θ({spec.eps}) with G = ‖∇{r.symbol}‖_2 = Θ({grad}) from loss sensitivity "
+                f"C.4 ε = Θ({show(spec.eps)}) with G = ‖∇{r.symbol}‖_2 = Θ({grad}) from loss sensitivity "
                 f"ΔL = Θ({loss_change}) (App. C.4)",
             ),
         }

@@ -199,12 +199,31 @@ def _power(symbol: str, e: Fraction, *, unicode: bool = True) -> str:
     return symbol + str(e).translate(_SUPERSCRIPT)
 
 
+def _product(parts: list[tuple[str, Fraction]]) -> str:
+    """``n√L``, ``√(nL)``, ``r_n r_L``, ``r_n√r_L`` for positive powers of one or two symbols."""
+    if not parts:
+        return "1"
+    sep = "" if all(len(sym) == 1 for sym, _ in parts) else " "
+    if len(parts) == 2 and parts[0][1] == parts[1][1] and parts[0][1] != 1:
+        return _power(f"({sep.join(sym for sym, _ in parts)})", parts[0][1])
+    # integer powers first, so a root sign only ever starts the last factor: n√L, r_n√r_L
+    parts = sorted(parts, key=lambda p: p[1].denominator != 1)
+    out = _power(*parts[0])
+    for sym, e in parts[1:]:
+        text = _power(sym, e)
+        if out.startswith("√"):  # "√n·L", never the ambiguous "√nL"
+            out += "·" + text
+        else:
+            out += ("" if text.startswith("√") else sep) + text
+    return out
+
+
 def format_monomial(a: Fraction, b: Fraction, n: str = "n", L: str = "L") -> str:
-    """``n^a L^b`` as a fraction: ``1``, ``n``, ``1/n``, ``√n/L``, ``1/(n√L)``."""
-    num = [_power(s, e) for s, e in ((n, a), (L, b)) if e > 0]
-    den = [_power(s, -e) for s, e in ((n, a), (L, b)) if e < 0]
-    top = "·".join(num) if num else "1"
+    """``n^a L^b`` as a fraction: ``1``, ``n``, ``1/n``, ``√n/L``, ``1/(n√L)``, ``1/√(nL)``."""
+    top = _product([(s, e) for s, e in ((n, a), (L, b)) if e > 0])
+    den = [(s, -e) for s, e in ((n, a), (L, b)) if e < 0]
     if not den:
         return top
-    bottom = "".join(den)
-    return f"{top}/{bottom}" if len(den) == 1 else f"{top}/({bottom})"
+    bottom = _product(den)
+    simple = len(den) == 1 or bottom.startswith(("√(", "("))
+    return f"{top}/{bottom}" if simple else f"{top}/({bottom})"

@@ -1,0 +1,132 @@
+"""The optimizer catalog: parametrised over the registry, so a new entry is tested at once."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+import sympy as sp
+
+import optimizers
+import spectral
+from spectral import OptimizerSpec, SpecError, UnknownOptimizerError, catalog, derive
+from spectral.catalog import build_catalog
+from spectral.roles import ROLE_NAMES
+from spectral.symbols import SYMBOLS, n_in
+
+CATALOG = sorted(catalog())
+EXPECTED = {"muon-kimi", "muon", "shampoo", "soap", "sgd", "adamw", "lion", "sophia", "sso"}
+
+
+def test_catalog_is_complete():
+    assert set(CATALOG) == EXPECTED
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_declaration_is_documented(name):
+    spec = catalog()[name]
+    assert spec.doc and "App." in spec.doc, "docstring states the idealised update and the paper section"
+    assert spec.paper and spec.summary
+    assert spec.update_norm.free_symbols <= set(SYMBOLS.values())
+
+
+@pytest.mark.parametrize("name", CATALOG)
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_every_declaration_derives_and_verifies(name, k):
+    d = derive(name, k=k)
+    spec = catalog()[name]
+    assert d.verified and d.terms_checked > 0
+    assert all(c.holds for c in d.checks)
+    expected_roles = ROLE_NAMES if spec.applies_to == "all" else ROLE_NAMES[:3]
+    assert d.roles == expected_roles
+    for role in d.roles:
+        assert set(d.rules[role]) == set(d.hps)
+        assert ("eps" in d.rules[role]) == spec.has_eps
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_explanations_name_a_condition(name):
+    for e in derive(name, k=2).entries:
+        assert e.explanation.startswith(f"{e.hp}({e.role}) = Θ(")
+        assert e.condition in e.explanation or e.condition == "init"
+
+
+def test_duplicate_names_are_refused():
+    spec = catalog()["adamw"]
+    with pytest.raises(ValueError, match="duplicate optimizer name 'adamw'"):
+        build_catalog([spec, spec])
+
+
+def test_unknown_names_list_the_known_ones():
+    with pytest.raises(UnknownOptimizerError, match="unknown optimizer 'adam'; known optimizers: adamw, lion"):
+        derive("adam")
+
+
+def test_per_call_catalog_does_not_mutate_the_global_one():
+    mine = OptimizerSpec(name="mine", update_norm=n_in)
+    assert derive("mine", catalog={"mine": mine}).optimizer == "mine"
+    assert "mine" not in catalog()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 21, 2.0, True, "2"])
+def test_bad_k_is_refused(bad):
+    with pytest.raises(SpecError, match="k must be an integer from 1 to 20"):
+        derive("adamw", k=bad)
+
+
+def test_non_positive_declarations_are_refused():
+    with pytest.raises(SpecError, match="not positive"):
+        OptimizerSpec(name="zero", update_norm=sp.Integer(0))
+    with pytest.raises(SpecError, match="not positive"):
+        OptimizerSpec(name="neg", update_norm=-n_in)
+    with pytest.raises(SpecError, match="unknown symbols x"):
+        OptimizerSpec(name="x", update_norm=sp.Symbol("x", positive=True))
+
+
+def test_result_is_frozen():
+    d = derive("adamw")
+    with pytest.raises(AttributeError):
+        d.k = 3  # type: ignore[misc]
+
+
+def test_json_shape_matches_the_issue():
+    d = derive("adamw", k=2).to_dict()
+    assert d["optimizer"] == "adamw" and d["k"] == 2 and d["verified"] is True
+    assert d["rules"]["hidden_weight"] == {
+        "multiplier": {"r_n": "0", "r_L": "-1"},
+        "init_var": {"r_n": "-1", "r_L": "0"},
+        "lr": {"r_n": "-1", "r_L": "0"},
+        "weight_decay": {"r_n": "1", "r_L": "0"},
+        "eps": {"r_n": "-1", "r_L": "-1"},
+    }
+    assert list(d["rules"]) == list(ROLE_NAMES)
+
+
+def test_public_api_is_pinned():
+    assert sorted(spectral.__all__) == sorted(
+        [
+            "derive", "catalog", "resolve", "load_spec", "OptimizerSpec", "Derivation", "Entry",
+            "Exponent", "CheckGroup", "RoleScales", "Theta", "ROLE_NAMES", "HPS", "MAX_K",
+            "SpectralError", "SpecError", "UnknownOptimizerError", "DerivationError",
+            "IncomparableError", "VerificationError",
+        ]
+    )
+    for name in spectral.__all__:
+        assert getattr(spectral, name) is not None
+
+
+ENGINE_MODULES = ["theta", "expr", "conditions", "solve", "verify", "result", "spec", "catalog", "roles"]
+
+
+@pytest.mark.parametrize("module", ENGINE_MODULES)
+def test_doctests(module):
+    mod = importlib.import_module(f"spectral.{module}")
+    failures, _ = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert failures == 0
+
+
+def test_package_doctest():
+    failures, _ = doctest.testmod(spectral)
+    assert failures == 0
+    assert optimizers.CATALOG is catalog()
