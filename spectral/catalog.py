@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import ChainMap
 from functools import cache
 from types import MappingProxyType
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from .errors import SpecError, UnknownOptimizerError
 from .spec import OptimizerSpec

@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import combinations
-from typing import Iterator, Literal, NamedTuple
+from typing import Literal, NamedTuple
+from collections.abc import Iterator
 
 from .roles import ROLES, Role, role
 from .theta import Theta, format_monomial

@@ -17,7 +17,7 @@ The order follows the paper (Sec. 4, App. C, D):
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Mapping
+from collections.abc import Mapping
 
 import sympy as sp
 
@@ -74,9 +74,10 @@ def _monomial(value: Theta, r: Role, hp: str, spec: OptimizerSpec) -> Exponent:
     return Exponent.of(value)
 
 
-def _term_for(conds, predicate) -> Condition:
+def _first_order_term(conds: list[Condition], role_name: str) -> Condition:
+    """The first term in which ``role_name`` alone is updated."""
     for c in conds:
-        if predicate(c):
+        if c.order == 1 and any(f.delta and f.role == role_name for f in c.factors):
             return c
     raise AssertionError("condition generator lost a term")  # pragma: no cover
 
@@ -132,7 +133,7 @@ def derive(
     target: dict[str, Theta] = {}
     target_cond: dict[str, Condition] = {}
     for r in roles:
-        c = _term_for(conds, lambda c: c.order == 1 and any(f.delta and f.role == r.name for f in c.factors))
+        c = _first_order_term(conds, r.name)
         target[r.name] = c.target / (alpha[c.layer] * product(c, True))
         target_cond[r.name] = c
 

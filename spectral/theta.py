@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterable
+from itertools import pairwise
+from collections.abc import Iterable
 
 from .errors import IncomparableError
 
@@ -41,7 +42,7 @@ def _as_fraction(x: int | Fraction) -> Fraction:
 
 def _interp(points: tuple[Point, ...], u: Fraction) -> Fraction:
     """Value of the piecewise-linear function at ``u`` (``points`` sorted by ``u``)."""
-    for (u0, v0), (u1, v1) in zip(points, points[1:]):
+    for (u0, v0), (u1, v1) in pairwise(points):
         if u0 <= u <= u1:
             return v0 + (v1 - v0) * (u - u0) / (u1 - u0)
     raise ValueError(f"u={u} outside [0, 1]")  # pragma: no cover - internal invariant
@@ -63,7 +64,7 @@ def _grid(a: Theta, b: Theta) -> list[Fraction]:
     """Breakpoints of both functions plus the points where they cross."""
     us = sorted({u for u, _ in a.points} | {u for u, _ in b.points})
     grid = [us[0]]
-    for u0, u1 in zip(us, us[1:]):
+    for u0, u1 in pairwise(us):
         d0 = a(u0) - b(u0)
         d1 = a(u1) - b(u1)
         if d0 * d1 < 0:
@@ -165,7 +166,7 @@ class Theta:
     def pieces(self) -> list[tuple[Fraction, Fraction]]:
         """The monomials ``(a, b)`` whose lines make up this function, left to right."""
         out = []
-        for (u0, v0), (u1, v1) in zip(self.points, self.points[1:]):
+        for (u0, v0), (u1, v1) in pairwise(self.points):
             slope = (v1 - v0) / (u1 - u0)
             b = v0 - slope * u0
             out.append((b + slope, b))

@@ -17,14 +17,14 @@ import pytest
 from spectral import derive
 
 COLUMNS = ("input_weight", "hidden_weight", "output_weight", "hidden_bias")
-O = (0, 0)
+ONE = (0, 0)
 
 
 def table(**rows):
     """rows: hp -> tuple of (a, b) per column (3 columns for matrix tables, 4 with biases)."""
     out: dict[str, dict[str, tuple]] = {}
     for hp, cells in rows.items():
-        for col, cell in zip(COLUMNS, cells):
+        for col, cell in zip(COLUMNS, cells, strict=False):
             out.setdefault(col, {})[hp] = cell
             if col == "input_weight" and len(cells) == 4:  # "Input weights & biases"
                 out.setdefault("input_bias", {})[hp] = cell
@@ -34,19 +34,19 @@ def table(**rows):
 H = F(1, 2)
 
 # ---- Condition C (k = 2), App. C ---------------------------------------------------------
-K2_INIT = dict(multiplier=(O, (0, -1), (-1, 0)), init_var=(O, (-1, 0), O))
-K2_INIT_B = dict(multiplier=(O, (0, -1), (-1, 0), (0, -1)), init_var=(O, (-1, 0), O, O))
+K2_INIT = dict(multiplier=(ONE, (0, -1), (-1, 0)), init_var=(ONE, (-1, 0), ONE))
+K2_INIT_B = dict(multiplier=(ONE, (0, -1), (-1, 0), (0, -1)), init_var=(ONE, (-1, 0), ONE, ONE))
 
 PAPER = {
     # Tab. "muon-kimi-wd mup" (App. C.1; also Tab. "muon-kimi mup", Sec. 4.2)
-    ("muon-kimi", 2): table(**K2_INIT, lr=(O, (-H, 0), O), weight_decay=(O, (H, 0), O)),
+    ("muon-kimi", 2): table(**K2_INIT, lr=(ONE, (-H, 0), ONE), weight_decay=(ONE, (H, 0), ONE)),
     # Tab. "muon-wd mup" (App. C.2): Muon / Shampoo / SOAP; Shampoo ε row
-    ("muon", 2): table(**K2_INIT, lr=((H, 0), O, (H, 0)), weight_decay=((-H, 0), O, (-H, 0))),
-    ("soap", 2): table(**K2_INIT, lr=((H, 0), O, (H, 0)), weight_decay=((-H, 0), O, (-H, 0))),
+    ("muon", 2): table(**K2_INIT, lr=((H, 0), ONE, (H, 0)), weight_decay=((-H, 0), ONE, (-H, 0))),
+    ("soap", 2): table(**K2_INIT, lr=((H, 0), ONE, (H, 0)), weight_decay=((-H, 0), ONE, (-H, 0))),
     ("shampoo", 2): table(
         **K2_INIT,
-        lr=((H, 0), O, (H, 0)),
-        weight_decay=((-H, 0), O, (-H, 0)),
+        lr=((H, 0), ONE, (H, 0)),
+        weight_decay=((-H, 0), ONE, (-H, 0)),
         eps=((-1, 0), (0, -2), (-1, 0)),
     ),
     # Tab. "sgd-mup" (App. C.3), with input and hidden biases
@@ -58,49 +58,49 @@ PAPER = {
     # Tab. "adamw-mup" (App. C.5): AdamW / Lion / Sophia; AdamW ε row
     ("adamw", 2): table(
         **K2_INIT_B,
-        lr=(O, (-1, 0), O, O),
-        weight_decay=(O, (1, 0), O, O),
+        lr=(ONE, (-1, 0), ONE, ONE),
+        weight_decay=(ONE, (1, 0), ONE, ONE),
         eps=((-1, 0), (-1, -1), (-1, 0), (-1, -1)),
     ),
-    ("lion", 2): table(**K2_INIT_B, lr=(O, (-1, 0), O, O), weight_decay=(O, (1, 0), O, O)),
-    ("sophia", 2): table(**K2_INIT_B, lr=(O, (-1, 0), O, O), weight_decay=(O, (1, 0), O, O)),
+    ("lion", 2): table(**K2_INIT_B, lr=(ONE, (-1, 0), ONE, ONE), weight_decay=(ONE, (1, 0), ONE, ONE)),
+    ("sophia", 2): table(**K2_INIT_B, lr=(ONE, (-1, 0), ONE, ONE), weight_decay=(ONE, (1, 0), ONE, ONE)),
     # Tab. "sso mup" (App. C.8)
-    ("sso", 2): table(**K2_INIT, lr=(O, O, (1, 0)), weight_decay=(O, O, (-1, 0))),
+    ("sso", 2): table(**K2_INIT, lr=(ONE, ONE, (1, 0)), weight_decay=(ONE, ONE, (-1, 0))),
 }
 
 # ---- Condition "one-layer" (k = 1), App. D ------------------------------------------------
-K1_INIT = dict(multiplier=(O, (0, -H), (-1, 0)), init_var=(O, (-1, 0), O))
-K1_INIT_B = dict(multiplier=(O, (0, -H), (-1, 0), (0, -H)), init_var=(O, (-1, 0), O, O))
+K1_INIT = dict(multiplier=(ONE, (0, -H), (-1, 0)), init_var=(ONE, (-1, 0), ONE))
+K1_INIT_B = dict(multiplier=(ONE, (0, -H), (-1, 0), (0, -H)), init_var=(ONE, (-1, 0), ONE, ONE))
 
 PAPER |= {
     # Tab. "muon-kimi-wd mup one-layer" (App. D.1)
-    ("muon-kimi", 1): table(**K1_INIT, lr=(O, (-H, -H), O), weight_decay=(O, (H, 0), O)),
+    ("muon-kimi", 1): table(**K1_INIT, lr=(ONE, (-H, -H), ONE), weight_decay=(ONE, (H, 0), ONE)),
     # Tab. "muon-wd mup one-layer" (App. D.2): Muon / Shampoo / SOAP; Shampoo ε row
-    ("muon", 1): table(**K1_INIT, lr=((H, 0), (0, -H), (H, 0)), weight_decay=((-H, 0), O, (-H, 0))),
-    ("soap", 1): table(**K1_INIT, lr=((H, 0), (0, -H), (H, 0)), weight_decay=((-H, 0), O, (-H, 0))),
+    ("muon", 1): table(**K1_INIT, lr=((H, 0), (0, -H), (H, 0)), weight_decay=((-H, 0), ONE, (-H, 0))),
+    ("soap", 1): table(**K1_INIT, lr=((H, 0), (0, -H), (H, 0)), weight_decay=((-H, 0), ONE, (-H, 0))),
     ("shampoo", 1): table(
         **K1_INIT,
         lr=((H, 0), (0, -H), (H, 0)),
-        weight_decay=((-H, 0), O, (-H, 0)),
+        weight_decay=((-H, 0), ONE, (-H, 0)),
         eps=((-1, 0), (0, -1), (-1, 0)),
     ),
     # Tab. "sgd-mup one-layer" (App. D.3)
     ("sgd", 1): table(
         **K1_INIT_B,
-        lr=((1, 0), O, (1, 0), (1, 0)),
+        lr=((1, 0), ONE, (1, 0), (1, 0)),
         weight_decay=((-1, 0), (0, -H), (-1, 0), (-1, -H)),
     ),
     # Tab. "adamw-mup one-layer" (App. D.4): AdamW / Lion / Sophia; AdamW ε row
     ("adamw", 1): table(
         **K1_INIT_B,
-        lr=(O, (-1, -H), O, (0, -H)),
-        weight_decay=(O, (1, 0), O, O),
+        lr=(ONE, (-1, -H), ONE, (0, -H)),
+        weight_decay=(ONE, (1, 0), ONE, ONE),
         eps=((-1, 0), (-1, -H), (-1, 0), (-1, -H)),
     ),
-    ("lion", 1): table(**K1_INIT_B, lr=(O, (-1, -H), O, (0, -H)), weight_decay=(O, (1, 0), O, O)),
-    ("sophia", 1): table(**K1_INIT_B, lr=(O, (-1, -H), O, (0, -H)), weight_decay=(O, (1, 0), O, O)),
+    ("lion", 1): table(**K1_INIT_B, lr=(ONE, (-1, -H), ONE, (0, -H)), weight_decay=(ONE, (1, 0), ONE, ONE)),
+    ("sophia", 1): table(**K1_INIT_B, lr=(ONE, (-1, -H), ONE, (0, -H)), weight_decay=(ONE, (1, 0), ONE, ONE)),
     # Tab. "sso-mup one-layer" (App. D.5)
-    ("sso", 1): table(**K1_INIT, lr=(O, (0, -H), (1, 0)), weight_decay=(O, O, (-1, 0))),
+    ("sso", 1): table(**K1_INIT, lr=(ONE, (0, -H), (1, 0)), weight_decay=(ONE, ONE, (-1, 0))),
 }
 
 
