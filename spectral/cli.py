@@ -159,7 +159,9 @@ def _run_derive(args: argparse.Namespace) -> int:
     from . import render
 
     if args.format == "table":
-        emit(None, args, renderable=render.table(d, explain=args.explain, input_kind=args.input_kind))
+        emit(
+            None, args, renderable=render.table(d, explain=args.explain, input_kind=args.input_kind)
+        )
     elif args.format == "markdown":
         emit(render.markdown(d, explain=args.explain, input_kind=args.input_kind), args)
     elif args.format == "latex":

@@ -112,7 +112,8 @@ def text_ratio(base: str, exp: Exponent) -> str:
 def latex_ratio(base: str, exp: Exponent) -> str:
     r"""``\eta_{\mathrm{base}}/r_n``, ``\lambda_{\mathrm{base}}\sqrt{r_n}``, ``.../(r_n r_L)``."""
     num, den = _split(exp, _latex_power, "r_n", "r_L")
-    out = base + " ".join(num)
+    sep = " " if num and base[-1:].isalpha() and num[0][0].isalpha() else ""  # `\eta r_n`
+    out = base + sep + " ".join(num)
     if len(den) == 1:
         out += f"/{den[0]}"
     elif den:
@@ -135,9 +136,9 @@ _LATEX_SPECIAL = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
-    "<": r"\textless{}",
-    ">": r"\textgreater{}",
-    "|": r"\textbar{}",
+    "<": r"$<$",
+    ">": r"$>$",
+    "|": r"$|$",
     "\n": " ",
     "\r": " ",
     "\t": " ",
@@ -376,7 +377,9 @@ def json_text(d: Derivation, *, explain: bool = False) -> str:
     document: dict[str, Any] = d.to_dict()
     if explain:
         document["explain"] = {"entries": _explain_rows(d), "checks": _check_rows(d)}
-    return _render("text", "rules.json.j2", document=json.dumps(document, indent=2, ensure_ascii=False))
+    return _render(
+        "text", "rules.json.j2", document=json.dumps(document, indent=2, ensure_ascii=False)
+    )
 
 
 def table(d: Derivation, *, explain: bool = False, input_kind: InputKind | None = None) -> Any:
@@ -395,7 +398,7 @@ def table(d: Derivation, *, explain: bool = False, input_kind: InputKind | None 
     )
     t.add_column("")
     for _, label in lay.columns:
-        t.add_column(Text(label), justify="left")
+        t.add_column(Text(label), justify="left", overflow="fold")
     for row in lay.rows:
         cells: list[Any] = [Text(row.label, style="bold")]
         for c in row.cells:
@@ -421,10 +424,17 @@ def table(d: Derivation, *, explain: bool = False, input_kind: InputKind | None 
         title=Text(f"Verification: {d.terms_checked} condition terms", style="bold"),
         box=box.SIMPLE_HEAD,
     )
-    for name, justify in (("Label", "left"), ("Checks", "left"), ("Terms", "right"), ("Holds", "left")):
+    for name, justify in (
+        ("Label", "left"),
+        ("Checks", "left"),
+        ("Terms", "right"),
+        ("Holds", "left"),
+    ):
         checks.add_column(name, justify=justify)
     for c in d.checks:
-        checks.add_row(Text(c.label), Text(c.description), Text(str(c.terms)), Text("yes" if c.holds else "NO"))
+        checks.add_row(
+            Text(c.label), Text(c.description), Text(str(c.terms)), Text("yes" if c.holds else "NO")
+        )
     return Group(t, how, checks)
 
 
@@ -476,5 +486,7 @@ def catalog_table(rows: list[dict[str, str]]) -> Any:
     for name in ("name", "applies_to", "update_norm", "eps", "summary", "paper"):
         t.add_column(name)
     for r in rows:
-        t.add_row(*(Text(r[k]) for k in ("name", "applies_to", "update_norm", "eps", "summary", "paper")))
+        t.add_row(
+            *(Text(r[k]) for k in ("name", "applies_to", "update_norm", "eps", "summary", "paper"))
+        )
     return t

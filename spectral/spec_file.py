@@ -1,0 +1,181 @@
+"""Optimizer declarations in TOML files: ``spectral derive --spec my.toml``.
+
+A file declares one optimizer at the top level::
+
+    name = "my-adam"                       # required: a-z, 0-9, '-', '_', '+', '.'
+    update_norm = "n_in"                   # required: ‖A‖_R in n_in, n_out, L, G
+    eps = "G / sqrt(n_in * n_out)"         # optional: the scale of the optimizer's ε
+    applies_to = "all"                     # "all" (default) or "matrices"
+    eps_label = "Adam ε"                   # optional: how tables name the ε row
+    summary = "sign descent"               # optional: one line
+
+Expressions are parsed only by :func:`spectral.expr.parse_expression` (an ``ast``
+whitelist; never ``eval``). Every problem is a :class:`~spectral.errors.SpecError` whose
+message starts with the file and the field: ``my.toml: update_norm: unknown name 'x'; ...``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError
+
+from .errors import SpecError
+from .expr import parse_expression, theta_of
+from .spec import OptimizerSpec
+from .symbols import SYMBOLS
+from .theta import Theta
+
+__all__ = ["load_spec", "parse_spec", "MAX_BYTES", "SpecFile"]
+
+MAX_BYTES = 64 * 1024
+"""Largest spec file read (64 KiB)."""
+MAX_LABEL = 80
+"""Characters ``eps_label`` may have."""
+MAX_SUMMARY = 200
+"""Characters ``summary`` may have."""
+
+
+class SpecFile(BaseModel):
+    """The fields a spec file may have (anything else is refused)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: StrictStr
+    update_norm: StrictStr
+    eps: StrictStr | None = None
+    applies_to: Literal["all", "matrices"] = "all"
+    eps_label: StrictStr | None = None
+    summary: StrictStr | None = None
+
+
+_FIELDS = tuple(SpecFile.model_fields)
+
+
+def _describe_error(err: dict[str, Any]) -> tuple[str, str]:
+    """(field, message) for one pydantic error, in words a spec author understands."""
+    loc = ".".join(str(p) for p in err.get("loc", ())) or "(file)"
+    kind = err.get("type", "")
+    value = err.get("input")
+    if kind == "missing":
+        return loc, "required field is missing"
+    if kind == "extra_forbidden":
+        return loc, f"unknown field; the fields are {', '.join(_FIELDS)}"
+    if kind == "literal_error":
+        return loc, f"{value!r} must be 'all' or 'matrices'"
+    if kind in ("string_type", "str_type"):
+        return loc, f"expected a string, got {_toml_type(value)}"
+    return loc, str(err.get("msg", "invalid value"))
+
+
+def _toml_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+def _check_text(where: str, field: str, text: str | None, limit: int) -> None:
+    if text is None:
+        return
+    if len(text) > limit:
+        raise SpecError(f"{where}: {field}: {len(text)} characters (at most {limit})")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise SpecError(f"{where}: {field}: control characters (newlines, tabs) are not allowed")
+
+
+def _probe(where: str, field: str, expr: Any) -> None:
+    """Refuse an expression whose Θ-scale is undefined (a difference, a negative constant).
+
+    The exponents used here are arbitrary; only the shape of the expression matters.
+    """
+    n, length = Theta.monomial(1, 0), Theta.monomial(0, 1)
+    env = ((SYMBOLS["n_in"], n), (SYMBOLS["n_out"], n), (SYMBOLS["L"], length), (SYMBOLS["G"], n))
+    try:
+        theta_of(expr, env)
+    except SpecError as exc:
+        raise SpecError(f"{where}: {field}: {exc}") from None
+
+
+def parse_spec(data: dict[str, Any], *, where: str = "<spec>") -> OptimizerSpec:
+    """Validate a decoded TOML table and build the :class:`OptimizerSpec`."""
+    try:
+        fields = SpecFile.model_validate(data)
+    except ValidationError as exc:
+        problems = [_describe_error(e) for e in exc.errors(include_url=False)]
+        problems.sort()
+        field, message = problems[0]
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise SpecError(f"{where}: {field}: {message}{more}") from None
+    _check_text(where, "name", fields.name, 64)
+    _check_text(where, "eps_label", fields.eps_label, MAX_LABEL)
+    _check_text(where, "summary", fields.summary, MAX_SUMMARY)
+    if fields.eps_label is not None and not fields.eps_label.strip():
+        raise SpecError(f"{where}: eps_label: must not be empty")
+    exprs: dict[str, Any] = {}
+    for field in ("update_norm", "eps"):
+        text = getattr(fields, field)
+        if text is None:
+            continue
+        try:
+            exprs[field] = parse_expression(text, field=field)
+        except SpecError as exc:
+            raise SpecError(f"{where}: {exc}") from None
+    try:
+        spec = OptimizerSpec(
+            name=fields.name,
+            update_norm=exprs["update_norm"],
+            eps=exprs.get("eps"),
+            applies_to=fields.applies_to,
+            eps_label=fields.eps_label or "ε",
+            summary=fields.summary or "",
+            paper="",
+        )
+    except SpecError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+    for field, expr in exprs.items():
+        _probe(where, field, expr)
+    return spec
+
+
+def load_spec(path: str | os.PathLike[str]) -> OptimizerSpec:
+    """Read, validate and parse an optimizer declaration from a TOML file.
+
+    Raises :class:`~spectral.errors.SpecError` naming the file (and the field) for a
+    missing or unreadable file, a file over 64 KiB, text that is not UTF-8, invalid TOML
+    (with its line), unknown or missing fields, wrong types and bad expressions.
+    """
+    p = Path(path)
+    where = str(path)
+    try:
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise SpecError(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise SpecError(f"{where}: is a directory, not a TOML file") from None
+    except OSError as exc:
+        raise SpecError(f"{where}: cannot read the file ({exc.strerror or exc})") from None
+    if len(raw) > MAX_BYTES:
+        raise SpecError(f"{where}: the file is larger than {MAX_BYTES // 1024} KiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{where}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise SpecError(f"{where}: invalid TOML: nested too deeply") from None
+    return parse_spec(data, where=where)
