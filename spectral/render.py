@@ -1,8 +1,9 @@
 """Renderers: pure functions of a :class:`~spectral.result.Derivation`; nothing prints or writes.
 
 * :func:`table` builds a ``rich`` renderable (the CLI prints it),
-* :func:`markdown`, :func:`latex` and :func:`json_text` return strings rendered from the
-  jinja2 templates in the top-level ``templates`` package.
+* :func:`markdown` and :func:`latex` return strings rendered from the jinja2 templates in
+  the top-level ``templates`` package; :func:`json_text` returns ``json.dumps`` of
+  ``Derivation.to_dict()``.
 
 The layout follows the paper's tables: rows are hyperparameters (block multiplier, initial
 variance, learning rate, weight decay and, where the optimizer has one, its ε), columns are
@@ -373,13 +374,15 @@ def latex(
 
 
 def json_text(d: Derivation, *, explain: bool = False) -> str:
-    """Exactly ``d.to_dict()`` as indented JSON; ``explain`` adds an ``"explain"`` key."""
+    """Exactly ``d.to_dict()`` as indented JSON; ``explain`` adds an ``"explain"`` key.
+
+    The one format not rendered from a template: it is ``json.dumps`` of data, so that the
+    default shape is byte-for-byte ``to_dict()`` (and jinja2 is not imported for it).
+    """
     document: dict[str, Any] = d.to_dict()
     if explain:
         document["explain"] = {"entries": _explain_rows(d), "checks": _check_rows(d)}
-    return _render(
-        "text", "rules.json.j2", document=json.dumps(document, indent=2, ensure_ascii=False)
-    )
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 def table(d: Derivation, *, explain: bool = False, input_kind: InputKind | None = None) -> Any:
