@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from spectral.models import GPT, ResidualMLP, resolve_multipliers
+from spectral.models import GPT, ResidualMLP, resolve_multipliers  # noqa: E402
 
 
 def test_mlp_forward_and_hidden():
