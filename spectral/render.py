@@ -71,18 +71,6 @@ LEGEND = (
 # exponents as text and LaTeX
 # --------------------------------------------------------------------------------------
 
-_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
-
-
-def _text_power(symbol: str, e: Fraction) -> str:
-    if e == 1:
-        return symbol
-    if e == Fraction(1, 2):
-        return f"√{symbol}"
-    if e.denominator == 1:
-        return symbol + str(e).translate(_SUPERSCRIPT)
-    return f"{symbol}^({e})"
-
 
 def _latex_power(symbol: str, e: Fraction) -> str:
     if e == 1:
@@ -92,33 +80,38 @@ def _latex_power(symbol: str, e: Fraction) -> str:
     return f"{symbol}^{{{e}}}"
 
 
-def _split(exp: Exponent, power, r_n: str, r_L: str) -> tuple[list[str], list[str]]:
-    pairs = ((r_n, exp.r_n), (r_L, exp.r_L))
-    num = [power(s, e) for s, e in pairs if e > 0]
-    den = [power(s, -e) for s, e in pairs if e < 0]
-    return num, den
+def _latex_product(parts: list[tuple[str, Fraction]]) -> str:
+    """``r_n r_L``, ``r_n\\sqrt{r_L}``, ``\\sqrt{r_n r_L}`` (as :func:`Exponent.ratio`)."""
+    if len(parts) == 2 and parts[0][1] == parts[1][1] and parts[0][1] != 1:
+        e = parts[0][1]
+        inner = " ".join(sym for sym, _ in parts)
+        return rf"\sqrt{{{inner}}}" if e == Fraction(1, 2) else f"({inner})^{{{e}}}"
+    parts = sorted(parts, key=lambda p: p[1].denominator != 1)  # integer powers first
+    out = ""
+    for sym, e in parts:
+        text = _latex_power(sym, e)
+        out += (" " if out and not text.startswith("\\") else "") + text
+    return out
 
 
 def text_ratio(base: str, exp: Exponent) -> str:
-    """``η_base/r_n``, ``λ_base·√r_n``, ``ε_base/(r_n r_L)``, ``η_base·r_L/√r_n``."""
-    num, den = _split(exp, _text_power, "r_n", "r_L")
-    out = "·".join([base, *num])
-    if len(den) == 1:
-        out += f"/{den[0]}"
-    elif den:
-        out += f"/({' '.join(den)})"
-    return out
+    """The engine's ratio form: ``η_base/r_n``, ``λ_base·√r_n``, ``ε_base/(r_n r_L)``."""
+    return exp.ratio(base)
 
 
 def latex_ratio(base: str, exp: Exponent) -> str:
     r"""``\eta_{\mathrm{base}}/r_n``, ``\lambda_{\mathrm{base}}\sqrt{r_n}``, ``.../(r_n r_L)``."""
-    num, den = _split(exp, _latex_power, "r_n", "r_L")
-    sep = " " if num and base[-1:].isalpha() and num[0][0].isalpha() else ""  # `\eta r_n`
-    out = base + sep + " ".join(num)
-    if len(den) == 1:
-        out += f"/{den[0]}"
-    elif den:
-        out += f"/({' '.join(den)})"
+    pairs = (("r_n", exp.r_n), ("r_L", exp.r_L))
+    num = [(s, e) for s, e in pairs if e > 0]
+    den = [(s, -e) for s, e in pairs if e < 0]
+    out = base
+    if num:
+        top = _latex_product(num)
+        out += (" " if base[-1:].isalpha() and top[0].isalpha() else "") + top  # `\eta r_n`
+    if den:
+        bottom = _latex_product(den)
+        simple = len(den) == 1 or bottom.startswith(("\\sqrt", "("))
+        out += f"/{bottom}" if simple else f"/({bottom})"
     return out
 
 

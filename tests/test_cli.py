@@ -173,7 +173,7 @@ def test_unusual_spec_derives_end_to_end(tmp_path):
     )
     p = run("derive", "--spec", "odd.toml", "--format", "markdown", "--explain", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert "μP rules for odd (k = 2) — verified:" in p.stdout and "r_n^(3/4)" in p.stdout
+    assert "μP rules for odd (k = 2) — verified:" in p.stdout and "r_n³ᐟ⁴" in p.stdout
 
 
 def test_derive_json_imports_no_heavy_modules():

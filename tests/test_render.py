@@ -86,10 +86,13 @@ def test_golden_input_kinds():
         ((Fraction(1, 2), 0), "η·√r_n", r"\eta\sqrt{r_n}"),
         ((0, -2), "η/r_L²", r"\eta/r_L^{2}"),
         ((-1, -1), "η/(r_n r_L)", r"\eta/(r_n r_L)"),
-        ((1, 1), "η·r_n·r_L", r"\eta r_n r_L"),
+        ((1, 1), "η·r_n r_L", r"\eta r_n r_L"),
         ((Fraction(-1, 2), 1), "η·r_L/√r_n", r"\eta r_L/\sqrt{r_n}"),
-        ((Fraction(3, 4), 0), "η·r_n^(3/4)", r"\eta r_n^{3/4}"),
-        ((Fraction(-1, 2), Fraction(-1, 2)), "η/(√r_n √r_L)", r"\eta/(\sqrt{r_n} \sqrt{r_L})"),
+        ((Fraction(3, 4), 0), "η·r_n³ᐟ⁴", r"\eta r_n^{3/4}"),
+        ((Fraction(-1, 2), Fraction(-1, 2)), "η/√(r_n r_L)", r"\eta/\sqrt{r_n r_L}"),
+        ((Fraction(-1, 2), -1), "η/(r_L√r_n)", r"\eta/(r_L\sqrt{r_n})"),
+        ((Fraction(1, 2), Fraction(-1, 2)), "η·√r_n/√r_L", r"\eta\sqrt{r_n}/\sqrt{r_L}"),
+        ((2, 2), "η·(r_n r_L)²", r"\eta(r_n r_L)^{2}"),
     ],
 )
 def test_ratio_forms(exp, text, tex):
