@@ -122,7 +122,9 @@ FORMATS = ("table", "markdown", "latex", "json")
 
 def _configure_derive(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("optimizer", nargs="?", help="a catalog name (see `spectral list`)")
+    which.add_argument(
+        "optimizer", nargs="?", metavar="OPTIMIZER", help="a catalog name (see `spectral list`)"
+    )
     which.add_argument("--spec", metavar="FILE.toml", help="an optimizer declared in a TOML file")
     p.add_argument("--k", type=int, default=2, help="maps per residual block (default 2)")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
