@@ -1,0 +1,328 @@
+"""``spectral codegen``: a standalone PyTorch config module from derived rules.
+
+The module is rendered from ``templates/torch_config.py.j2``. It imports only the standard
+library and torch (pytorch-optimizer lazily, inside the factories that need it), never
+``spectral`` or ``sympy``, and holds plain numbers. Its contract: ``BASE_WIDTH``,
+``BASE_DEPTH``, ``K``, ``OPTIMIZERS``, ``RULES``, ``hparams``, ``multipliers``,
+``classify``, ``init_``, ``param_groups``, ``build_optimizers``.
+
+Each optimizer implementation was checked against the idealised update its declaration
+assumes; the differences (and the compensations) are written as comments above its factory
+in the generated file — see :data:`IMPLEMENTATIONS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+import textwrap
+
+from .io import write_atomic
+from .result import Exponent
+from .spec import OptimizerSpec
+from .transfer import DEFAULT_EPS, EPS_KEYS, Plan, plan
+
+__all__ = ["IMPLEMENTATIONS", "Implementation", "render", "write"]
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """How the generated module builds one catalog optimizer, and why it matches."""
+
+    factory: tuple[str, ...]
+    """Body of ``make_<name>(groups, **kwargs)`` (4-space indented in the output)."""
+    notes: tuple[str, ...] = field(default=())
+    """Comment lines: the idealised update vs the implementation's defaults."""
+
+
+IMPLEMENTATIONS: dict[str, Implementation] = {
+    "sgd": Implementation(
+        factory=("return torch.optim.SGD(groups, **kwargs)",),
+        notes=(
+            "SGD: torch.optim.SGD. Idealised: dW = -eta (grad + lambda W). torch's",
+            "weight_decay is coupled (added to the gradient before momentum); with the",
+            "default momentum=0 the step is exactly the idealised one, and with momentum mu",
+            "both terms grow by about 1/(1 - mu) alike, so the rules still hold.",
+        ),
+    ),
+    "adamw": Implementation(
+        factory=("return torch.optim.AdamW(groups, **kwargs)",),
+        notes=(
+            "AdamW: torch.optim.AdamW. Idealised (beta1 = beta2 = 0, eps = 0): sign(grad),",
+            "dW = -eta (A + lambda W). torch decays decoupled, theta *= 1 - lr * wd, as",
+            "assumed; eps is added to sqrt(v_hat), the declared place, and is scaled per",
+            "role (group key 'eps'; base default 1e-8). Momentum and bias correction keep",
+            "the entries of the step Theta(1), so they do not change the scaling. torch's",
+            "default weight_decay=0.01 is replaced by each group's value.",
+        ),
+    ),
+    "muon-kimi": Implementation(
+        factory=(
+            'kwargs = _fixed(kwargs, adjust_lr_fn="match_rms_adamw")',
+            "return torch.optim.Muon(groups, **kwargs)",
+        ),
+        notes=(
+            "Muon-Kimi: torch.optim.Muon(adjust_lr_fn='match_rms_adamw'), which steps by",
+            "lr * 0.2 * sqrt(max(A, B)) * NS(momentum) and decays theta *= 1 - lr * wd with",
+            "the unadjusted lr: exactly dW = -eta (0.2 sqrt(max(n_in, n_out)) U V^T +",
+            "lambda W). Differences that do not change the scaling: Newton-Schulz (5",
+            "steps, bfloat16) returns U S' V^T with S' in about (0.5, 1.5) rather than",
+            "U V^T, and the step uses Nesterov momentum 0.95. torch's default",
+            "weight_decay=0.1 is replaced by each group's value.",
+        ),
+    ),
+    "muon": Implementation(
+        factory=(
+            'kwargs = _fixed(kwargs, adjust_lr_fn="original")',
+            "return torch.optim.Muon(groups, **kwargs)",
+        ),
+        notes=(
+            "Muon: torch.optim.Muon(adjust_lr_fn='original'). It multiplies lr by",
+            "sqrt(max(1, A/B)) (A, B = weight.shape), while the idealised Muon steps by",
+            "U V^T alone, and no adjust_lr_fn of torch.optim.Muon leaves lr unchanged. So",
+            "each group's lr is divided by that factor and its weight_decay multiplied by",
+            "it (torch decays with the unadjusted lr), which restores dW = -eta (U V^T +",
+            "lambda W) exactly (see _compensation). Square hidden matrices have factor 1.",
+            "Newton-Schulz gives U S' V^T, S' in about (0.5, 1.5); Nesterov momentum 0.95.",
+            "torch's default weight_decay=0.1 is replaced by each group's value.",
+        ),
+    ),
+    "shampoo": Implementation(
+        factory=(
+            "from pytorch_optimizer import Shampoo",
+            "",
+            "kwargs = _fixed(kwargs, weight_decouple=True)",
+            "return Shampoo(groups, **kwargs)",
+        ),
+        notes=(
+            "Shampoo: pytorch_optimizer.Shampoo. It steps by L^(-1/4) G R^(-1/4) with",
+            "L = eps I + sum_t G G^T and R = eps I + sum_t G^T G: no grafting, as the",
+            "declaration assumes, and eps ('matrix_eps', scaled per role; base default",
+            "1e-6) is added to L and R, the declared place. Its default weight_decouple=",
+            "False would add lambda W to the gradient before preconditioning (coupled);",
+            "the declaration assumes decoupled dW = -eta (A + lambda W), so",
+            "weight_decouple=True is fixed here. The statistics are summed over all steps",
+            "(no EMA), so the step shrinks like 1/sqrt(t) at every width alike. The",
+            "inverse roots are recomputed every step (preconditioning_compute_steps=1):",
+            "raise it for large models.",
+        ),
+    ),
+    "soap": Implementation(
+        factory=(
+            "from pytorch_optimizer import SOAP",
+            "",
+            "return SOAP(groups, **kwargs)",
+        ),
+        notes=(
+            "SOAP: pytorch_optimizer.SOAP, Adam in the eigenbasis of Shampoo's L and R.",
+            "Decoupled weight decay (lr * wd), as assumed. Its first step only sets up the",
+            "eigenbasis (no update). Adam's eps (default 1e-8) is not scaled: the paper",
+            "tabulates none for SOAP. A dimension above max_precondition_dim (10000) is",
+            "not rotated, and the step there is Adam's, not Muon's scale: keep large",
+            "embedding tables with --others. Default weight_decay=0.01 is replaced.",
+        ),
+    ),
+    "lion": Implementation(
+        factory=(
+            "from pytorch_optimizer import Lion",
+            "",
+            "kwargs = _fixed(kwargs, weight_decouple=True)",
+            "return Lion(groups, **kwargs)",
+        ),
+        notes=(
+            "Lion: pytorch_optimizer.Lion, sign(beta1 m + (1 - beta1) g) with decoupled",
+            "weight decay (lr * wd; weight_decouple=True, its default): the idealised",
+            "sign step. Lion has no eps.",
+        ),
+    ),
+    "sophia": Implementation(
+        factory=(
+            "from pytorch_optimizer import SophiaH",
+            "",
+            "return SophiaH(groups, **kwargs)",
+        ),
+        notes=(
+            "Sophia: pytorch_optimizer.SophiaH, clip(m / max(h, eps), p) with Hutchinson",
+            "Hessian estimates: call loss.backward(create_graph=True) before step().",
+            "Fused attention kernels may lack a double backward: run the forward and",
+            "backward under torch.nn.attention.sdpa_kernel(SDPBackend.MATH).",
+            "The clip threshold p (default 0.01) bounds each entry by p rather than 1 as",
+            "in the idealised clip(., 1): a constant factor on the step at every width,",
+            "absorbed by the base lr (keep p fixed when transferring). Decoupled weight",
+            "decay (lr * wd), as assumed. eps (1e-12) is not scaled: the paper tabulates",
+            "none for Sophia.",
+        ),
+    ),
+    "sso": Implementation(
+        factory=(
+            "from pytorch_optimizer import SpectralSphere",
+            "",
+            "return SpectralSphere(groups, **kwargs)",
+        ),
+        notes=(
+            "SSO: pytorch_optimizer.SpectralSphere steps by lr * msign(m + mu theta)",
+            "(Polar-Express Newton-Schulz), whose spectral norm is 1: its RMS->RMS norm is",
+            "sqrt(n_in / n_out), while the declaration idealises a unit RMS->RMS step. No",
+            "option rescales it, so each group's lr is multiplied by sqrt(n_out / n_in) and",
+            "its weight_decay divided by it (decay is decoupled, lr * wd): see",
+            "_compensation; (n_out, n_in) come from the owning module (nn.Linear stores",
+            "(out, in), nn.Embedding and HF Conv1D (in, out)). It does not retract the",
+            "weights onto a sphere, matching the declaration's plain step. Default",
+            "weight_decay=0.01 is replaced by each group's value.",
+        ),
+    ),
+}
+"""Catalog optimizer → how the generated module builds it and how it was checked."""
+
+_ASCII_HP = {"multiplier": "alpha", "init_var": "sigma^2", "lr": "lr", "weight_decay": "wd"}
+
+
+def _ascii_power(sym: str, e: Fraction) -> str:
+    if e == 1:
+        return sym
+    text = str(e)
+    return f"{sym}^{text}" if e.denominator == 1 and e > 0 else f"{sym}^({text})"
+
+
+def _comment(hp: str, e: Exponent) -> str:
+    base = _ASCII_HP.get(hp, hp)
+    parts = [_ascii_power(s, x) for s, x in (("r_n", e.r_n), ("r_L", e.r_L)) if x != 0]
+    base += "_base"
+    return base if not parts else f"{base} * " + " * ".join(parts)
+
+
+def _version() -> str:
+    try:
+        return version("spectral")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0"
+
+
+def _environment():
+    import templates
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    return Environment(
+        loader=FileSystemLoader(Path(templates.__file__).parent),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def _title(p: Plan) -> str:
+    if p.others is None:
+        return p.hidden
+    return f"{p.hidden} (hidden weights) + {p.others} (the rest)"
+
+
+def _assignment(p: Plan) -> str:
+    by_opt: dict[str, list[str]] = {}
+    for r, o in p.optimizers.items():
+        by_opt.setdefault(o, []).append(r)
+    text = "Roles: " + "; ".join(f"{o} trains {', '.join(rs)}" for o, rs in by_opt.items())
+    return "\n".join(textwrap.wrap(text + ".", 88))
+
+
+def render(
+    hidden: str | OptimizerSpec,
+    others: str | OptimizerSpec | None = None,
+    k: int = 2,
+    *,
+    base_width: int,
+    base_depth: int,
+    catalog: Mapping[str, OptimizerSpec] | None = None,
+    command: str | None = None,
+) -> str:
+    """The source of the config module (deterministic: same inputs, same bytes)."""
+    for what, v in (("base width", base_width), ("base depth", base_depth)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            from .errors import SpecError
+
+            raise SpecError(f"{what} must be a positive integer, got {v!r}")
+    p = plan(hidden, others, k, catalog=catalog)
+    if command is None:
+        command = f"spectral codegen {p.hidden}"
+        if p.others:
+            command += f" --others {p.others}"
+        command += f" --k {k} --base-width {base_width} --base-depth {base_depth}"
+    rules = []
+    for r, hps in p.rules.items():
+        rules.append(
+            {
+                "name": r,
+                "optimizer": p.optimizers[r],
+                "hps": [
+                    {
+                        "name": hp,
+                        "a": repr(float(e.r_n)),
+                        "b": repr(float(e.r_L)),
+                        "comment": _comment(hp, e),
+                    }
+                    for hp, e in hps.items()
+                ],
+            }
+        )
+    kinds = []
+    for name in dict.fromkeys(p.optimizers.values()):
+        spec = p.derivations[name].spec
+        impl = IMPLEMENTATIONS.get(name) if p.is_builtin(name) else None
+        if impl is None:
+            notes = (
+                f"{name}: a user declaration (update_norm = {spec.update_norm}); no",
+                "implementation is known. Pass build_optimizers(...,",
+                f"factories={{'{name}': fn}}), fn(groups, **kwargs) -> torch optimizer, whose",
+                "step is the declared one: dW = -lr * (A + weight_decay * W).",
+            )
+            factory: tuple[str, ...] = ()
+        else:
+            notes, factory = impl.notes, impl.factory
+        kinds.append(
+            {
+                "name": name,
+                "matrix_only": not spec.applies_to_biases,
+                "has_eps": spec.has_eps,
+                "eps_key": EPS_KEYS.get(name, "eps"),
+                "default_eps": repr(DEFAULT_EPS[name])
+                if spec.has_eps and name in DEFAULT_EPS and impl is not None
+                else None,
+                "notes": notes,
+                "factory": factory,
+                "factory_name": "make_"
+                + name.replace("-", "_").replace("+", "_").replace(".", "_"),
+            }
+        )
+    uncovered_note = ""
+    if p.uncovered:
+        uncovered_note = (
+            f"{p.hidden} trains matrices only and no --others was given, so no optimizer\n"
+            f"trains {', '.join(p.uncovered)}: the model must have no biases and no norm\n"
+            "parameters (init_ and param_groups raise otherwise, naming the parameter)."
+        )
+    env = _environment()
+    text = env.get_template("torch_config.py.j2").render(
+        title=_title(p),
+        command=command,
+        version=_version(),
+        k=k,
+        base_width=base_width,
+        base_depth=base_depth,
+        optimizers=list(p.optimizers.items()),
+        rules=rules,
+        kinds=kinds,
+        kind_names=[kd["name"] for kd in kinds],
+        assignment=_assignment(p),
+        uncovered=p.uncovered,
+        uncovered_note=uncovered_note,
+    )
+    return text
+
+
+def write(path: str | Path, source: str, *, force: bool = False) -> Path:
+    """Write the module atomically; an existing file is kept unless ``force``."""
+    return write_atomic(path, source, force=force)
