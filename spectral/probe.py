@@ -1,0 +1,350 @@
+"""Measure a real optimizer's update size and compare its width exponent with the declaration.
+
+For each role's shape (input ``n × d0``, hidden ``n × n``, output ``d0 × n``; biases ``n``
+for optimizers that apply to vectors) and each width ``n``, one step of the real
+implementation is taken with unit learning rate and no weight decay on a realistic low-rank
+gradient (a rank-2 outer product plus small Gaussian noise, scaled to ``‖∇W‖_2 = 1``). The
+RMS→RMS operator norm of the step,
+
+    ‖ΔW‖_R = sqrt(n_in / n_out) · ‖ΔW‖_2        (a bias is an ``n × 1`` matrix),
+
+is fitted against ``n`` on log–log axes; its slope is the *measured* exponent. The
+*declared* exponent is the Θ-exponent in ``n`` of the optimizer's ``update_norm`` with each
+role's ``n_in``/``n_out`` (``d0 = Θ(1)``), ``L = Θ(1)`` and ``G = ‖∇W‖_2 = 1`` (which is
+what the probe feeds in). A mismatch larger than :data:`TOLERANCE` is a failure.
+
+Declarations that use ``G`` (SGD) are exercised here only at ``G = 1``; the scale of ``G``
+in a real network comes from the loss-sensitivity argument, and the coordinate check
+(``spectral coord-check``) is their real test.
+
+The implementations are the ones the code generator uses: ``torch.optim`` SGD, AdamW and
+Muon (``adjust_lr_fn=None`` for ``muon``, ``"match_rms_adamw"`` for ``muon-kimi``) and
+``pytorch_optimizer`` Lion, Shampoo, SOAP, SophiaH and SpectralSphere. Everything that
+imports torch is imported inside functions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .coordcheck import fit_slope
+
+__all__ = [
+    "TOLERANCE",
+    "DEFAULT_WIDTHS",
+    "IMPLEMENTATIONS",
+    "ProbeRow",
+    "ProbeResult",
+    "declared_exponent",
+    "probe",
+]
+
+TOLERANCE = 0.1
+"""Largest |measured − declared| exponent that passes."""
+DEFAULT_WIDTHS = (64, 128, 256, 512, 1024)
+D0 = 32
+"""Fixed input/output dimension ``d0`` of the input and output roles."""
+
+
+@dataclass(frozen=True)
+class Impl:
+    """How to build and step the real implementation of one catalog optimizer."""
+
+    name: str
+    """Human-readable class and arguments."""
+    build: Callable[[list, Any], Any]
+    steps: int = 1
+    """Steps taken with the same gradient; the change made by the *last* one is measured."""
+    note: str = ""
+    hessian: bool = False
+    """SophiaH: pass a diagonal Hessian estimate ``g ⊙ g`` to ``step``."""
+
+
+def _sgd(params, torch):
+    return torch.optim.SGD(params, lr=1.0, momentum=0.0, weight_decay=0.0)
+
+
+def _adamw(params, torch):
+    return torch.optim.AdamW(params, lr=1.0, weight_decay=0.0)
+
+
+def _muon(params, torch):
+    return torch.optim.Muon(params, lr=1.0, weight_decay=0.0)
+
+
+def _muon_kimi(params, torch):
+    return torch.optim.Muon(params, lr=1.0, weight_decay=0.0, adjust_lr_fn="match_rms_adamw")
+
+
+def _lion(params, torch):
+    import pytorch_optimizer as po
+
+    return po.Lion(params, lr=1.0, weight_decay=0.0)
+
+
+def _shampoo(params, torch):
+    import pytorch_optimizer as po
+
+    return po.Shampoo(params, lr=1.0, momentum=0.0, weight_decay=0.0)
+
+
+def _soap(params, torch):
+    import pytorch_optimizer as po
+
+    return po.SOAP(params, lr=1.0, weight_decay=0.0)
+
+
+def _sophia(params, torch):
+    import pytorch_optimizer as po
+
+    return po.SophiaH(params, lr=1.0, weight_decay=0.0, foreach=False)
+
+
+def _sso(params, torch):
+    import pytorch_optimizer as po
+
+    return po.SpectralSphere(params, lr=1.0, weight_decay=0.0, foreach=False)
+
+
+IMPLEMENTATIONS: dict[str, Impl] = {
+    "sgd": Impl("torch.optim.SGD(momentum=0)", _sgd),
+    "adamw": Impl("torch.optim.AdamW", _adamw),
+    "lion": Impl("pytorch_optimizer.Lion", _lion),
+    "muon": Impl(
+        "torch.optim.Muon(adjust_lr_fn=None)",
+        _muon,
+        note="torch's default adjust_lr_fn ('original') scales lr by sqrt(max(1, n_out/n_in))",
+    ),
+    "muon-kimi": Impl("torch.optim.Muon(adjust_lr_fn='match_rms_adamw')", _muon_kimi),
+    "shampoo": Impl("pytorch_optimizer.Shampoo(momentum=0)", _shampoo),
+    "soap": Impl(
+        "pytorch_optimizer.SOAP",
+        _soap,
+        steps=2,
+        note="SOAP's first step only builds the preconditioner; the second step is measured",
+    ),
+    "sophia": Impl(
+        "pytorch_optimizer.SophiaH(hessian=g⊙g)",
+        _sophia,
+        hessian=True,
+        note="Hessian estimate g⊙g passed to step(); the clip at ±p (p=0.01) is active",
+    ),
+    "sso": Impl("pytorch_optimizer.SpectralSphere", _sso),
+}
+
+
+@dataclass(frozen=True)
+class ProbeRow:
+    role: str
+    shape: str
+    """Shape as ``n_out × n_in`` in terms of ``n`` and ``d0``."""
+    declared: float
+    measured: float
+    passed: bool
+    norms: tuple[float, ...]
+    """``‖ΔW‖_R`` at each width."""
+    uses_G: bool = False
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "shape": self.shape,
+            "declared": self.declared,
+            "measured": self.measured,
+            "pass": self.passed,
+            "norms": list(self.norms),
+            "uses_G": self.uses_G,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    optimizer: str
+    implementation: str
+    widths: tuple[int, ...]
+    d0: int
+    seeds: int
+    rank: int
+    noise: float
+    rows: tuple[ProbeRow, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "optimizer": self.optimizer,
+            "implementation": self.implementation,
+            "widths": list(self.widths),
+            "d0": self.d0,
+            "seeds": self.seeds,
+            "gradient": {"rank": self.rank, "noise": self.noise, "spectral_norm": 1.0},
+            "tolerance": TOLERANCE,
+            "pass": self.passed,
+            "rows": [r.to_dict() for r in self.rows],
+            "notes": list(self.notes),
+        }
+
+
+# role name -> (n_out, n_in) as (power of n, uses d0)
+_SHAPES = {
+    "input_weight": ("n × d0", lambda n, d0: (n, d0)),
+    "hidden_weight": ("n × n", lambda n, d0: (n, n)),
+    "output_weight": ("d0 × n", lambda n, d0: (d0, n)),
+    "input_bias": ("n", lambda n, d0: (n,)),
+    "hidden_bias": ("n", lambda n, d0: (n,)),
+}
+
+
+def declared_exponent(optimizer: str, role_name: str) -> tuple[float, bool]:
+    """Θ-exponent in ``n`` of ``update_norm`` for ``role_name`` (``L = 1``, ``G = 1``).
+
+    Returns ``(exponent, uses_G)``.
+    """
+    from .catalog import resolve
+    from .expr import theta_of
+    from .roles import role
+    from .symbols import G, L, n_in, n_out
+    from .theta import Theta
+
+    spec = resolve(optimizer)
+    r = role(role_name)
+    env = ((n_in, r.n_in), (n_out, r.n_out), (L, Theta.one()), (G, Theta.one()))
+    value = theta_of(spec.update_norm, env)
+    a, _ = value.exponents
+    return float(a), G in spec.update_norm.free_symbols
+
+
+def roles_for(optimizer: str) -> tuple[str, ...]:
+    from .catalog import resolve
+    from .roles import ROLES
+
+    spec = resolve(optimizer)
+    return tuple(r.name for r in ROLES if spec.applies_to_biases or not r.is_bias)
+
+
+def _gradient(shape: tuple[int, ...], rank: int, noise: float, gen, torch) -> Any:
+    """Rank-``rank`` outer product (singular values 1, 1/2, 1/4, …) plus Gaussian noise of
+    spectral norm ≈ ``noise``, scaled to spectral norm 1."""
+    if len(shape) == 1:
+        (n,) = shape
+        g = torch.randn(n, generator=gen, dtype=torch.float64)
+        g = g / g.norm() + noise * torch.randn(n, generator=gen, dtype=torch.float64) / math.sqrt(n)
+        return (g / g.norm()).float()
+    m, k = shape
+    g = torch.zeros(m, k, dtype=torch.float64)
+    for i in range(rank):
+        u = torch.randn(m, generator=gen, dtype=torch.float64)
+        v = torch.randn(k, generator=gen, dtype=torch.float64)
+        g += 0.5**i * torch.outer(u / u.norm(), v / v.norm())
+    z = torch.randn(m, k, generator=gen, dtype=torch.float64)
+    g += noise * z / (math.sqrt(m) + math.sqrt(k))
+    return (g / torch.linalg.matrix_norm(g, ord=2)).float()
+
+
+def _init(shape: tuple[int, ...], role_name: str, gen, torch) -> Any:
+    """μP-aligned init ``σ² = min(1, n_out/n_in)/n_in``; biases 0 (only SSO looks at ``W``)."""
+    if len(shape) == 1:
+        return torch.zeros(shape)
+    n_out, n_in = shape
+    var = min(1.0, n_out / n_in) / n_in  # the readout's Θ(1) init is irrelevant to one step
+    return torch.randn(shape, generator=gen, dtype=torch.float64).float() * math.sqrt(var)
+
+
+def rms_operator_norm(delta, torch) -> float:
+    """``sqrt(n_in/n_out)·‖Δ‖_2``; a vector of length ``n`` is an ``n × 1`` matrix."""
+    d = delta.detach().to(torch.float64)
+    if d.ndim == 1:
+        return float(d.norm() / math.sqrt(d.numel()))
+    n_out, n_in = d.shape
+    return float(math.sqrt(n_in / n_out) * torch.linalg.matrix_norm(d, ord=2))
+
+
+def measure(
+    optimizer: str,
+    role_name: str,
+    width: int,
+    *,
+    d0: int = D0,
+    seed: int = 0,
+    rank: int = 2,
+    noise: float = 1e-3,
+    device: str = "cpu",
+) -> float:
+    """``‖ΔW‖_R`` of one real step (the last of ``Impl.steps``) for one role and width."""
+    import torch
+
+    impl = IMPLEMENTATIONS[optimizer]
+    shape = _SHAPES[role_name][1](width, d0)
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + width)
+    p = torch.nn.Parameter(_init(shape, role_name, gen, torch).to(device))
+    grad = _gradient(shape, rank, noise, gen, torch).to(device)
+    opt = impl.build([p], torch)
+    before = p.detach().clone()
+    for _ in range(impl.steps):
+        before = p.detach().clone()
+        p.grad = grad.clone()  # some implementations modify the gradient in place
+        if impl.hessian:
+            opt.step(hessian=[grad * grad])
+        else:
+            opt.step()
+    return rms_operator_norm(p.detach() - before, torch)
+
+
+def probe(
+    optimizer: str,
+    *,
+    widths: Sequence[int] = DEFAULT_WIDTHS,
+    d0: int = D0,
+    seeds: int = 1,
+    rank: int = 2,
+    noise: float = 1e-3,
+    device: str = "cpu",
+    progress: Callable[[str], None] | None = None,
+) -> ProbeResult:
+    """Measure every role of ``optimizer`` at every width; fit and compare exponents."""
+    from .catalog import resolve
+    from .errors import SpecError
+
+    spec = resolve(optimizer)
+    if spec.name not in IMPLEMENTATIONS:
+        raise SpecError(
+            f"no torch / pytorch-optimizer implementation is wired up for {spec.name!r}; "
+            f"probe-able: {', '.join(IMPLEMENTATIONS)}"
+        )
+    widths = tuple(sorted(int(w) for w in widths))
+    if len(widths) < 2 or widths[0] <= d0:
+        raise SpecError(f"need at least two widths, all larger than d0 = {d0}; got {widths}")
+    impl = IMPLEMENTATIONS[spec.name]
+    rows = []
+    for role_name in roles_for(spec.name):
+        norms = []
+        for w in widths:
+            vals = [
+                measure(spec.name, role_name, w, d0=d0, seed=s, rank=rank, noise=noise, device=device)
+                for s in range(seeds)
+            ]
+            norms.append(math.exp(sum(math.log(max(v, 1e-300)) for v in vals) / len(vals)))
+            if progress:
+                progress(f"{spec.name} {role_name} n={w}")
+        measured, _ = fit_slope(widths, norms)
+        declared, uses_g = declared_exponent(spec.name, role_name)
+        ok = abs(measured - declared) <= TOLERANCE
+        note = ""
+        if uses_g:
+            note = "declaration uses G; measured at G = ‖∇W‖_2 = 1 — the coordinate check is its real test"
+        if not ok:
+            note = (note + "; " if note else "") + (
+                f"MISMATCH: measured n^{measured:+.2f}, declared n^{declared:+.2f}"
+            )
+        rows.append(
+            ProbeRow(role_name, _SHAPES[role_name][0], declared, measured, ok, tuple(norms), uses_g, note)
+        )
+    notes = (impl.note,) if impl.note else ()
+    return ProbeResult(spec.name, impl.name, widths, d0, seeds, rank, noise, tuple(rows), notes)
