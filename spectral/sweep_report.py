@@ -1,0 +1,249 @@
+"""Tables, plots and optimum drift of a learning-rate sweep, as the paper shows them.
+
+From ``OUT/runs.jsonl`` (:mod:`spectral.sweep`) this writes, into ``OUT``:
+
+* ``summary.md`` — every table (final validation loss per size × log2 LR, best per row in
+  bold), the optimum drift per parameterisation and axis, the data and the command;
+* ``tables.tex`` — the same tables in the paper's LaTeX style (booktabs);
+* ``drift.json`` — the drift numbers, machine-readable;
+* ``lr_width.png`` / ``lr_depth.png`` — loss vs log2 LR, one curve per size, one panel per
+  parameterisation side by side (matplotlib, Agg backend).
+
+Drift, in grid steps of log2 η_base: ``end`` = argmin index at the largest size minus at the
+smallest; ``spread`` = max − min of the argmin index over all sizes. Diverged runs count as
++∞; a size with no finite run has no argmin and is left out of the drift.
+
+Templates: ``templates/sweep_table.md.j2``, ``sweep_table.tex.j2``, ``sweep_summary.md.j2``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+from collections.abc import Iterable
+
+from .io import write_atomic
+
+__all__ = ["Table", "build_tables", "drift", "render_markdown", "render_latex", "plot", "write_report"]
+
+_AXIS_META = {
+    "width": {"name": "width", "symbol": "n", "label": "n"},
+    "depth": {"name": "depth", "symbol": "L", "label": "L"},
+}
+_PARAM_TITLE = {"sp": "SP", "mup-k1": "μP (k=1)", "mup": "μP (k=2)"}
+_PARAM_TEX = {"sp": "SP", "mup-k1": r"$\mu$P ($k=1$)", "mup": r"$\mu$P ($k\ge2$)"}
+
+
+@dataclass
+class Table:
+    optimizer: str
+    axis: str
+    parameterization: str
+    sizes: list[int]
+    """Width (width axis) or depth (depth axis) per row, ascending."""
+    log2_lrs: list[int]
+    values: list[list[float | None | str]]
+    """``values[row][col]``: loss, ``"div"`` (diverged) or ``None`` (not run)."""
+
+    def argmins(self) -> list[int | None]:
+        out: list[int | None] = []
+        for row in self.values:
+            finite = [(v, i) for i, v in enumerate(row) if isinstance(v, float) and math.isfinite(v)]
+            out.append(min(finite)[1] if finite else None)
+        return out
+
+    @property
+    def title(self) -> str:
+        return f"{self.optimizer}, {_PARAM_TITLE.get(self.parameterization, self.parameterization)}, {self.axis} scaling"
+
+
+def build_tables(records: Iterable[dict[str, Any]], cfg: Any) -> list[Table]:
+    """One table per (axis, parameterisation) of ``cfg``, from the matching records (last wins)."""
+    settings = cfg.settings()
+    latest: dict[tuple, dict[str, Any]] = {}
+    for r in records:
+        if r.get("optimizer") != cfg.optimizer or r.get("settings") != settings:
+            continue
+        latest[(r["parameterization"], r["width"], r["depth"], r["log2_lr"])] = r
+    lrs = sorted(cfg.log2_lrs)
+    tables = []
+    for axis in ("width", "depth"):
+        sizes = cfg.sizes(axis)
+        for p in cfg.parameterizations:
+            values = []
+            for w, d in sizes:
+                row: list[float | None | str] = []
+                for e in lrs:
+                    r = latest.get((p, w, d, e))
+                    if r is None:
+                        row.append(None)
+                    elif r.get("diverged") or r.get("val_loss") is None:
+                        row.append("div")
+                    else:
+                        row.append(float(r["val_loss"]))
+                values.append(row)
+            tables.append(
+                Table(cfg.optimizer, axis, p, [w if axis == "width" else d for w, d in sizes], lrs, values)
+            )
+    return tables
+
+
+def drift(table: Table) -> dict[str, Any]:
+    """Optimum drift of one table in grid steps (``None`` where fewer than one row has an optimum)."""
+    am = table.argmins()
+    known = [a for a in am if a is not None]
+    end = am[-1] - am[0] if am and am[0] is not None and am[-1] is not None else None
+    return {
+        "optimizer": table.optimizer,
+        "axis": table.axis,
+        "parameterization": table.parameterization,
+        "sizes": table.sizes,
+        "argmin_log2_lr": [table.log2_lrs[a] if a is not None else None for a in am],
+        "end": end,
+        "spread": (max(known) - min(known)) if known else None,
+    }
+
+
+@cache
+def _env(latex: bool):
+    import jinja2
+
+    import templates
+
+    from .render import latex_escape
+
+    opts: dict[str, Any] = dict(
+        loader=jinja2.FileSystemLoader(Path(templates.__file__).parent),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    if latex:
+        opts.update(
+            block_start_string="<%", block_end_string="%>",
+            variable_start_string="<<", variable_end_string=">>",
+            comment_start_string="<#", comment_end_string="#>",
+        )
+    env = jinja2.Environment(**opts)
+    env.filters["tex"] = latex_escape
+    return env
+
+
+def _rows(table: Table) -> list[dict[str, Any]]:
+    rows = []
+    for size, row, best in zip(table.sizes, table.values, table.argmins(), strict=False):
+        cells = []
+        for i, v in enumerate(row):
+            text = "–" if v is None else ("div" if v == "div" else f"{v:.3f}")
+            cells.append({"text": text, "best": i == best})
+        rows.append({"size": size, "cells": cells})
+    return rows
+
+
+def _caption(table: Table) -> str:
+    return f"Final validation loss, {table.title}."
+
+
+def render_markdown(table: Table) -> str:
+    meta = _AXIS_META[table.axis]
+    return _env(False).get_template("sweep_table.md.j2").render(
+        caption=f"*{_caption(table)}*", size_label=meta["label"], log2_lrs=table.log2_lrs, rows=_rows(table)
+    )
+
+
+def render_latex(table: Table) -> str:
+    meta = _AXIS_META[table.axis]
+    label = f"tab:sweep-{table.optimizer}-{table.axis}-{table.parameterization}".replace("+", "-")
+    caption = f"{table.optimizer}, {table.parameterization}, {table.axis} scaling: final validation loss."
+    return _env(True).get_template("sweep_table.tex.j2").render(
+        caption=caption, size_name=meta["name"], size_symbol=meta["symbol"],
+        log2_lrs=table.log2_lrs, rows=_rows(table), label=label,
+    )
+
+
+def plot(tables: list[Table], axis: str, path: str | Path) -> Path:
+    """Loss vs log2 LR, one curve per size, one panel per parameterisation (SP beside μP)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [t for t in tables if t.axis == axis]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), sharey=True, squeeze=False)
+    finite = [v for t in panels for row in t.values for v in row if isinstance(v, float) and math.isfinite(v)]
+    cmap = plt.get_cmap("viridis")
+    for ax, t in zip(axes[0], panels, strict=False):
+        for j, (size, row, best) in enumerate(zip(t.sizes, t.values, t.argmins(), strict=False)):
+            color = cmap(j / max(1, len(t.sizes) - 1))
+            xs = [e for e, v in zip(t.log2_lrs, row, strict=False) if isinstance(v, float)]
+            ys = [v for v in row if isinstance(v, float)]
+            sym = _AXIS_META[axis]["symbol"]
+            ax.plot(xs, ys, "o-", color=color, ms=3.5, lw=1.4, label=f"{sym}={size}")
+            if best is not None:
+                ax.plot([t.log2_lrs[best]], [row[best]], "*", color=color, ms=11, mec="black", mew=0.5)
+        ax.set_title(_PARAM_TITLE.get(t.parameterization, t.parameterization))
+        ax.set_xlabel(r"$\log_2 \eta_{\mathrm{base}}$")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("final validation loss")
+    if finite:
+        lo = min(finite)
+        hi = min(max(finite), lo + 2.0)  # keep the optimum region readable when some runs blow up
+        axes[0][0].set_ylim(lo - 0.05 * (hi - lo + 1e-9), hi + 0.05 * (hi - lo + 1e-9))
+    axes[0][-1].legend(fontsize=8, loc="upper right")
+    fig.suptitle(f"{panels[0].optimizer if panels else ''}: {axis} scaling")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path.with_suffix(".tmp.png"), dpi=120)
+    plt.close(fig)
+    path.with_suffix(".tmp.png").replace(path)
+    return path
+
+
+def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None = None) -> list[Path]:
+    """Render ``summary.md``, ``tables.tex``, ``drift.json`` and the plots into ``out``."""
+    from .sweep import META_FILE, RUNS_FILE, read_runs
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if records is None:
+        records = read_runs(out / RUNS_FILE)
+    meta = {}
+    if (out / META_FILE).is_file():
+        meta = json.loads((out / META_FILE).read_text(encoding="utf-8"))
+    tables = build_tables(records, cfg)
+    drifts = [drift(t) for t in tables]
+    images = []
+    for axis in ("width", "depth"):
+        images.append(plot(tables, axis, out / f"lr_{axis}.png").name)
+    data = meta.get("data") or {}
+    settings = cfg.settings()
+    hp_sources = sorted({r.get("hp_source", "?") for r in records if r.get("settings") == settings and r.get("optimizer") == cfg.optimizer})
+    summary = _env(False).get_template("sweep_summary.md.j2").render(
+        optimizer=cfg.optimizer,
+        token="byte" if data.get("vocab_size", 256) == 256 else "token",
+        settings=settings,
+        data=data,
+        hp_sources=hp_sources,
+        command=meta.get("command"),
+        drifts=[
+            d | {"argmins": ", ".join("–" if a is None else str(a) for a in d["argmin_log2_lr"]),
+                 "end": "–" if d["end"] is None else f"{d['end']:+d}",
+                 "spread": "–" if d["spread"] is None else d["spread"]}
+            for d in drifts
+        ],
+        tables=[{"title": t.title, "markdown": render_markdown(t)} for t in tables],
+        images=images,
+    )
+    tex = "% generated by spectral sweep; needs \\usepackage{booktabs}\n" + "\n".join(render_latex(t) for t in tables)
+    paths = [
+        write_atomic(out / "summary.md", summary, force=True),
+        write_atomic(out / "tables.tex", tex, force=True),
+        write_atomic(out / "drift.json", json.dumps(drifts, indent=2) + "\n", force=True),
+    ]
+    return paths + [out / img for img in images]
