@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import cli_codegen
 from .errors import DerivationError, SpectralError
 
 __all__ = ["COMMANDS", "Command", "build_parser", "console", "emit", "main"]
@@ -190,6 +191,18 @@ COMMANDS: dict[str, Command] = {
         _run_derive,
         description="Derive the μP rules of OPTIMIZER (or of a TOML declaration, --spec) for "
         "residual blocks of k maps, verify them against every condition term, and print them.",
+    ),
+    "codegen": Command(
+        "write a standalone PyTorch config module (μP rules, param groups, optimizers)",
+        cli_codegen.configure_codegen,
+        cli_codegen.run_codegen,
+        description=cli_codegen.CODEGEN_DESCRIPTION,
+    ),
+    "transfer": Command(
+        "print the concrete per-role hyperparameters of a target model",
+        cli_codegen.configure_transfer,
+        cli_codegen.run_transfer,
+        description=cli_codegen.TRANSFER_DESCRIPTION,
     ),
 }
 """Subcommand name → :class:`Command`, in the order ``--help`` lists them."""

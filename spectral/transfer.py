@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .catalog import catalog as builtin_catalog
-from .catalog import resolve
 from .errors import SpecError
 from .result import Derivation, Exponent
 from .roles import ROLE_NAMES, role
@@ -233,8 +232,3 @@ def hparams(
         eps=eps,
         multiplier=multiplier,
     )
-
-
-def resolve_name(name: str | OptimizerSpec, extra: Mapping[str, OptimizerSpec] | None) -> str:
-    """The catalog key an optimizer argument refers to (for messages)."""
-    return resolve(name, extra).name

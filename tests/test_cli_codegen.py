@@ -1,0 +1,117 @@
+"""`spectral codegen` and `spectral transfer` through the CLI entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from spectral.cli import main
+from spectral.transfer import hparams, plan
+
+BASE = ["--base-width", "256", "--base-depth", "4"]
+
+
+def test_codegen_writes_and_refuses_to_overwrite(tmp_path, capsys):
+    out = tmp_path / "mup_config.py"
+    assert main(["codegen", "muon-kimi", "--others", "adamw", *BASE, "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "BASE_WIDTH = 256" in text and '"hidden_weight": "muon-kimi"' in text
+    assert "spectral codegen muon-kimi --others adamw --k 2" in text
+    out.write_text("# mine\n")
+    capsys.readouterr()
+    assert main(["codegen", "adamw", *BASE, "-o", str(out)]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert out.read_text() == "# mine\n"
+    assert main(["codegen", "adamw", *BASE, "-o", str(out), "--force"]) == 0
+    assert '"hidden_weight": "adamw"' in out.read_text()
+
+
+def test_codegen_stdout_is_the_rendered_module(capsys):
+    from spectral.codegen import render
+
+    assert main(["codegen", "sgd", "--k", "3", *BASE]) == 0
+    assert capsys.readouterr().out == render(
+        "sgd",
+        None,
+        3,
+        base_width=256,
+        base_depth=4,
+        command="spectral codegen sgd --k 3 --base-width 256 --base-depth 4",
+    )
+
+
+def test_codegen_matrix_only_without_others_notes_it(tmp_path, capsys):
+    assert main(["codegen", "muon", *BASE, "-o", str(tmp_path / "c.py")]) == 0
+    assert "--others adamw" in capsys.readouterr().err
+
+
+def test_codegen_spec_file_in_either_slot(tmp_path, capsys):
+    spec = tmp_path / "mine.toml"
+    spec.write_text('name = "mine"\nupdate_norm = "n_in"\neps = "G / sqrt(n_in * n_out)"\n')
+    out = tmp_path / "a.py"
+    assert (
+        main(["codegen", "muon", "--others", "mine", "--spec", str(spec), *BASE, "-o", str(out)])
+        == 0
+    )
+    assert '"input_bias": "mine"' in out.read_text()
+    out2 = tmp_path / "b.py"
+    assert main(["codegen", "--spec", str(spec), "--others", "adamw", *BASE, "-o", str(out2)]) == 0
+    assert '"hidden_weight": "mine"' in out2.read_text()
+    capsys.readouterr()
+    assert main(["codegen", "--others", "adamw", *BASE]) == 2
+    assert "HIDDEN_OPT" in capsys.readouterr().err
+
+
+def test_transfer_json_equals_hparams(capsys):
+    args = ["transfer", "muon-kimi", "--others", "adamw", *BASE, "--width", "2048", "--depth", "32"]
+    args += ["--lr", "0.01", "--init-std", "0.02", "--weight-decay", "0.1", "--format", "json"]
+    assert main(args) == 0
+    got = json.loads(capsys.readouterr().out)
+    want = hparams(
+        plan("muon-kimi", "adamw"), 256, 4, 2048, 32, lr=0.01, init_std=0.02, weight_decay=0.1
+    )
+    assert got == want
+
+
+def test_transfer_per_optimizer_values_and_table(capsys):
+    args = ["transfer", "muon", "--others", "adamw", *BASE, "--width", "1024", "--depth", "8"]
+    args += ["--lr", "muon=0.02,adamw=3e-4", "--init-std", "0.02", "--eps", "adamw=1e-10"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "muon+adamw, k = 2: (256, 4) → (1024, 8), r_n = 4, r_L = 2" in out
+    hidden = next(line for line in out.splitlines() if line.startswith("hidden_weight"))
+    assert hidden.split()[1:] == ["muon", "0.5", "0.01", "0.02", "0", "—"]
+    inp = next(line for line in out.splitlines() if line.startswith("input_weight"))
+    assert inp.split()[-1] == "2.5e-11"
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--lr", "fast"], "expected a number"),
+        (["--lr", "muon=0.02"], "no value for adamw"),
+        (["--lr", "sgd=0.1,muon=1,adamw=1"], "sgd, not used"),
+        (["--lr", "0.1", "--width", "0"], "positive integer"),
+    ],
+)
+def test_transfer_bad_input_exits_2(extra, message, capsys):
+    args = ["transfer", "muon", "--others", "adamw", *BASE, "--width", "512", "--depth", "8"]
+    args += ["--init-std", "0.02", *extra]
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_derive_and_transfer_do_not_import_torch():
+    code = (
+        "import sys\n"
+        "from spectral.cli import main\n"
+        "assert main(['derive', 'adamw', '--format', 'json']) == 0\n"
+        "assert main(['transfer', 'adamw', '--base-width', '8', '--base-depth', '2',"
+        " '--width', '16', '--depth', '4', '--lr', '1', '--init-std', '1']) == 0\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
