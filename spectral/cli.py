@@ -204,8 +204,22 @@ COMMANDS: dict[str, Command] = {
         cli_codegen.run_transfer,
         description=cli_codegen.TRANSFER_DESCRIPTION,
     ),
+    "sweep": Command(
+        "learning-rate transfer sweep: train the reference GPT under sp, mup-k1 and mup",
+        lambda p: _sweep().configure_parser(p),
+        lambda args: _sweep().run_from_args(args),
+        description="Train the reference GPT over base learning rates (powers of 2) x widths "
+        "and x depths under sp, mup-k1 and mup; write runs.jsonl (resumable), tables, plots "
+        "and the optimum drift. See spectral.sweep.",
+    ),
 }
 """Subcommand name → :class:`Command`, in the order ``--help`` lists them."""
+
+
+def _sweep():
+    from . import sweep  # stdlib-only at import; torch is imported when a sweep trains
+
+    return sweep
 
 
 class _UsageError(SpectralError):
