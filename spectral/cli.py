@@ -216,6 +216,27 @@ COMMANDS: dict[str, Command] = {
 """Subcommand name → :class:`Command`, in the order ``--help`` lists them."""
 
 
+# spectral coord-check / spectral probe (torch, matplotlib imported inside the handlers)
+from . import checks_cli as _checks  # noqa: E402
+
+COMMANDS["coord-check"] = Command(
+    "train the reference models a few steps over widths and depths; fit and judge slopes",
+    _checks.configure_coord_check,
+    _checks.run_coord_check_cmd,
+    description="Coordinate check: train the residual MLP or the GPT for a few steps under sp, "
+    "mup-k1 and mup across a width sweep and a depth sweep; fit the log-log slope of ‖h_L‖_R and "
+    "‖h_L(t) − h_L(0)‖_R at the last step (pass: |slope| ≤ 0.15); JSON, PNGs and a table.",
+)
+COMMANDS["probe"] = Command(
+    "measure a real optimizer's update norm and compare its width exponent with the declaration",
+    _checks.configure_probe,
+    _checks.run_probe_cmd,
+    description="One step of the real implementation (unit lr, no weight decay) on a low-rank "
+    "gradient for each role's shape and widths 64..1024; fit the exponent of ‖ΔW‖_R in n and "
+    "compare it with the declared update_norm (mismatch > 0.1 fails).",
+)
+
+
 def _sweep():
     from . import sweep  # stdlib-only at import; torch is imported when a sweep trains
 

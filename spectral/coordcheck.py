@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
+from collections.abc import Callable, Iterable, Sequence
 
 __all__ = [
     "SLOPE_TOLERANCE",
@@ -78,7 +79,7 @@ def fit_slope(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     """
     pts = [
         (math.log(x), math.log(y))
-        for x, y in zip(xs, ys)
+        for x, y in zip(xs, ys, strict=False)
         if x > 0 and y is not None and math.isfinite(y) and y > 0
     ]
     if len(pts) < 2:
@@ -434,12 +435,20 @@ def build(cfg: CoordCheckConfig, param: str, width: int, depth: int, seed: int) 
         return cfg.optimizer
 
     mult = {
-        layer: scale(cfg.alpha_base if layer == "hidden" else 1.0, exp(role, "multiplier"), r_n, r_L)
-        for layer, role in (("input", "input_weight"), ("hidden", "hidden_weight"), ("output", "output_weight"))
+        layer: scale(
+            cfg.alpha_base if layer == "hidden" else 1.0, exp(role, "multiplier"), r_n, r_L
+        )
+        for layer, role in (
+            ("input", "input_weight"),
+            ("hidden", "hidden_weight"),
+            ("output", "output_weight"),
+        )
     }
     torch.manual_seed(seed)
     if cfg.model == "mlp":
-        model = ResidualMLP(cfg.d_in, cfg.d_out, width, depth, k=cfg.k, relu=cfg.relu, multipliers=mult)
+        model = ResidualMLP(
+            cfg.d_in, cfg.d_out, width, depth, k=cfg.k, relu=cfg.relu, multipliers=mult
+        )
     else:
         model = GPT(width, depth, block_size=max(cfg.seq_len, 8), multipliers=mult)
     gen = torch.Generator().manual_seed(10_007 * seed + 17)
@@ -451,13 +460,19 @@ def build(cfg: CoordCheckConfig, param: str, width: int, depth: int, seed: int) 
             if role is None:
                 raise RuntimeError(f"no role for parameter {name}")
             if not _is_layernorm(name):
-                std = base_init_std(cfg, role) * math.sqrt(scale(1.0, exp(role, "init_var"), r_n, r_L))
+                std = base_init_std(cfg, role) * math.sqrt(
+                    scale(1.0, exp(role, "init_var"), r_n, r_L)
+                )
                 if std > 0:
                     p.copy_(torch.randn(p.shape, generator=gen) * std)
                 else:
                     p.zero_()
             oname = opt_of(role)
-            base_lr = cfg.main_lr() if oname == cfg.optimizer and (role == "hidden_weight" or not cfg.hybrid) else cfg.other_lr()
+            base_lr = (
+                cfg.main_lr()
+                if oname == cfg.optimizer and (role == "hidden_weight" or not cfg.hybrid)
+                else cfg.other_lr()
+            )
             lr = scale(base_lr, exp(role, "lr"), r_n, r_L)
             wd = scale(cfg.weight_decay, exp(role, "weight_decay"), r_n, r_L)
             group: dict[str, Any] = {"params": [p], "lr": lr, "weight_decay": wd}
@@ -510,7 +525,9 @@ def _data(cfg: CoordCheckConfig, seed: int):
     return x.to(cfg.device), (y.to(cfg.device) if y is not None else None)
 
 
-def train_one(cfg: CoordCheckConfig, param: str, axis: str, width: int, depth: int, seed: int) -> list[dict[str, Any]]:
+def train_one(
+    cfg: CoordCheckConfig, param: str, axis: str, width: int, depth: int, seed: int
+) -> list[dict[str, Any]]:
     """Train one model; one point per step ``t = 0..steps`` (``t`` updates taken)."""
     import torch
     import torch.nn.functional as F
@@ -624,7 +641,9 @@ _TITLES = {
 }
 
 
-def plot_coord_check(result: dict[str, Any], axis: str, path: str, *, metrics: Sequence[str] | None = None) -> str:
+def plot_coord_check(
+    result: dict[str, Any], axis: str, path: str, *, metrics: Sequence[str] | None = None
+) -> str:
     """One PNG for the ``axis`` sweep: rows = metrics, columns = parameterizations; x = width
     or depth (log), one line per step (light → dark), slope at the last step in the title."""
     import matplotlib
@@ -645,7 +664,10 @@ def plot_coord_check(result: dict[str, Any], axis: str, path: str, *, metrics: S
     steps = sorted({p["step"] for p in points})
     xs = sorted({p[axis] for p in points})
     fig, axes = plt.subplots(
-        len(metrics), len(params), figsize=(3.0 * len(params), 2.3 * len(metrics)), squeeze=False,
+        len(metrics),
+        len(params),
+        figsize=(3.0 * len(params), 2.3 * len(metrics)),
+        squeeze=False,
         sharex=True,
     )
     cmap = plt.get_cmap("viridis")
@@ -657,19 +679,38 @@ def plot_coord_check(result: dict[str, Any], axis: str, path: str, *, metrics: S
                 if metric.startswith("delta") and t == 0:
                     continue
                 ys = [
-                    aggregate(p[metric] for p in points if p["parameterization"] == param and p[axis] == x and p["step"] == t and metric in p)
+                    aggregate(
+                        p[metric]
+                        for p in points
+                        if p["parameterization"] == param
+                        and p[axis] == x
+                        and p["step"] == t
+                        and metric in p
+                    )
                     for x in xs
                 ]
                 ys = [y if (math.isfinite(y) and y > 0) else float("nan") for y in ys]
                 frac = (t / max(steps)) if max(steps) else 1.0
-                ax.plot(xs, ys, marker="o", ms=2.5, lw=1.0, color=cmap(0.1 + 0.85 * frac),
-                        label=f"t={t}" if (i == 0 and j == len(params) - 1 and t in (shown_steps[0], steps[-1])) else None)
+                ax.plot(
+                    xs,
+                    ys,
+                    marker="o",
+                    ms=2.5,
+                    lw=1.0,
+                    color=cmap(0.1 + 0.85 * frac),
+                    label=f"t={t}"
+                    if (i == 0 and j == len(params) - 1 and t in (shown_steps[0], steps[-1]))
+                    else None,
+                )
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             s = slopes.get((param, metric))
             if s is not None and s.get("slope") is not None:
                 tag = "" if "pass" not in s else (" ✓" if s["pass"] else " ✗")
-                ax.set_title(f"{param}: {_TITLES.get(metric, metric)}\nslope {s['slope']:+.2f}{tag}", fontsize=8)
+                ax.set_title(
+                    f"{param}: {_TITLES.get(metric, metric)}\nslope {s['slope']:+.2f}{tag}",
+                    fontsize=8,
+                )
             else:
                 ax.set_title(f"{param}: {_TITLES.get(metric, metric)}", fontsize=8)
             ax.tick_params(labelsize=7)
@@ -680,7 +721,10 @@ def plot_coord_check(result: dict[str, Any], axis: str, path: str, *, metrics: S
     opt = cfg["optimizer"] + (f"+{cfg['others']}" if cfg.get("others") else "")
     fixed = f"L={cfg['fixed_depth']}" if axis == "width" else f"n={cfg['fixed_width']}"
     model = cfg["model"] + (f" k={cfg['k']}" if cfg["model"] == "mlp" else "")
-    fig.suptitle(f"coord check: {model}, {opt}, {axis} sweep ({fixed}), {cfg['steps']} steps, {cfg['seeds']} seeds", fontsize=9)
+    fig.suptitle(
+        f"coord check: {model}, {opt}, {axis} sweep ({fixed}), {cfg['steps']} steps, {cfg['seeds']} seeds",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from .coordcheck import fit_slope
 
@@ -327,7 +328,9 @@ def probe(
         norms = []
         for w in widths:
             vals = [
-                measure(spec.name, role_name, w, d0=d0, seed=s, rank=rank, noise=noise, device=device)
+                measure(
+                    spec.name, role_name, w, d0=d0, seed=s, rank=rank, noise=noise, device=device
+                )
                 for s in range(seeds)
             ]
             norms.append(math.exp(sum(math.log(max(v, 1e-300)) for v in vals) / len(vals)))
@@ -344,7 +347,9 @@ def probe(
                 f"MISMATCH: measured n^{measured:+.2f}, declared n^{declared:+.2f}"
             )
         rows.append(
-            ProbeRow(role_name, _SHAPES[role_name][0], declared, measured, ok, tuple(norms), uses_g, note)
+            ProbeRow(
+                role_name, _SHAPES[role_name][0], declared, measured, ok, tuple(norms), uses_g, note
+            )
         )
     notes = (impl.note,) if impl.note else ()
     return ProbeResult(spec.name, impl.name, widths, d0, seeds, rank, noise, tuple(rows), notes)

@@ -1,0 +1,385 @@
+"""``spectral coord-check`` and ``spectral probe``: verification you can see.
+
+Registered in :data:`spectral.cli.COMMANDS`. torch, numpy, matplotlib and rich are imported
+inside the handlers only, so ``spectral derive`` never imports them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .errors import SpecError
+
+__all__ = [
+    "configure_coord_check",
+    "run_coord_check_cmd",
+    "configure_probe",
+    "run_probe_cmd",
+]
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(v) for v in text.replace(" ", "").split(",") if v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not vals or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return vals
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def _write_json(path: str, data: Any, force: bool) -> None:
+    from .io import write_atomic
+
+    def clean(o: Any) -> Any:
+        if isinstance(o, float) and not math.isfinite(o):
+            return None
+        if isinstance(o, dict):
+            return {k: clean(v) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return [clean(v) for v in o]
+        return o
+
+    try:
+        write_atomic(
+            path, json.dumps(clean(data), indent=1, ensure_ascii=False) + "\n", force=force
+        )
+    except OSError as exc:
+        raise SpecError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _progress(total: int, description: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .cli import console
+
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[what]}"),
+        console=console(stderr=True),
+        transient=True,
+    )
+
+
+def _fmt(x: float | None) -> str:
+    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:+.3f}"
+
+
+# --------------------------------------------------------------------------------------
+# spectral coord-check
+# --------------------------------------------------------------------------------------
+
+
+def configure_coord_check(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", choices=("mlp", "gpt"), default="mlp", help="reference model")
+    p.add_argument(
+        "--k", type=int, default=2, help="maps per residual block of the MLP (default 2)"
+    )
+    p.add_argument(
+        "--linear", action="store_true", help="MLP without ReLU (the paper's linear analysis)"
+    )
+    p.add_argument("--optimizer", default="adamw", help="catalog optimizer (default adamw)")
+    p.add_argument(
+        "--others",
+        default=None,
+        help="optimizer for all but the hidden weights (hybrid; default adamw for "
+        "matrices-only optimizers such as muon-kimi)",
+    )
+    p.add_argument(
+        "--parameterizations",
+        type=_names,
+        default=("sp", "mup-k1", "mup"),
+        help="comma-separated subset of sp,mup-k1,mup (default all three)",
+    )
+    p.add_argument(
+        "--widths",
+        type=_ints,
+        default=None,
+        help="width sweep (MLP 64,128,256,512; GPT 64,128,256)",
+    )
+    p.add_argument(
+        "--depths", type=_ints, default=None, help="depth sweep (default 4,8,16,32; GPT 2,4,8)"
+    )
+    p.add_argument(
+        "--width", type=int, default=None, help="width of the depth sweep (default: smallest width)"
+    )
+    p.add_argument(
+        "--depth", type=int, default=None, help="depth of the width sweep (default: smallest depth)"
+    )
+    p.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
+    p.add_argument("--batch", type=int, default=8, help="batch size (default 8)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per point (default 3)")
+    p.add_argument("--lr", type=float, default=None, help="base learning rate of --optimizer")
+    p.add_argument("--others-lr", type=float, default=None, help="base learning rate of --others")
+    p.add_argument("--weight-decay", type=float, default=0.0, help="base weight decay (default 0)")
+    p.add_argument(
+        "--alpha-base",
+        type=float,
+        default=1.0,
+        help="base block multiplier of the hidden blocks at the base depth (default 1)",
+    )
+    p.add_argument("--seq-len", type=int, default=32, help="GPT sequence length (default 32)")
+    p.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
+    p.add_argument("--json", metavar="FILE", help="write every point and every slope as JSON")
+    p.add_argument("--plots", metavar="DIR", help="write one PNG per sweep into DIR")
+    p.add_argument("--prefix", default=None, help="file name prefix of the PNGs")
+    p.add_argument("--force", action="store_true", help="overwrite existing files")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _coord_table(result: dict[str, Any]):
+    from rich.table import Table
+
+    cfg = result["config"]
+    opt = cfg["optimizer"] + (f"+{cfg['others']}" if cfg.get("others") else "")
+    t = Table(
+        title=f"coord check — {cfg['model']}, {opt}: log–log slopes at step {cfg['steps']} "
+        f"(pass: |slope| ≤ {cfg['slope_tolerance']})"
+    )
+    for col in ("parameterization", "axis", "metric", "slope", "pass"):
+        t.add_column(col, justify="right" if col == "slope" else "left")
+    for s in result["slopes"]:
+        ok = s["pass"]
+        t.add_row(
+            s["parameterization"],
+            s["axis"],
+            {"h": "‖h_L‖", "delta_h": "‖h_L(t)−h_L(0)‖"}.get(s["metric"], s["metric"]),
+            _fmt(s["slope"]),
+            "[green]pass[/]" if ok else "[red]fail[/]",
+        )
+    for s in result.get("extra_slopes", []):
+        if s["metric"] == "delta_top":
+            t.add_row(
+                s["parameterization"], s["axis"], "top-order term", _fmt(s["slope"]), "[dim]info[/]"
+            )
+    return t
+
+
+def run_coord_check_cmd(args: argparse.Namespace) -> int:
+    from .cli import console
+    from .coordcheck import CoordCheckConfig, plot_coord_check, run_coord_check, sweep_runs
+
+    gpt = args.model == "gpt"
+    widths = args.widths or ((64, 128, 256) if gpt else (64, 128, 256, 512))
+    depths = args.depths or ((2, 4, 8) if gpt else (4, 8, 16, 32))
+    cfg = CoordCheckConfig(
+        model=args.model,
+        optimizer=args.optimizer,
+        others=args.others,
+        k=args.k,
+        relu=not args.linear,
+        parameterizations=tuple(args.parameterizations),
+        widths=widths,
+        depths=depths,
+        fixed_width=args.width,
+        fixed_depth=args.depth,
+        steps=args.steps,
+        batch=args.batch,
+        seeds=args.seeds,
+        lr=args.lr,
+        others_lr=args.others_lr,
+        weight_decay=args.weight_decay,
+        alpha_base=args.alpha_base,
+        seq_len=args.seq_len,
+        device=args.device,
+    )
+    if args.plots and not Path(args.plots).is_dir():
+        raise SpecError(f"--plots {args.plots}: no such folder")
+    if args.json and Path(args.json).exists() and not args.force:
+        raise SpecError(f"{args.json} exists; pass --force to overwrite it")
+    total = len(sweep_runs(cfg))
+    if args.quiet:
+        result = run_coord_check(cfg)
+    else:
+        with _progress(total, "coord-check") as bar:
+            task = bar.add_task("coord-check", total=total, what="")
+
+            def tick(what: str) -> None:
+                bar.update(task, advance=1, what=what)
+
+            result = run_coord_check(cfg, progress=tick)
+    paths = []
+    if args.plots:
+        prefix = args.prefix or f"{cfg.model}-{cfg.optimizer}" + (
+            f"+{cfg.others}" if cfg.others else ""
+        )
+        for axis in ("width", "depth"):
+            path = Path(args.plots) / f"{prefix}-{axis}.png"
+            if path.exists() and not args.force:
+                raise SpecError(f"{path} exists; pass --force to overwrite it")
+            plot_coord_check(result, axis, str(path))
+            paths.append(str(path))
+        result["plots"] = paths
+    if args.json:
+        _write_json(args.json, result, args.force)
+    console().print(_coord_table(result))
+    for path in paths:
+        console().print(f"wrote {path}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# spectral probe
+# --------------------------------------------------------------------------------------
+
+
+def configure_probe(p: argparse.ArgumentParser) -> None:
+    p.add_argument("optimizer", nargs="+", help="catalog optimizer(s), or 'all'")
+    p.add_argument(
+        "--widths", type=_ints, default=(64, 128, 256, 512, 1024), help="widths (default 64..1024)"
+    )
+    p.add_argument("--d0", type=int, default=32, help="fixed input/output dimension (default 32)")
+    p.add_argument("--seeds", type=int, default=1, help="gradients per point (default 1)")
+    p.add_argument("--rank", type=int, default=2, help="rank of the synthetic gradient (default 2)")
+    p.add_argument(
+        "--noise", type=float, default=1e-3, help="spectral norm of the added noise (default 1e-3)"
+    )
+    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    p.add_argument("--json", metavar="FILE", help="write the result as JSON")
+    p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
+    p.add_argument("--plot", metavar="FILE.png", help="write a log–log plot of ‖ΔW‖_R against n")
+    p.add_argument("--force", action="store_true", help="overwrite existing files")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _probe_table(results):
+    from rich.table import Table
+
+    t = Table(title="probe — exponent of ‖ΔW‖_R in n: measured vs declared (pass: |Δ| ≤ 0.1)")
+    for col in ("optimizer", "role", "shape", "declared", "measured", "pass", "note"):
+        t.add_column(col, justify="right" if col in ("declared", "measured") else "left")
+    for res in results:
+        for r in res.rows:
+            t.add_row(
+                res.optimizer,
+                r.role,
+                r.shape,
+                f"{r.declared:+.2f}",
+                f"{r.measured:+.3f}",
+                "[green]pass[/]" if r.passed else "[red]FAIL[/]",
+                r.note,
+            )
+    return t
+
+
+def probe_markdown(results) -> str:
+    lines = [
+        "| optimizer | implementation | role | shape | declared | measured | pass | note |",
+        "|---|---|---|---|---:|---:|---|---|",
+    ]
+    for res in results:
+        for r in res.rows:
+            lines.append(
+                f"| {res.optimizer} | `{res.implementation}` | {r.role} | {r.shape} | "
+                f"{r.declared:+.2f} | {r.measured:+.3f} | {'pass' if r.passed else '**FAIL**'} | "
+                f"{r.note} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _probe_plot(results, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(results)
+    cols = min(3, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.6 * rows), squeeze=False)
+    for idx, res in enumerate(results):
+        ax = axes[idx // cols][idx % cols]
+        for r in res.rows:
+            ax.plot(
+                res.widths,
+                r.norms,
+                marker="o",
+                ms=3,
+                lw=1,
+                label=f"{r.role} {r.measured:+.2f} (decl {r.declared:+.1f})",
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"{res.optimizer}", fontsize=9)
+        ax.set_xlabel("n", fontsize=8)
+        ax.set_ylabel("‖ΔW‖_R", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=5.5)
+    for idx in range(n, rows * cols):
+        axes[idx // cols][idx % cols].axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def run_probe_cmd(args: argparse.Namespace) -> int:
+    from .catalog import catalog, resolve
+    from .cli import console
+    from .probe import IMPLEMENTATIONS, probe
+
+    names = list(args.optimizer)
+    if names == ["all"]:
+        names = [n for n in catalog() if n in IMPLEMENTATIONS]
+    names = [resolve(n).name for n in names]
+    for path in (args.json, args.markdown, args.plot):
+        if path and Path(path).exists() and not args.force:
+            raise SpecError(f"{path} exists; pass --force to overwrite it")
+    results = []
+    total = sum(len(args.widths) * (5 if resolve(n).applies_to_biases else 3) for n in names)
+    if args.quiet:
+        for n in names:
+            results.append(
+                probe(
+                    n,
+                    widths=args.widths,
+                    d0=args.d0,
+                    seeds=args.seeds,
+                    rank=args.rank,
+                    noise=args.noise,
+                    device=args.device,
+                )
+            )
+    else:
+        with _progress(total, "probe") as bar:
+            task = bar.add_task("probe", total=total, what="")
+            for n in names:
+                results.append(
+                    probe(
+                        n,
+                        widths=args.widths,
+                        d0=args.d0,
+                        seeds=args.seeds,
+                        rank=args.rank,
+                        noise=args.noise,
+                        device=args.device,
+                        progress=lambda what: bar.update(task, advance=1, what=what),
+                    )
+                )
+    console().print(_probe_table(results))
+    if args.json:
+        data: Any = (
+            results[0].to_dict()
+            if len(results) == 1
+            else {"results": [r.to_dict() for r in results]}
+        )
+        _write_json(args.json, data, args.force)
+    if args.markdown:
+        from .io import write_atomic
+
+        write_atomic(args.markdown, probe_markdown(results), force=args.force)
+    if args.plot:
+        _probe_plot(results, args.plot)
+    return 0 if all(r.passed for r in results) else 1
