@@ -70,7 +70,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # ~15-20 minutes per optimizer on 2 shared CPU cores: the base model is the smallest one
     # (tune small, transfer up); head_dim 32 so that width 32 has one head.
     "cpu": dict(
-        widths=(32, 64, 128, 256),
+        widths=(32, 64, 128),
         depth=2,
         depths=(2, 4, 8, 16),
         width=32,
@@ -107,7 +107,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 class SweepConfig:
     optimizer: str = "adamw"
     parameterizations: tuple[str, ...] = PARAMETERIZATIONS
-    widths: tuple[int, ...] = (32, 64, 128, 256)
+    widths: tuple[int, ...] = (32, 64, 128)
     depth: int = 2
     """Depth of the width sweep."""
     depths: tuple[int, ...] = (2, 4, 8, 16)
@@ -851,7 +851,10 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
     from .sweep_report import write_report
 
     cfgs = configs_from_args(args)
-    command = "spectral sweep " + shlex.join(list(argv) if argv is not None else sys.argv[1:])
+    words = list(argv) if argv is not None else sys.argv[1:]
+    if words[:1] == ["sweep"]:  # called as `spectral sweep ...`
+        words = words[1:]
+    command = "spectral sweep " + shlex.join(words)
     n_bytes = args.n_bytes if args.n_bytes is not None else PRESETS["gpu" if cfgs[0].device.startswith("cuda") else "cpu"]["n_bytes"]
     out_root = Path(args.out)
     corpus = None

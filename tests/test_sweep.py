@@ -1,0 +1,309 @@
+"""The learning-rate sweep: data pipeline, resumption, divergence, tables and plots (seconds)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+np = pytest.importorskip("numpy")
+
+from spectral.data import BYTE_VOCAB, load_data, split_point, stdlib_bytes, stdlib_files  # noqa: E402
+from spectral.errors import SpecError  # noqa: E402
+from spectral.sweep import (  # noqa: E402
+    RUNS_FILE,
+    SweepConfig,
+    append_run,
+    lr_factor,
+    plan,
+    read_runs,
+    recipe,
+    run_sweep,
+)
+from spectral.sweep_report import Table, build_tables, drift, render_latex, render_markdown, write_report  # noqa: E402
+
+# --------------------------------------------------------------------------------------
+# data
+# --------------------------------------------------------------------------------------
+
+
+def test_stdlib_files_sorted_and_deterministic():
+    files = stdlib_files()
+    assert files, "the standard library has .py files"
+    assert files == stdlib_files()
+    assert all(p.suffix == ".py" for p in files)
+    assert not any("site-packages" in p.parts or "dist-packages" in p.parts for p in files)
+
+
+def test_stdlib_bytes_prefix_property():
+    small, big = stdlib_bytes(1000), stdlib_bytes(5000)
+    assert len(small) == 1000 and len(big) == 5000
+    assert big.startswith(small)
+
+
+def test_stdlib_corpus_split_is_deterministic_and_byte_level():
+    a = load_data("stdlib", n_bytes=20_000, val_fraction=0.1)
+    b = load_data("stdlib", n_bytes=20_000, val_fraction=0.1)
+    assert a.vocab_size == BYTE_VOCAB == 256
+    assert a.train == b.train and a.val == b.val
+    assert len(a.train) == 18_000 and len(a.val) == 2_000
+    assert a.train + a.val == stdlib_bytes(20_000)
+    d = a.description
+    assert d["source"] == "stdlib" and d["n_bytes"] == 20_000
+    assert d["train_tokens"] == 18_000 and d["val_tokens"] == 2_000
+    assert "first 18000 bytes train" in d["split"]
+    assert d["sha256"] == b.description["sha256"]
+
+
+def test_split_point_bounds():
+    assert split_point(100, 0.1) == 90
+    assert split_point(2, 0.5) == 1
+    with pytest.raises(SpecError):
+        split_point(100, 1.0)
+
+
+def test_batches_are_seeded_and_in_vocabulary(tmp_path: Path):
+    f = tmp_path / "t.txt"
+    f.write_bytes(bytes(range(256)) * 20)
+    corpus = load_data(f, n_bytes=None)
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    x1, y1 = corpus.train_batch(4, 16, g1)
+    x2, y2 = corpus.train_batch(4, 16, g2)
+    assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    assert x1.shape == (4, 16) and int(x1.max()) < 256 and int(x1.min()) >= 0
+    assert torch.equal(x1[:, 1:], y1[:, :-1])  # targets are the inputs shifted by one
+    v1 = corpus.val_batches(2, 3, 8)
+    v2 = corpus.val_batches(2, 3, 8)
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(v1, v2, strict=True))
+
+
+def test_text_file_source(tmp_path: Path):
+    f = tmp_path / "mine.txt"
+    f.write_bytes(b"hello world\n" * 100)
+    c = load_data(str(f), n_bytes=600, val_fraction=0.25)
+    assert c.description["source"] == "file" and c.description["n_bytes"] == 600
+    assert len(c.train) == 450 and len(c.val) == 150
+    with pytest.raises(SpecError, match="vocab 256"):
+        load_data(str(f), vocab_size=50304)
+
+
+def test_token_shards(tmp_path: Path):
+    (tmp_path / "train.bin").write_bytes(np.arange(1000, dtype=np.uint16).tobytes())
+    (tmp_path / "val.bin").write_bytes(np.arange(200, dtype=np.uint16).tobytes())
+    c = load_data(tmp_path, vocab_size=1024)
+    assert c.vocab_size == 1024 and len(c.train) == 1000 and len(c.val) == 200
+    x, y = c.train_batch(2, 8, torch.Generator().manual_seed(0))
+    assert torch.equal(y, x + 1)  # consecutive token ids
+    with pytest.raises(SpecError, match="--vocab-size"):
+        load_data(tmp_path)
+    with pytest.raises(SpecError, match="not below"):
+        load_data(tmp_path, vocab_size=500)
+    other = tmp_path / "shards"
+    other.mkdir()
+    for i in range(2):
+        (other / f"part{i}.bin").write_bytes(np.full(100, i, dtype=np.uint16).tobytes())
+    c = load_data(other, vocab_size=2, val_fraction=0.5)
+    assert list(np.unique(np.asarray(c.train))) == [0] and list(np.unique(np.asarray(c.val))) == [1]
+
+
+def test_missing_source():
+    with pytest.raises(SpecError, match="neither"):
+        load_data("/nonexistent/corpus.txt")
+
+
+# --------------------------------------------------------------------------------------
+# schedule, plan
+# --------------------------------------------------------------------------------------
+
+
+def test_lr_schedule_warmup_then_cosine():
+    f = [lr_factor(s, 100, 10, 0.1) for s in range(100)]
+    assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0)
+    assert f[10] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(f[10:], f[11:], strict=False))
+    assert f[-1] == pytest.approx(0.1, abs=1e-3)
+
+
+def test_plan_covers_both_axes_once():
+    cfg = SweepConfig(widths=(32, 64), depths=(2, 4), width=32, depth=2, log2_lrs=(-8, -7))
+    jobs = plan(cfg)
+    sizes = {(j.width, j.depth) for j in jobs}
+    assert sizes == {(32, 2), (64, 2), (32, 4)}
+    assert len(jobs) == len(set(jobs)) == 3 * 3 * 2
+
+
+# --------------------------------------------------------------------------------------
+# toy sweeps
+# --------------------------------------------------------------------------------------
+
+
+def _toy(**kw) -> SweepConfig:
+    base = dict(
+        optimizer="adamw",
+        parameterizations=("sp",),
+        widths=(32,),
+        depth=1,
+        depths=(1,),
+        width=32,
+        base_width=32,
+        base_depth=1,
+        log2_lrs=(-8, -6),
+        steps=3,
+        batch_size=2,
+        block_size=8,
+        head_dim=32,
+        eval_batches=1,
+        hp_source="derive",
+        threads=1,
+    )
+    base.update(kw)
+    return SweepConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    f = tmp_path_factory.mktemp("data") / "text.txt"
+    f.write_bytes(stdlib_bytes(4000))
+    return load_data(f, n_bytes=None)
+
+
+def test_resume_skips_finished_runs(tmp_path: Path, corpus, monkeypatch):
+    cfg = _toy()
+    out = tmp_path / "sw"
+    first = run_sweep(cfg, out, corpus, progress=False)
+    assert len(first) == 2 and all(r["val_loss"] is not None for r in first)
+    lines = (out / RUNS_FILE).read_text().splitlines()
+    assert len(lines) == 2
+
+    # a rerun trains nothing
+    import spectral.sweep as sweep
+
+    def boom(*a, **k):
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(sweep, "_train", boom)
+    again = run_sweep(cfg, out, corpus, progress=False)
+    assert [r["key"] for r in again] == [r["key"] for r in first]
+    assert len((out / RUNS_FILE).read_text().splitlines()) == 2
+
+    # an interrupted sweep (last run lost, torn line left behind) trains exactly the missing run
+    monkeypatch.undo()
+    (out / RUNS_FILE).write_text(lines[0] + "\n" + lines[1][:25])
+    assert len(read_runs(out / RUNS_FILE)) == 1
+    calls = []
+    real = sweep._train
+
+    def counting(*a, **k):
+        calls.append(a[0])
+        return real(*a, **k)
+
+    monkeypatch.setattr(sweep, "_train", counting)
+    resumed = run_sweep(cfg, out, corpus, progress=False)
+    assert len(calls) == 1 and calls[0].log2_lr == -6
+    assert len(read_runs(out / RUNS_FILE)) == 2
+    # same seeds, same data: the rerun reproduces the lost result
+    assert resumed[1]["val_loss"] == pytest.approx(first[1]["val_loss"], rel=1e-5)
+
+
+def test_changed_settings_are_new_runs(tmp_path: Path, corpus):
+    out = tmp_path / "sw"
+    run_sweep(_toy(log2_lrs=(-8,)), out, corpus, progress=False)
+    run_sweep(_toy(log2_lrs=(-8,), steps=4), out, corpus, progress=False)
+    recs = read_runs(out / RUNS_FILE)
+    assert len(recs) == 2 and recs[0]["key"] != recs[1]["key"]
+
+
+def test_identical_hps_are_reused_across_parameterizations(tmp_path: Path, corpus):
+    # at the base size every ratio is 1: sp, mup-k1 and mup are the same run
+    cfg = _toy(parameterizations=("sp", "mup-k1", "mup"), log2_lrs=(-8,))
+    recs = run_sweep(cfg, tmp_path, corpus, progress=False)
+    assert [r["parameterization"] for r in recs] == ["sp", "mup-k1", "mup"]
+    assert sum("reused_from" in r for r in recs) == 2
+    assert len({r["val_loss"] for r in recs}) == 1
+
+
+def test_diverged_run_is_recorded_not_raised(tmp_path: Path, corpus):
+    cfg = _toy(log2_lrs=(-8,), init_std=1e30)  # overflowing weights: inf/NaN loss at once
+    (rec,) = run_sweep(cfg, tmp_path, corpus, progress=False)
+    assert rec["diverged"] is True and rec["val_loss"] is None and rec["diverged_at"] == 0
+    (line,) = (tmp_path / RUNS_FILE).read_text().splitlines()
+    assert json.loads(line)["diverged"] is True
+    tables = build_tables(read_runs(tmp_path / RUNS_FILE), cfg)
+    assert tables[0].values == [["div"]] and tables[0].argmins() == [None]
+
+
+def test_hybrid_builds_muon_and_adamw(tmp_path: Path, corpus):
+    cfg = _toy(optimizer="muon-kimi+adamw", log2_lrs=(-6,), parameterizations=("mup",))
+    (rec,) = run_sweep(cfg, tmp_path, corpus, progress=False)
+    assert rec["val_loss"] is not None
+    from spectral.sweep import _build
+
+    r = recipe(cfg.optimizer, "mup", cfg)
+    _, opts = _build(plan(cfg)[0], cfg, r, 256, "cpu")
+    assert sorted(type(o).__name__ for o in opts) == ["AdamW", "Muon"]
+
+
+def test_append_run_repairs_torn_line(tmp_path: Path):
+    p = tmp_path / RUNS_FILE
+    p.write_text('{"key": "a"}\n{"key": "b", "tor')
+    append_run(p, {"key": "c"})
+    assert [r["key"] for r in read_runs(p)] == ["a", "c"]
+
+
+def test_codegen_recipe_matches_derive():
+    """The generated config module and derive()'s ratio rules give the same runs."""
+    pytest.importorskip("spectral.codegen")
+    from spectral.sweep import _build, _fingerprint
+
+    cfg = SweepConfig(widths=(32, 128), depths=(2, 8), log2_lrs=(-7,), head_dim=32)
+    for opt in ("adamw", "muon-kimi+adamw"):
+        for job in plan(replace(cfg, optimizer=opt)):
+            fps = []
+            for src in ("derive", "codegen"):
+                c = replace(cfg, optimizer=opt, hp_source=src)
+                rec = recipe(opt, job.parameterization, c)
+                with torch.device("meta"):
+                    m, o = _build(job, c, rec, 256, "meta")
+                fps.append(_fingerprint(job, c, rec, m, o, "data"))
+            assert fps[0] == fps[1], (opt, job)
+
+
+# --------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------
+
+
+def test_drift_counts_grid_steps():
+    t = Table("adamw", "width", "sp", [32, 64, 128], [-9, -8, -7],
+              [[3.0, 2.5, 2.0], [3.0, 2.0, 2.5], [2.0, "div", None]])
+    assert t.argmins() == [2, 1, 0]
+    d = drift(t)
+    assert d["end"] == -2 and d["spread"] == 2 and d["argmin_log2_lr"] == [-7, -8, -9]
+    flat = Table("adamw", "depth", "mup", [2, 4], [-8, -7], [[2.0, 3.0], [2.1, 3.0]])
+    assert drift(flat)["end"] == 0 and drift(flat)["spread"] == 0
+
+
+def test_report_on_two_run_toy_sweep(tmp_path: Path, corpus):
+    cfg = _toy()
+    run_sweep(cfg, tmp_path, corpus, progress=False, command="spectral sweep --toy")
+    paths = write_report(tmp_path, cfg)
+    names = {p.name for p in paths}
+    assert {"summary.md", "tables.tex", "drift.json", "lr_width.png", "lr_depth.png"} <= names
+    for png in ("lr_width.png", "lr_depth.png"):
+        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (tmp_path / "summary.md").read_text()
+    assert md.count("**") >= 2 and "spectral sweep --toy" in md
+    assert "| 32 |" in md and "| -8 | -6 |" in md
+    tex = (tmp_path / "tables.tex").read_text()
+    assert r"\textbf{" in tex and r"\begin{tabular}" in tex and r"\toprule" in tex
+    drifts = json.loads((tmp_path / "drift.json").read_text())
+    assert {d["axis"] for d in drifts} == {"width", "depth"}
+
+    tables = build_tables(read_runs(tmp_path / RUNS_FILE), cfg)
+    best = tables[0].argmins()[0]
+    cells = render_markdown(tables[0]).splitlines()[-1].split("|")[2:-1]
+    assert cells[best].strip().startswith("**")
+    assert render_latex(tables[0]).count(r"& \textbf{") == 1
