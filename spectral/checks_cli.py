@@ -248,6 +248,9 @@ def configure_probe(p: argparse.ArgumentParser) -> None:
         "--noise", type=float, default=1e-3, help="spectral norm of the added noise (default 1e-3)"
     )
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    p.add_argument(
+        "--dtype", choices=("float32", "float64"), default="float32", help="parameter dtype"
+    )
     p.add_argument("--json", metavar="FILE", help="write the result as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
     p.add_argument("--plot", metavar="FILE.png", help="write a log–log plot of ‖ΔW‖_R against n")
@@ -350,6 +353,7 @@ def run_probe_cmd(args: argparse.Namespace) -> int:
                     rank=args.rank,
                     noise=args.noise,
                     device=args.device,
+                    dtype=args.dtype,
                 )
             )
     else:
@@ -365,6 +369,7 @@ def run_probe_cmd(args: argparse.Namespace) -> int:
                         rank=args.rank,
                         noise=args.noise,
                         device=args.device,
+                        dtype=args.dtype,
                         progress=lambda what: bar.update(task, advance=1, what=what),
                     )
                 )

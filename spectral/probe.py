@@ -173,6 +173,7 @@ class ProbeResult:
     noise: float
     rows: tuple[ProbeRow, ...]
     notes: tuple[str, ...] = field(default=())
+    dtype: str = "float32"
 
     @property
     def passed(self) -> bool:
@@ -185,6 +186,7 @@ class ProbeResult:
             "widths": list(self.widths),
             "d0": self.d0,
             "seeds": self.seeds,
+            "dtype": self.dtype,
             "gradient": {"rank": self.rank, "noise": self.noise, "spectral_norm": 1.0},
             "tolerance": TOLERANCE,
             "pass": self.passed,
@@ -277,6 +279,7 @@ def measure(
     rank: int = 2,
     noise: float = 1e-3,
     device: str = "cpu",
+    dtype: str = "float32",
 ) -> float:
     """``‖ΔW‖_R`` of one real step (the last of ``Impl.steps``) for one role and width."""
     import torch
@@ -284,8 +287,9 @@ def measure(
     impl = IMPLEMENTATIONS[optimizer]
     shape = _SHAPES[role_name][1](width, d0)
     gen = torch.Generator().manual_seed(seed * 1_000_003 + width)
-    p = torch.nn.Parameter(_init(shape, role_name, gen, torch).to(device))
-    grad = _gradient(shape, rank, noise, gen, torch).to(device)
+    dt = getattr(torch, dtype)
+    p = torch.nn.Parameter(_init(shape, role_name, gen, torch).to(device=device, dtype=dt))
+    grad = _gradient(shape, rank, noise, gen, torch).to(device=device, dtype=dt)
     opt = impl.build([p], torch)
     before = p.detach().clone()
     for _ in range(impl.steps):
@@ -307,6 +311,7 @@ def probe(
     rank: int = 2,
     noise: float = 1e-3,
     device: str = "cpu",
+    dtype: str = "float32",
     progress: Callable[[str], None] | None = None,
 ) -> ProbeResult:
     """Measure every role of ``optimizer`` at every width; fit and compare exponents."""
@@ -329,7 +334,15 @@ def probe(
         for w in widths:
             vals = [
                 measure(
-                    spec.name, role_name, w, d0=d0, seed=s, rank=rank, noise=noise, device=device
+                    spec.name,
+                    role_name,
+                    w,
+                    d0=d0,
+                    seed=s,
+                    rank=rank,
+                    noise=noise,
+                    device=device,
+                    dtype=dtype,
                 )
                 for s in range(seeds)
             ]
@@ -352,4 +365,6 @@ def probe(
             )
         )
     notes = (impl.note,) if impl.note else ()
-    return ProbeResult(spec.name, impl.name, widths, d0, seeds, rank, noise, tuple(rows), notes)
+    return ProbeResult(
+        spec.name, impl.name, widths, d0, seeds, rank, noise, tuple(rows), notes, dtype
+    )
