@@ -848,7 +848,7 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
     import shlex
     import sys
 
-    from .sweep_report import write_report
+    from .sweep_report import write_index, write_report
 
     cfgs = configs_from_args(args)
     words = list(argv) if argv is not None else sys.argv[1:]
@@ -870,6 +870,10 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
         paths = write_report(out, cfg)
         for pth in paths:
             print(f"wrote {pth}")
+    # the index covers every optimizer folder under --out that has a report
+    known = [replace(cfgs[0], optimizer=o) for o in OPTIMIZERS if (out_root / o / "drift.json").is_file()]
+    if known:
+        print(f"wrote {write_index(out_root, known)}")
     return 0
 
 

@@ -28,7 +28,16 @@ from collections.abc import Iterable
 
 from .io import write_atomic
 
-__all__ = ["Table", "build_tables", "drift", "render_markdown", "render_latex", "plot", "write_report"]
+__all__ = [
+    "Table",
+    "build_tables",
+    "drift",
+    "render_markdown",
+    "render_latex",
+    "plot",
+    "write_report",
+    "write_index",
+]
 
 _AXIS_META = {
     "width": {"name": "width", "symbol": "n", "label": "n"},
@@ -180,7 +189,7 @@ def plot(tables: list[Table], axis: str, path: str | Path) -> Path:
     cmap = plt.get_cmap("viridis")
     for ax, t in zip(axes[0], panels, strict=False):
         for j, (size, row, best) in enumerate(zip(t.sizes, t.values, t.argmins(), strict=False)):
-            color = cmap(j / max(1, len(t.sizes) - 1))
+            color = cmap(0.85 * j / max(1, len(t.sizes) - 1))
             xs = [e for e, v in zip(t.log2_lrs, row, strict=False) if isinstance(v, float)]
             ys = [v for v in row if isinstance(v, float)]
             sym = _AXIS_META[axis]["symbol"]
@@ -247,3 +256,31 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
         write_atomic(out / "drift.json", json.dumps(drifts, indent=2) + "\n", force=True),
     ]
     return paths + [out / img for img in images]
+
+
+def write_index(root: str | Path, cfgs: list[Any]) -> Path:
+    """``root/README.md``: the drift of every optimizer's sweep under ``root`` and its plots."""
+    root = Path(root)
+    rows, optimizers = [], []
+    for cfg in cfgs:
+        folder = root / cfg.optimizer
+        drifts = json.loads((folder / "drift.json").read_text(encoding="utf-8"))
+        meta = json.loads((folder / "sweep.json").read_text(encoding="utf-8")) if (folder / "sweep.json").is_file() else {}
+        for axis in ("width", "depth"):
+            by_p = {d["parameterization"]: d for d in drifts if d["axis"] == axis}
+            cells = []
+            for p in ("sp", "mup-k1", "mup"):
+                d = by_p.get(p)
+                if d is None:
+                    cells.append("not run")
+                else:
+                    end = "–" if d["end"] is None else f"{d['end']:+d}"
+                    spread = "–" if d["spread"] is None else str(d["spread"])
+                    cells.append(f"{end} / {spread}")
+            sym = "n" if axis == "width" else "L"
+            sizes = next(iter(by_p.values()))["sizes"] if by_p else []
+            rows.append({"optimizer": cfg.optimizer, "folder": cfg.optimizer, "axis": axis,
+                         "sizes": f"{sym} = {', '.join(map(str, sizes))}", "cells": cells})
+        optimizers.append({"name": cfg.optimizer, "folder": cfg.optimizer, "command": meta.get("command") or "?"})
+    text = _env(False).get_template("sweep_index.md.j2").render(rows=rows, optimizers=optimizers)
+    return write_atomic(root / "README.md", text, force=True)

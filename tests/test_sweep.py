@@ -23,7 +23,15 @@ from spectral.sweep import (  # noqa: E402
     recipe,
     run_sweep,
 )
-from spectral.sweep_report import Table, build_tables, drift, render_latex, render_markdown, write_report  # noqa: E402
+from spectral.sweep_report import (  # noqa: E402
+    Table,
+    build_tables,
+    drift,
+    render_latex,
+    render_markdown,
+    write_index,
+    write_report,
+)
 
 # --------------------------------------------------------------------------------------
 # data
@@ -307,3 +315,12 @@ def test_report_on_two_run_toy_sweep(tmp_path: Path, corpus):
     cells = render_markdown(tables[0]).splitlines()[-1].split("|")[2:-1]
     assert cells[best].strip().startswith("**")
     assert render_latex(tables[0]).count(r"& \textbf{") == 1
+
+
+def test_index_lists_each_optimizer(tmp_path: Path, corpus):
+    cfg = _toy(log2_lrs=(-8,))
+    run_sweep(cfg, tmp_path / "adamw", corpus, progress=False, command="spectral sweep --toy")
+    write_report(tmp_path / "adamw", cfg)
+    text = write_index(tmp_path, [cfg]).read_text()
+    assert "[adamw](adamw/summary.md)" in text and "adamw/lr_width.png" in text
+    assert "`spectral sweep --toy`" in text
