@@ -56,6 +56,7 @@ def sp_optimizers(cfg, model, lr: float):
 def setup(cfg, args, mup: bool):
     torch.manual_seed(0)
     model = GPT(args.width, args.depth, block_size=args.block, multipliers=cfg if mup else None)
+    model.to(args.device)
     if mup:
         cfg.init_(model, args.width, args.depth, 0.02)
         opts = cfg.build_optimizers(model, args.width, args.depth, lr=args.lr)
@@ -63,7 +64,7 @@ def setup(cfg, args, mup: bool):
         opts = sp_optimizers(cfg, model, args.lr)
     run = torch.compile(model) if args.compile else model
     gen = torch.Generator().manual_seed(0)
-    x = torch.randint(0, 256, (args.batch, args.block + 1), generator=gen)
+    x = torch.randint(0, 256, (args.batch, args.block + 1), generator=gen).to(args.device)
     return run, opts, x[:, :-1].contiguous(), x[:, 1:].contiguous()
 
 
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         "--threads 1); wall: elapsed time",
     )
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda (needs --clock wall)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     if args.threads:
@@ -112,7 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     others = None if args.others.lower() == "none" else args.others
     cfg = load_config(args.optimizer, others, args.base_width, args.base_depth)
 
-    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    if args.device != "cpu" and args.clock == "cpu":
+        ap.error("--clock cpu measures host CPU time; use --clock wall with --device cuda")
+
+    def clock() -> float:
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return time.process_time() if args.clock == "cpu" else time.perf_counter()
+
     states = {"mup": setup(cfg, args, True), "sp": setup(cfg, args, False)}
     for state in states.values():
         time_steps(state, args.warmup, clock)
@@ -134,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         "compile": args.compile,
         "threads": torch.get_num_threads(),
         "clock": args.clock,
+        "device": args.device,
         "torch": torch.__version__,
         "mup_step_ms": 1e3 * statistics.median(times["mup"]),
         "sp_step_ms": 1e3 * statistics.median(times["sp"]),
