@@ -105,7 +105,7 @@ def aggregate(values: Iterable[float]) -> float:
     vals = list(values)
     if not vals:
         return math.nan
-    if any(not math.isfinite(v) for v in vals):
+    if any(v is None or not math.isfinite(v) for v in vals):  # None: inf/nan read from JSON
         return math.inf
     return sum(vals) / len(vals)
 
@@ -642,7 +642,12 @@ _TITLES = {
 
 
 def plot_coord_check(
-    result: dict[str, Any], axis: str, path: str, *, metrics: Sequence[str] | None = None
+    result: dict[str, Any],
+    axis: str,
+    path: str,
+    *,
+    metrics: Sequence[str] | None = None,
+    dpi: int = 64,
 ) -> str:
     """One PNG for the ``axis`` sweep: rows = metrics, columns = parameterizations; x = width
     or depth (log), one line per step (light → dark), slope at the last step in the title."""
@@ -726,6 +731,6 @@ def plot_coord_check(
         fontsize=9,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
