@@ -159,10 +159,11 @@ def run_codegen(args: argparse.Namespace) -> int:
     )
     emit(source, args)
     if p.uncovered:
+        who = f"--others {p.others}" if p.others else f"{p.hidden} (and no --others)"
         sys.stderr.write(
-            f"note: {p.hidden} trains matrices only and no --others was given: "
-            f"{', '.join(p.uncovered)} are left untrained, so the model must have no biases "
-            "or norm parameters (add --others adamw otherwise)\n"
+            f"note: {who} trains matrices only: {', '.join(p.uncovered)} are left "
+            "untrained, so the model must have no biases or norm parameters (use an --others "
+            "optimizer that takes vectors, e.g. --others adamw, otherwise)\n"
         )
     if args.output:
         sys.stderr.write(f"wrote {args.output} ({p.label}, k = {args.k})\n")

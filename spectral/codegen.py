@@ -299,9 +299,10 @@ def render(
         )
     uncovered_note = ""
     if p.uncovered:
+        who = f"--others {p.others}" if p.others else f"{p.hidden} (and no --others)"
         uncovered_note = (
-            f"{p.hidden} trains matrices only and no --others was given, so no optimizer\n"
-            f"trains {', '.join(p.uncovered)}: the model must have no biases and no norm\n"
+            f"{who} trains matrices only, so no optimizer trains\n"
+            f"{', '.join(p.uncovered)}: the model must have no biases and no norm\n"
             "parameters (init_ and param_groups raise otherwise, naming the parameter)."
         )
     env = _environment()
