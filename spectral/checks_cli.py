@@ -108,10 +108,13 @@ def configure_coord_check(p: argparse.ArgumentParser) -> None:
         "--widths",
         type=_ints,
         default=None,
-        help="width sweep (MLP 64,128,256,512; GPT 64,128,256)",
+        help="width sweep (default 64,128,256,512)",
     )
     p.add_argument(
-        "--depths", type=_ints, default=None, help="depth sweep (default 4,8,16,32; GPT 2,4,8)"
+        "--depths",
+        type=_ints,
+        default=None,
+        help="depth sweep (default 4,8,16,32,64,128; GPT 2,4,8,16,32)",
     )
     p.add_argument(
         "--width", type=int, default=None, help="width of the depth sweep (default: smallest width)"
@@ -173,8 +176,11 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
     from .coordcheck import CoordCheckConfig, plot_coord_check, run_coord_check, sweep_runs
 
     gpt = args.model == "gpt"
-    widths = args.widths or ((64, 128, 256) if gpt else (64, 128, 256, 512))
-    depths = args.depths or ((2, 4, 8) if gpt else (4, 8, 16, 32))
+    # Sweeps reach well past the base: the mup slopes converge to 0 only as the finite-size
+    # corrections die out (random branch sum ~ 1/L in variance; widths below the batch's
+    # token count), see docs/coord-check/README.md.
+    widths = args.widths or (64, 128, 256, 512)
+    depths = args.depths or ((2, 4, 8, 16, 32) if gpt else (4, 8, 16, 32, 64, 128))
     cfg = CoordCheckConfig(
         model=args.model,
         optimizer=args.optimizer,
