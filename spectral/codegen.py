@@ -25,7 +25,7 @@ from .result import Exponent
 from .spec import OptimizerSpec
 from .transfer import DEFAULT_EPS, EPS_KEYS, Plan, plan
 
-__all__ = ["IMPLEMENTATIONS", "Implementation", "render", "write"]
+__all__ = ["IMPLEMENTATIONS", "Implementation", "load_generated", "render", "write"]
 
 
 @dataclass(frozen=True)
@@ -327,3 +327,44 @@ def render(
 def write(path: str | Path, source: str, *, force: bool = False) -> Path:
     """Write the module atomically; an existing file is kept unless ``force``."""
     return write_atomic(path, source, force=force)
+
+
+_LOADED: dict[tuple, object] = {}
+
+
+def load_generated(
+    hidden: str,
+    others: str | None = None,
+    k: int = 2,
+    *,
+    base_width: int,
+    base_depth: int,
+    folder: str | Path,
+    name: str | None = None,
+):
+    """Render the config module, write it to ``folder/<name>.py`` and import it.
+
+    The file is rewritten only when its bytes differ; the imported module is cached per
+    (inputs, folder), so the sweep and the coordinate check build every point from the same
+    module object. Imports torch (the generated module does).
+    """
+    import importlib.util
+
+    key = (hidden, others, k, base_width, base_depth, str(folder), name)
+    if key in _LOADED:
+        return _LOADED[key]
+    source = render(hidden, others if others != hidden else None, k,
+                    base_width=base_width, base_depth=base_depth)
+    if name is None:
+        name = "config_" + "_".join(x for x in (hidden, others) if x) + f"_k{k}"
+    name = name.replace("+", "_").replace("-", "_").replace(".", "_")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    if not path.is_file() or path.read_text(encoding="utf-8") != source:
+        write_atomic(path, source, force=True)
+    spec = importlib.util.spec_from_file_location(f"spectral_generated_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _LOADED[key] = module
+    return module

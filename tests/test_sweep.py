@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -164,7 +163,6 @@ def _toy(**kw) -> SweepConfig:
         block_size=8,
         head_dim=32,
         eval_batches=1,
-        hp_source="derive",
         threads=1,
     )
     base.update(kw)
@@ -259,24 +257,6 @@ def test_append_run_repairs_torn_line(tmp_path: Path):
     p.write_text('{"key": "a"}\n{"key": "b", "tor')
     append_run(p, {"key": "c"})
     assert [r["key"] for r in read_runs(p)] == ["a", "c"]
-
-
-def test_codegen_recipe_matches_derive():
-    """The generated config module and derive()'s ratio rules give the same runs."""
-    pytest.importorskip("spectral.codegen")
-    from spectral.sweep import _build, _fingerprint
-
-    cfg = SweepConfig(widths=(32, 128), depths=(2, 8), log2_lrs=(-7,), head_dim=32)
-    for opt in ("adamw", "muon-kimi+adamw"):
-        for job in plan(replace(cfg, optimizer=opt)):
-            fps = []
-            for src in ("derive", "codegen"):
-                c = replace(cfg, optimizer=opt, hp_source=src)
-                rec = recipe(opt, job.parameterization, c)
-                with torch.device("meta"):
-                    m, o = _build(job, c, rec, 256, "meta")
-                fps.append(_fingerprint(job, c, rec, m, o, "data"))
-            assert fps[0] == fps[1], (opt, job)
 
 
 # --------------------------------------------------------------------------------------
