@@ -12,12 +12,20 @@ quantity neither grows nor shrinks with width or depth by more than ``n^0.15`` /
 across the sweep. μP parameterizations should pass; for ``sp`` the same test is reported
 (it is expected to fail, which is the point of the comparison).
 
-**Parameterizations.**
+**Parameterizations.** Every point is built from the config module that
+:mod:`spectral.codegen` generates (:func:`spectral.codegen.load_generated`), as the LR sweep
+does: ``multipliers`` for the model, ``init_`` for the initialisation, ``build_optimizers``
+for the real optimizer implementations (with their per-group compensations).
 
-* ``sp`` — every ratio is 1: the base HPs (multipliers 1, base init std, base lr) at every
-  width and depth. The base width and depth are the smallest of the sweep.
-* ``mup-k1`` — the rules of ``derive(optimizer, k=1)`` (Depth-μP style, ``α = 1/√L``).
-* ``mup`` — the rules of ``derive(optimizer, k=max(2, k))`` (CompleteP style, ``α = 1/L``).
+* ``sp`` — every ratio is 1: the ``mup`` module evaluated at ``(BASE_WIDTH, BASE_DEPTH)``
+  (multipliers 1, base init std, base lr) at every width and depth. The base width and
+  depth are the smallest of the sweep.
+* ``mup-k1`` — the module generated with ``k = 1`` (Depth-μP style, ``α = 1/√L``).
+* ``mup`` — the module generated with ``k = max(2, k)`` (CompleteP style, ``α = 1/L``).
+
+``α_base`` (``--alpha-base``) multiplies the hidden blocks' multiplier only. ``init_std`` is
+0.02 for the GPT and ``1/√n_base`` for the MLP, whose dense input layer ``init_`` draws with
+``init_std/√d_in``; biases get their role's std, norm gains 1 and norm biases 0.
 
 **Hybrids.** With a matrices-only optimizer (Muon, Muon-Kimi, Shampoo, SOAP, SSO), or when
 ``others`` is given, the hidden weight matrices use ``optimizer`` and every other parameter
@@ -156,12 +164,6 @@ def compute_slopes(
                     row["pass"] = slope_passes(slope)
                 out.append(row)
     return out
-
-
-def scale(base: float, exponent: tuple[float, float], r_n: float, r_L: float) -> float:
-    """``base · r_n^a · r_L^b``."""
-    a, b = exponent
-    return base * r_n**a * r_L**b
 
 
 # --------------------------------------------------------------------------------------
@@ -307,143 +309,64 @@ class CoordCheckConfig:
 
 
 # --------------------------------------------------------------------------------------
-# roles of the reference models' parameters
+# training (torch): every point is built from a generated config module
 # --------------------------------------------------------------------------------------
 
 
-def role_of(model_kind: str, name: str, ndim: int) -> str | None:
-    """Role of a parameter of :mod:`spectral.models` by its name (``None``: LayerNorm)."""
-    if model_kind == "mlp":
-        if name.startswith("input."):
-            return "input_weight" if name.endswith("weight") else "input_bias"
-        if name.startswith("blocks."):
-            return "hidden_weight" if name.endswith("weight") else "hidden_bias"
-        if name.startswith("output."):
-            return "output_weight"
-    else:
-        if name.startswith(("transformer.wte", "transformer.wpe")):
-            return "input_weight"
-        if name.startswith("lm_head"):
-            return "output_weight"
-        if name.startswith("transformer.h."):
-            if ".ln_" in name:
-                return "hidden_bias"  # LayerNorm gain/bias inside a block: a Θ(1) vector
-            return "hidden_weight" if ndim == 2 else "hidden_bias"
-        if name.startswith("transformer.ln_f"):
-            return "input_bias"  # a Θ(1) vector outside the blocks: no depth scaling
-    return None
+_FOLDER: list[str] = []
 
 
-def _is_layernorm(name: str) -> bool:
-    return ".ln_" in name
+def _folder() -> str:
+    """One temporary folder per process for the rendered config modules."""
+    import tempfile
+
+    if not _FOLDER:
+        _FOLDER.append(tempfile.mkdtemp(prefix="spectral-coordcheck-"))
+    return _FOLDER[0]
 
 
-# --------------------------------------------------------------------------------------
-# training (torch)
-# --------------------------------------------------------------------------------------
+def config_module(cfg: CoordCheckConfig, param: str) -> Any:
+    """The config module :mod:`spectral.codegen` generates for ``param`` (``mup-k1``: k = 1,
+    ``mup``: :meth:`CoordCheckConfig.rules_k`; ``sp`` uses the ``mup`` module at the base size)."""
+    from .codegen import load_generated
+
+    k = cfg.rules_k("mup" if param == "sp" else param)
+    return load_generated(
+        cfg.optimizer,
+        cfg.others,
+        k,
+        base_width=cfg.base_width,
+        base_depth=cfg.base_depth,
+        folder=_folder(),
+    )
 
 
-_EPS_KEY = {"adamw": "eps", "shampoo": "matrix_eps"}
-_EPS_DEFAULT = {"adamw": 1e-8, "shampoo": 1e-6}
-
-
-def make_optimizer(name: str, groups: list[dict[str, Any]]):
-    """The real implementation of catalog optimizer ``name`` over ``groups``.
-
-    Each group has ``params``, ``lr``, ``weight_decay`` and optionally ``eps`` (mapped to
-    the implementation's own ε argument).
-    """
-    import torch
-
-    groups = [dict(g) for g in groups]
-    for g in groups:
-        eps = g.pop("eps", None)
-        if eps is not None and name in _EPS_KEY:
-            g[_EPS_KEY[name]] = eps
-    if name == "sgd":
-        return torch.optim.SGD(groups, lr=groups[0]["lr"], momentum=0.0)
-    if name == "adamw":
-        return torch.optim.AdamW(groups, lr=groups[0]["lr"])
-    if name == "muon":
-        return torch.optim.Muon(groups, lr=groups[0]["lr"])
-    if name == "muon-kimi":
-        return torch.optim.Muon(groups, lr=groups[0]["lr"], adjust_lr_fn="match_rms_adamw")
-    import pytorch_optimizer as po
-
-    if name == "lion":
-        return po.Lion(groups, lr=groups[0]["lr"])
-    if name == "shampoo":
-        return po.Shampoo(groups, lr=groups[0]["lr"])
-    if name == "soap":
-        return po.SOAP(groups, lr=groups[0]["lr"])
-    if name == "sophia":
-        return po.SophiaH(groups, lr=groups[0]["lr"], foreach=False)
-    if name == "sso":
-        return po.SpectralSphere(groups, lr=groups[0]["lr"], foreach=False)
-    from .errors import SpecError
-
-    raise SpecError(f"no torch implementation wired up for {name!r}")
-
-
-def _rules(optimizer: str, k: int) -> dict[str, dict[str, tuple[float, float]]]:
-    from .solve import derive
-
-    d = derive(optimizer, k=k)
-    return {r: {hp: e.as_floats() for hp, e in hps.items()} for r, hps in d.rules.items()}
-
-
-def base_init_std(cfg: CoordCheckConfig, role: str) -> float:
-    """σ_base per role (the init std at the base width and depth)."""
-    if cfg.model == "gpt":
-        return 0.02  # GPT-2's init for every matrix and embedding
-    if role == "input_weight":
-        return 1.0 / math.sqrt(cfg.d_in)
-    if role in ("hidden_weight", "output_weight"):
-        return 1.0 / math.sqrt(cfg.base_width)
-    return 0.0  # biases start at zero
+def base_init_std(cfg: CoordCheckConfig) -> float:
+    """The generated module's ``init_std`` (σ of the matrices at the base size): GPT-2's
+    0.02 for the GPT, ``1/√n_base`` for the MLP (its dense input layer gets ``σ/√d_in``)."""
+    return 0.02 if cfg.model == "gpt" else 1.0 / math.sqrt(cfg.base_width)
 
 
 @dataclass
 class _Setup:
     model: Any
     optimizers: list
-    hparams: dict[str, dict[str, float]]
+    hparams: dict[str, dict[str, Any]]
     needs_graph: bool
 
 
 def build(cfg: CoordCheckConfig, param: str, width: int, depth: int, seed: int) -> _Setup:
-    """Model with multipliers and init of ``param`` at ``(width, depth)``, and its optimizers."""
+    """Model, init and optimizers of ``param`` at ``(width, depth)`` from the generated
+    config module: ``multipliers``, ``init_`` and ``build_optimizers``; ``sp`` evaluates the
+    module at ``(BASE_WIDTH, BASE_DEPTH)``, where every ratio is 1."""
     import torch
 
     from .models import GPT, ResidualMLP
 
-    r_n, r_L = width / cfg.base_width, depth / cfg.base_depth
-    k = cfg.rules_k(param)
-    main_rules = _rules(cfg.optimizer, k)
-    other_rules = _rules(cfg.others, k) if cfg.hybrid else main_rules
-    zero = (0.0, 0.0)
-
-    def exp(role: str, hp: str) -> tuple[float, float]:
-        if param == "sp":
-            return zero
-        rules = main_rules if (role == "hidden_weight" or not cfg.hybrid) else other_rules
-        return rules.get(role, {}).get(hp, zero)
-
-    def opt_of(role: str) -> str:
-        if cfg.hybrid and role != "hidden_weight":
-            return cfg.others
-        return cfg.optimizer
-
-    mult = {
-        layer: scale(
-            cfg.alpha_base if layer == "hidden" else 1.0, exp(role, "multiplier"), r_n, r_L
-        )
-        for layer, role in (
-            ("input", "input_weight"),
-            ("hidden", "hidden_weight"),
-            ("output", "output_weight"),
-        )
-    }
+    mod = config_module(cfg, param)
+    w, d = (mod.BASE_WIDTH, mod.BASE_DEPTH) if param == "sp" else (width, depth)
+    mult = dict(mod.multipliers(w, d))
+    mult["hidden"] *= cfg.alpha_base  # α_base: the hidden blocks' base multiplier only
     torch.manual_seed(seed)
     if cfg.model == "mlp":
         model = ResidualMLP(
@@ -451,38 +374,26 @@ def build(cfg: CoordCheckConfig, param: str, width: int, depth: int, seed: int) 
         )
     else:
         model = GPT(width, depth, block_size=max(cfg.seq_len, 8), multipliers=mult)
-    gen = torch.Generator().manual_seed(10_007 * seed + 17)
-    groups: dict[str, list[dict[str, Any]]] = {}
-    hp_table: dict[str, dict[str, float]] = {}
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            role = role_of(cfg.model, name, p.ndim)
-            if role is None:
-                raise RuntimeError(f"no role for parameter {name}")
-            if not _is_layernorm(name):
-                std = base_init_std(cfg, role) * math.sqrt(
-                    scale(1.0, exp(role, "init_var"), r_n, r_L)
-                )
-                if std > 0:
-                    p.copy_(torch.randn(p.shape, generator=gen) * std)
-                else:
-                    p.zero_()
-            oname = opt_of(role)
-            base_lr = (
-                cfg.main_lr()
-                if oname == cfg.optimizer and (role == "hidden_weight" or not cfg.hybrid)
-                else cfg.other_lr()
-            )
-            lr = scale(base_lr, exp(role, "lr"), r_n, r_L)
-            wd = scale(cfg.weight_decay, exp(role, "weight_decay"), r_n, r_L)
-            group: dict[str, Any] = {"params": [p], "lr": lr, "weight_decay": wd}
-            if oname in _EPS_DEFAULT:
-                group["eps"] = scale(_EPS_DEFAULT[oname], exp(role, "eps"), r_n, r_L)
-            groups.setdefault(oname, []).append(group)
-            hp_table[name] = {"role": role, "optimizer": oname, "lr": lr, "weight_decay": wd}
+    torch.manual_seed(10_007 * seed + 17)
+    mod.init_(model, w, d, base_init_std(cfg))
     model.to(cfg.device)
-    optimizers = [make_optimizer(o, gs) for o, gs in groups.items()]
-    return _Setup(model, optimizers, hp_table, needs_graph="sophia" in groups)
+    lr: Any = cfg.main_lr()
+    if cfg.hybrid:
+        lr = {cfg.optimizer: cfg.main_lr(), cfg.others: cfg.other_lr()}
+    opts = mod.build_optimizers(model, w, d, lr=lr, weight_decay=cfg.weight_decay)
+    names = {id(p): n for n, p in model.named_parameters()}
+    hp_table = {
+        names[id(p)]: {
+            "role": g["role"],
+            "optimizer": g["optimizer"],
+            "lr": g["lr"],
+            "weight_decay": g["weight_decay"],
+        }
+        for opt in opts.values()
+        for g in opt.param_groups
+        for p in g["params"]
+    }
+    return _Setup(model, list(opts.values()), hp_table, needs_graph="sophia" in opts)
 
 
 def _rms(t) -> float:
