@@ -346,39 +346,26 @@ def run_probe_cmd(args: argparse.Namespace) -> int:
     for path in (args.json, args.markdown, args.plot):
         if path and Path(path).exists() and not args.force:
             raise SpecError(f"{path} exists; pass --force to overwrite it")
-    results = []
     total = sum(len(args.widths) * (5 if resolve(n).applies_to_biases else 3) for n in names)
+    settings = {
+        "widths": args.widths,
+        "d0": args.d0,
+        "seeds": args.seeds,
+        "rank": args.rank,
+        "noise": args.noise,
+        "device": args.device,
+        "dtype": args.dtype,
+    }
     if args.quiet:
-        for n in names:
-            results.append(
-                probe(
-                    n,
-                    widths=args.widths,
-                    d0=args.d0,
-                    seeds=args.seeds,
-                    rank=args.rank,
-                    noise=args.noise,
-                    device=args.device,
-                    dtype=args.dtype,
-                )
-            )
+        results = [probe(n, **settings) for n in names]
     else:
         with _progress(total, "probe") as bar:
             task = bar.add_task("probe", total=total, what="")
-            for n in names:
-                results.append(
-                    probe(
-                        n,
-                        widths=args.widths,
-                        d0=args.d0,
-                        seeds=args.seeds,
-                        rank=args.rank,
-                        noise=args.noise,
-                        device=args.device,
-                        dtype=args.dtype,
-                        progress=lambda what: bar.update(task, advance=1, what=what),
-                    )
-                )
+
+            def advance(what: str) -> None:
+                bar.update(task, advance=1, what=what)
+
+            results = [probe(n, **settings, progress=advance) for n in names]
     console().print(_probe_table(results))
     if args.json:
         data: Any = (

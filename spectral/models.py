@@ -106,6 +106,23 @@ def _check(m: dict[str, float]) -> dict[str, float]:
     return {layer: m[layer] for layer in LAYERS}
 
 
+class _Multipliers:
+    """Block multipliers α as plain floats (no tensors: safe under compile, DDP, FSDP)."""
+
+    width: int
+    depth: int
+
+    def set_multipliers(self, multipliers: Any) -> None:
+        """Set ``alpha_input``, ``alpha_hidden``, ``alpha_output`` from a config, an
+        ``hparams`` dict or ``{"input", "hidden", "output"}`` (``None``: SP, all 1)."""
+        m = resolve_multipliers(multipliers, self.width, self.depth)
+        self.alpha_input, self.alpha_hidden, self.alpha_output = (
+            m["input"],
+            m["hidden"],
+            m["output"],
+        )
+
+
 class _Block(nn.Module):
     """``k`` linear maps with optional ReLU between them (none after the last)."""
 
@@ -122,7 +139,7 @@ class _Block(nn.Module):
         return h
 
 
-class ResidualMLP(nn.Module):
+class ResidualMLP(_Multipliers, nn.Module):
     """The paper's residual MLP: ``L = depth`` blocks of ``k`` maps of width ``width``."""
 
     def __init__(
@@ -145,14 +162,6 @@ class ResidualMLP(nn.Module):
         self.blocks = nn.ModuleList(_Block(width, k, relu, bias) for _ in range(depth))
         self.output = nn.Linear(width, d_out, bias=False)
         self.set_multipliers(multipliers)
-
-    def set_multipliers(self, multipliers: Any) -> None:
-        m = resolve_multipliers(multipliers, self.width, self.depth)
-        self.alpha_input, self.alpha_hidden, self.alpha_output = (
-            m["input"],
-            m["hidden"],
-            m["output"],
-        )
 
     def forward(self, x: torch.Tensor, return_hidden: bool = False):
         h = self.alpha_input * self.input(x)
@@ -204,7 +213,7 @@ class _GPTBlock(nn.Module):
         return x + alpha * self.mlp(self.ln_2(x))
 
 
-class GPT(nn.Module):
+class GPT(_Multipliers, nn.Module):
     """GPT-2 style decoder (nanoGPT layout): ``depth`` blocks of width ``width``."""
 
     def __init__(
@@ -247,14 +256,6 @@ class GPT(nn.Module):
                 nn.init.normal_(module.weight, mean=0.0, std=std)
                 if getattr(module, "bias", None) is not None:
                     nn.init.zeros_(module.bias)
-
-    def set_multipliers(self, multipliers: Any) -> None:
-        m = resolve_multipliers(multipliers, self.width, self.depth)
-        self.alpha_input, self.alpha_hidden, self.alpha_output = (
-            m["input"],
-            m["hidden"],
-            m["output"],
-        )
 
     def forward(self, idx: torch.Tensor, return_hidden: bool = False):
         T = idx.shape[1]
