@@ -125,14 +125,17 @@ def configure_coord_check(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
     p.add_argument("--batch", type=int, default=8, help="batch size (default 8)")
     p.add_argument("--seeds", type=int, default=3, help="seeds per point (default 3)")
-    p.add_argument("--lr", type=float, default=None, help="base learning rate of --optimizer")
+    p.add_argument(
+        "--lr", type=float, default=None,
+        help="base learning rate of --optimizer (default: MLP per optimizer, e.g. adamw 0.01; GPT 0.003)",
+    )
     p.add_argument("--others-lr", type=float, default=None, help="base learning rate of --others")
     p.add_argument("--weight-decay", type=float, default=0.0, help="base weight decay (default 0)")
     p.add_argument(
         "--alpha-base",
         type=float,
-        default=1.0,
-        help="base block multiplier of the hidden blocks at the base depth (default 1)",
+        default=None,
+        help="base block multiplier of the hidden blocks at the base depth (default: MLP 0.5, GPT 1)",
     )
     p.add_argument("--seq-len", type=int, default=32, help="GPT sequence length (default 32)")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")

@@ -181,7 +181,17 @@ DEFAULT_LR = {
     "soap": 0.01,
     "sso": 0.02,
 }
-"""Base learning rates (at the base width and depth) used when ``--lr`` is not given."""
+"""Base learning rates of the MLP (at the base width and depth) when ``--lr`` is not given."""
+
+GPT_DEFAULT_LR = 0.003
+"""Base learning rate of every optimizer on the GPT when not given: at 0.01 AdamW's update is
+~17x the initial residual stream within 10 steps and the loss spikes (docs/coord-check)."""
+
+DEFAULT_ALPHA_BASE = {"mlp": 0.5, "gpt": 1.0}
+"""Base hidden multiplier when ``--alpha-base`` is not given. With α ∝ 1/L the blocks' random
+contribution at init adds ~α_base²·L_base/L to ‖h_L‖², a finite-depth transient that a depth
+sweep from a shallow base picks up as a negative slope; for the MLP α_base = 0.5 keeps it
+inside the default sweep (docs/coord-check/README.md, *Findings*)."""
 
 
 @dataclass
@@ -206,7 +216,7 @@ class CoordCheckConfig:
     lr: float | None = None
     others_lr: float | None = None
     weight_decay: float = 0.0
-    alpha_base: float = 1.0
+    alpha_base: float | None = None
     """Base block multiplier ``α_base`` of the hidden blocks (input/output bases are 1)."""
     d_in: int = 32
     d_out: int = 8
@@ -266,13 +276,21 @@ class CoordCheckConfig:
     def hybrid(self) -> bool:
         return self.others is not None
 
+    @property
+    def alpha(self) -> float:
+        """``α_base``: the given one, else :data:`DEFAULT_ALPHA_BASE` of the model."""
+        return self.alpha_base if self.alpha_base is not None else DEFAULT_ALPHA_BASE[self.model]
+
+    def _default_lr(self, optimizer: str) -> float:
+        return GPT_DEFAULT_LR if self.model == "gpt" else DEFAULT_LR.get(optimizer, 0.01)
+
     def main_lr(self) -> float:
-        return self.lr if self.lr is not None else DEFAULT_LR.get(self.optimizer, 0.01)
+        return self.lr if self.lr is not None else self._default_lr(self.optimizer)
 
     def other_lr(self) -> float:
         if self.others_lr is not None:
             return self.others_lr
-        return DEFAULT_LR.get(self.others or self.optimizer, 0.01)
+        return self._default_lr(self.others or self.optimizer)
 
     def rules_k(self, param: str) -> int:
         if param == "mup-k1":
@@ -299,7 +317,7 @@ class CoordCheckConfig:
             "lr": self.main_lr(),
             "others_lr": self.other_lr() if self.hybrid else None,
             "weight_decay": self.weight_decay,
-            "alpha_base": self.alpha_base,
+            "alpha_base": self.alpha,
             "d_in": self.d_in if self.model == "mlp" else None,
             "d_out": self.d_out if self.model == "mlp" else None,
             "seq_len": self.seq_len if self.model == "gpt" else None,
@@ -366,7 +384,7 @@ def build(cfg: CoordCheckConfig, param: str, width: int, depth: int, seed: int) 
     mod = config_module(cfg, param)
     w, d = (mod.BASE_WIDTH, mod.BASE_DEPTH) if param == "sp" else (width, depth)
     mult = dict(mod.multipliers(w, d))
-    mult["hidden"] *= cfg.alpha_base  # α_base: the hidden blocks' base multiplier only
+    mult["hidden"] *= cfg.alpha  # α_base: the hidden blocks' base multiplier only
     torch.manual_seed(seed)
     if cfg.model == "mlp":
         model = ResidualMLP(

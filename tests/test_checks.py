@@ -178,15 +178,16 @@ def test_coord_check_gpt_hybrid_runs(tmp_path):
 
 
 def test_coord_check_sp_is_base_everywhere():
-    """sp: every ratio 1 — multipliers 1 and base lr at every width and depth."""
+    """sp: every ratio 1 — base multipliers (α_base on the blocks) and base lr everywhere."""
     from spectral.coordcheck import CoordCheckConfig, build
 
     cfg = CoordCheckConfig(widths=(16, 64), depths=(1, 4))
     s = build(cfg, "sp", 64, 4, seed=0)
-    assert (s.model.alpha_input, s.model.alpha_hidden, s.model.alpha_output) == (1.0, 1.0, 1.0)
+    assert cfg.alpha == 0.5  # the MLP's default α_base
+    assert (s.model.alpha_input, s.model.alpha_hidden, s.model.alpha_output) == (1.0, cfg.alpha, 1.0)
     assert {h["lr"] for h in s.hparams.values()} == {cfg.main_lr()}
     m = build(cfg, "mup", 64, 4, seed=0)  # adamw, k=2: α_hidden ∝ 1/r_L, α_out ∝ 1/r_n
-    assert m.model.alpha_hidden == pytest.approx(1 / 4)
+    assert m.model.alpha_hidden == pytest.approx(cfg.alpha / 4)
     assert m.model.alpha_output == pytest.approx(1 / 4)
     assert m.hparams["blocks.0.layers.0.weight"]["lr"] == pytest.approx(cfg.main_lr() / 4)
 
