@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from .result import Derivation, Exponent
 from .roles import HP_LABELS, role
+from .spec import show
 
 __all__ = [
     "BASES",
@@ -463,8 +464,8 @@ def catalog_rows(specs: Iterable[Any]) -> list[dict[str, str]]:
         {
             "name": s.name,
             "applies_to": s.applies_to,
-            "update_norm": str(s.update_norm),
-            "eps": "" if s.eps is None else str(s.eps),
+            "update_norm": show(s.update_norm),
+            "eps": "" if s.eps is None else show(s.eps),
             "summary": s.summary,
             "paper": s.paper,
         }
@@ -478,11 +479,17 @@ def catalog_table(rows: list[dict[str, str]]) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    t = Table(title=Text("Optimizer catalog", style="bold"), box=box.SIMPLE_HEAD)
-    for name in ("name", "applies_to", "update_norm", "eps", "summary", "paper"):
-        t.add_column(name)
+    t = Table(
+        title=Text("Optimizer catalog", style="bold"),
+        caption="update_norm = ‖A‖_R of the update direction; spectral derive NAME --explain",
+        box=box.SIMPLE_HEAD,
+    )
+    # The declaration itself is what a user reads here: never truncate it.
+    t.add_column("name", no_wrap=True, style="bold")
+    t.add_column("applies to", no_wrap=True)
+    t.add_column("update_norm", overflow="fold")
+    t.add_column("eps", overflow="fold")
+    t.add_column("idealised update", ratio=1)
     for r in rows:
-        t.add_row(
-            *(Text(r[k]) for k in ("name", "applies_to", "update_norm", "eps", "summary", "paper"))
-        )
+        t.add_row(*(Text(r[k]) for k in ("name", "applies_to", "update_norm", "eps", "summary")))
     return t

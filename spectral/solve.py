@@ -27,7 +27,7 @@ from .errors import IncomparableError, SpecError
 from .expr import theta_of
 from .result import Derivation, Entry, Exponent, RoleScales
 from .roles import HPS, ROLES, Role, role
-from .spec import OptimizerSpec
+from .spec import OptimizerSpec, show
 from .symbols import G, L, n_in, n_out
 from .theta import Theta
 from .verify import verify, weight_norm
@@ -49,11 +49,6 @@ def init_variance(r: Role) -> Theta:
     if r.readout:
         return Theta.one()
     return Theta.minimum(Theta.one(), r.n_out / r.n_in) / r.n_in
-
-
-def show(expr: sp.Expr | None) -> str:
-    """A declaration as a user would write it: ``max``/``min`` in lower case."""
-    return str(expr).replace("Max(", "max(").replace("Min(", "min(")
 
 
 def _theta(spec: OptimizerSpec, field: str, expr: sp.Expr, env: dict) -> Theta:

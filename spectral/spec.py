@@ -15,10 +15,15 @@ import sympy as sp
 from .errors import SpecError
 from .symbols import SYMBOLS
 
-__all__ = ["OptimizerSpec", "AppliesTo"]
+__all__ = ["OptimizerSpec", "AppliesTo", "show"]
 
 AppliesTo = Literal["all", "matrices"]
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_+.")
+
+
+def show(expr: sp.Expr | None) -> str:
+    """A declared expression as a user would write it: ``max``/``min`` in lower case."""
+    return str(expr).replace("Max(", "max(").replace("Min(", "min(")
 
 
 @dataclass(frozen=True)
