@@ -66,6 +66,9 @@ def worker(rank: int, config: str, port: int, out: str) -> None:
                 },
                 fh,
             )
+    # Every rank reaches this point before any tears down: gloo aborts the process
+    # ("terminate called without an active exception") if a peer leaves mid-collective.
+    dist.barrier()
     dist.destroy_process_group()
 
 
