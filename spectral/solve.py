@@ -98,14 +98,15 @@ def derive(
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise SpecError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
     roles = tuple(r for r in ROLES if spec.applies_to_biases or not r.is_bias)
-    # Solving needs only the first terms of each chain; the generator is lazy.
+    # Solving needs the terms up to each role's first first-order term; the generator is
+    # lazy, so the 2^k higher-order terms are left to verification.
     conds: list[Condition] = []
-    gen = generate(k, roles)
-    for c in gen:
+    unsolved = {r.name for r in roles}
+    for c in generate(k, roles):
         conds.append(c)
-        if c.label.startswith("B") and c.layer == "hidden" and c.order == 1:
-            break
-        if not spec.applies_to_biases and c.label == "C2.2":
+        if c.order == 1:
+            unsolved -= {f.role for f in c.factors if f.delta}
+        if not unsolved:
             break
     var = {r.name: init_variance(r) for r in roles}
     norm = {r.name: weight_norm(r, var[r.name]) for r in roles}
