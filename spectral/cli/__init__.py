@@ -20,12 +20,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import cli_codegen
-from .errors import DerivationError, SpectralError
+from ..errors import DerivationError, SpectralError
+from . import checks as _checks
+from . import codegen as cli_codegen
+from .common import UsageError as _UsageError
+from .common import add_output_options as _add_output_options
+from .common import EXIT_DERIVATION, EXIT_OK, EXIT_USAGE, console, emit
 
 __all__ = ["COMMANDS", "Command", "build_parser", "console", "emit", "main"]
 
-EXIT_OK, EXIT_DERIVATION, EXIT_USAGE = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -39,56 +42,6 @@ class Command:
 
 
 # --------------------------------------------------------------------------------------
-# helpers shared by the subcommands
-# --------------------------------------------------------------------------------------
-
-
-def console(*, stderr: bool = False, file: Any = None, width: int | None = None) -> Any:
-    """A rich Console (imported lazily; only the CLI owns one)."""
-    from rich.console import Console
-
-    return Console(stderr=stderr, file=file, width=width, soft_wrap=False)
-
-
-def renderable_text(renderable: Any, *, width: int = 120) -> str:
-    """Plain text of a rich renderable (no colour), for ``-o FILE``."""
-    import io
-
-    buf = io.StringIO()
-    console(file=buf, width=width).print(renderable)
-    return buf.getvalue()
-
-
-def emit(text: str | None, args: argparse.Namespace, *, renderable: Any = None) -> None:
-    """Print the output, or write it to ``args.output`` (atomically; ``--force`` overwrites).
-
-    Give ``text`` for plain output, or ``renderable`` for a rich object (printed with
-    colour to a terminal, written as plain text to a file).
-    """
-    output = getattr(args, "output", None)
-    if output:
-        from .errors import SpecError
-        from .io import write_atomic
-
-        data = text if text is not None else renderable_text(renderable)
-        try:
-            write_atomic(output, data, force=getattr(args, "force", False))
-        except OSError as exc:
-            raise SpecError(f"cannot write {output}: {exc.strerror or exc}") from None
-        return
-    if text is not None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        console().print(renderable)
-
-
-def _add_output_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
-
-
-# --------------------------------------------------------------------------------------
 # spectral list
 # --------------------------------------------------------------------------------------
 
@@ -99,8 +52,8 @@ def _configure_list(p: argparse.ArgumentParser) -> None:
 
 
 def _run_list(args: argparse.Namespace) -> int:
-    from .catalog import catalog
-    from .render import catalog_rows
+    from ..catalog import catalog
+    from ..render import catalog_rows
 
     rows = catalog_rows(catalog().values())
     if args.format == "json":
@@ -108,7 +61,7 @@ def _run_list(args: argparse.Namespace) -> int:
 
         emit(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", args)
         return EXIT_OK
-    from .render import catalog_table
+    from ..render import catalog_table
 
     emit(None, args, renderable=catalog_table(rows))
     return EXIT_OK
@@ -147,19 +100,19 @@ def _configure_derive(p: argparse.ArgumentParser) -> None:
 
 
 def _run_derive(args: argparse.Namespace) -> int:
-    from .solve import derive
+    from ..solve import derive
 
     if args.standalone and args.format != "latex":
         raise _UsageError("--standalone applies only to --format latex")
     if args.spec is not None:
-        from .spec_file import load_spec
+        from ..spec_file import load_spec
 
         optimizer: Any = load_spec(args.spec)
     else:
         optimizer = args.optimizer
     d = derive(optimizer, k=args.k)
 
-    from . import render
+    from .. import render
 
     if args.format == "table":
         emit(
@@ -216,9 +169,6 @@ COMMANDS: dict[str, Command] = {
 """Subcommand name → :class:`Command`, in the order ``--help`` lists them."""
 
 
-# spectral coord-check / spectral probe (torch, matplotlib imported inside the handlers)
-from . import checks_cli as _checks  # noqa: E402
-
 COMMANDS["coord-check"] = Command(
     "train the reference models a few steps over widths and depths; fit and judge slopes",
     _checks.configure_coord_check,
@@ -238,13 +188,9 @@ COMMANDS["probe"] = Command(
 
 
 def _sweep():
-    from . import sweep  # stdlib-only at import; torch is imported when a sweep trains
+    from .. import sweep  # stdlib-only at import; torch is imported when a sweep trains
 
     return sweep
-
-
-class _UsageError(SpectralError):
-    """Inconsistent options (exit code 2)."""
 
 
 def build_parser() -> argparse.ArgumentParser:

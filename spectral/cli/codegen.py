@@ -100,12 +100,12 @@ def parse_base_value(text: str) -> float | dict[str, float]:
 
 
 def _plan(args: argparse.Namespace) -> Any:
-    from .errors import SpecError
-    from .transfer import plan
+    from ..errors import SpecError
+    from ..transfer import plan
 
     extra = {}
     for path in args.spec:
-        from .spec_file import load_spec
+        from ..spec_file import load_spec
 
         spec = load_spec(path)
         if spec.name in extra:
@@ -144,8 +144,8 @@ def configure_codegen(p: argparse.ArgumentParser) -> None:
 def run_codegen(args: argparse.Namespace) -> int:
     import sys
 
-    from .cli import EXIT_OK, emit
-    from .codegen import render
+    from .common import EXIT_OK, emit
+    from ..codegen import render
 
     p = _plan(args)
     source = render(
@@ -208,7 +208,7 @@ def configure_transfer(p: argparse.ArgumentParser) -> None:
 
 
 def _check_names(value: Any, p: Any, what: str) -> None:
-    from .errors import SpecError
+    from ..errors import SpecError
 
     if not isinstance(value, dict):
         return
@@ -226,16 +226,16 @@ def _check_names(value: Any, p: Any, what: str) -> None:
 def run_transfer(args: argparse.Namespace) -> int:
     import json
 
-    from .cli import EXIT_OK, emit
-    from .errors import SpecError
-    from .transfer import hparams
+    from .common import EXIT_OK, emit
+    from ..errors import SpecError
+    from ..transfer import hparams
 
     p = _plan(args)
     for what in ("lr", "weight_decay", "eps"):
         _check_names(getattr(args, what), p, what.replace("_", "-"))
     eps = args.eps
     if isinstance(eps, dict):  # optimizers without a value keep their default
-        from .transfer import DEFAULT_EPS
+        from ..transfer import DEFAULT_EPS
 
         eps = {**{o: DEFAULT_EPS[o] for o in p.optimizers.values() if o in DEFAULT_EPS}, **eps}
     try:
@@ -262,7 +262,7 @@ def run_transfer(args: argparse.Namespace) -> int:
 
 def transfer_table(p: Any, hp: dict[str, dict[str, float]], args: argparse.Namespace) -> str:
     """Plain aligned text: one row per role, one column per HP (``—`` where none)."""
-    from .transfer import HP_OUT
+    from ..transfer import HP_OUT
 
     r_n = args.width / args.base_width
     r_L = args.depth / args.base_depth

@@ -7,12 +7,13 @@ inside the handlers only, so ``spectral derive`` never imports them.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from .errors import SpecError
+from ..errors import SpecError
+from .common import progress as _progress
+from .common import write_json as _write_json
 
 __all__ = [
     "configure_coord_check",
@@ -36,42 +37,6 @@ def _ints(text: str) -> tuple[int, ...]:
 
 def _names(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
-
-
-def _write_json(path: str, data: Any, force: bool) -> None:
-    from .io import write_atomic
-
-    def clean(o: Any) -> Any:
-        if isinstance(o, float) and not math.isfinite(o):
-            return None
-        if isinstance(o, dict):
-            return {k: clean(v) for k, v in o.items()}
-        if isinstance(o, (list, tuple)):
-            return [clean(v) for v in o]
-        return o
-
-    try:
-        write_atomic(
-            path, json.dumps(clean(data), indent=1, ensure_ascii=False) + "\n", force=force
-        )
-    except OSError as exc:
-        raise SpecError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _progress(total: int, description: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from .cli import console
-
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[what]}"),
-        console=console(stderr=True),
-        transient=True,
-    )
 
 
 def _fmt(x: float | None) -> str:
@@ -175,8 +140,8 @@ def _coord_table(result: dict[str, Any]):
 
 
 def run_coord_check_cmd(args: argparse.Namespace) -> int:
-    from .cli import console
-    from .coordcheck import CoordCheckConfig, plot_coord_check, run_coord_check, sweep_runs
+    from .common import console
+    from ..coordcheck import CoordCheckConfig, plot_coord_check, run_coord_check, sweep_runs
 
     gpt = args.model == "gpt"
     # Sweeps reach well past the base: the mup slopes converge to 0 only as the finite-size
@@ -338,9 +303,9 @@ def _probe_plot(results, path: str) -> None:
 
 
 def run_probe_cmd(args: argparse.Namespace) -> int:
-    from .catalog import catalog, resolve
-    from .cli import console
-    from .probe import IMPLEMENTATIONS, probe
+    from ..catalog import catalog, resolve
+    from .common import console
+    from ..probe import IMPLEMENTATIONS, probe
 
     names = list(args.optimizer)
     if names == ["all"]:
@@ -378,7 +343,7 @@ def run_probe_cmd(args: argparse.Namespace) -> int:
         )
         _write_json(args.json, data, args.force)
     if args.markdown:
-        from .io import write_atomic
+        from ..io import write_atomic
 
         write_atomic(args.markdown, probe_markdown(results), force=args.force)
     if args.plot:
