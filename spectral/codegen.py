@@ -23,7 +23,7 @@ import textwrap
 from .io import write_atomic
 from .result import Exponent
 from .spec import OptimizerSpec
-from .transfer import DEFAULT_EPS, EPS_KEYS, Plan, plan
+from .transfer import DEFAULT_EPS, Plan, eps_place, plan
 
 __all__ = ["IMPLEMENTATIONS", "Implementation", "load_generated", "render", "write"]
 
@@ -287,7 +287,8 @@ def render(
                 "name": name,
                 "matrix_only": not spec.applies_to_biases,
                 "has_eps": spec.has_eps,
-                "eps_key": EPS_KEYS.get(name, "eps"),
+                "eps_key": eps_place(spec)[0],
+                "eps_index": eps_place(spec)[1],
                 "default_eps": repr(DEFAULT_EPS[name])
                 if spec.has_eps and name in DEFAULT_EPS and impl is not None
                 else None,

@@ -19,6 +19,8 @@ __all__ = ["OptimizerSpec", "AppliesTo", "show"]
 
 AppliesTo = Literal["all", "matrices"]
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_+.")
+MAX_EPS_INDEX = 15
+"""Largest ``eps_index``: no optimizer reads a longer ε tuple (torch's Adafactor has 2)."""
 
 
 def show(expr: sp.Expr | None) -> str:
@@ -37,6 +39,10 @@ class OptimizerSpec:
         applies_to: ``"all"`` (weights and biases) or ``"matrices"`` (no bias rows; in
             practice such an optimizer's biases go to AdamW).
         eps_label: how tables name the ε row (``"AdamW ε"``).
+        eps_key: the param-group key the implementation reads ε from (``"eps"``;
+            ``"matrix_eps"`` for pytorch-optimizer's Shampoo).
+        eps_index: ``None`` when that key holds one float; otherwise the position of ε in
+            the tuple it holds (``0`` for ``torch.optim.Adafactor``'s ``eps=(eps1, eps2)``).
         summary: one line: the update rule this declaration idealises.
         paper: where the paper derives it.
     """
@@ -46,6 +52,8 @@ class OptimizerSpec:
     eps: sp.Expr | None = None
     applies_to: AppliesTo = "all"
     eps_label: str = "ε"
+    eps_key: str = "eps"
+    eps_index: int | None = None
     summary: str = ""
     paper: str = ""
     doc: str = field(default="", compare=False, repr=False)
@@ -69,6 +77,30 @@ class OptimizerSpec:
                 raise SpecError(f"{fname}: unknown symbols {names}; use {', '.join(SYMBOLS)}")
             if expr.is_positive is False or expr.is_zero:
                 raise SpecError(f"{fname}: {expr} is not positive; an update must have a size")
+        self._check_eps_place()
+
+    def _check_eps_place(self) -> None:
+        """``eps_key``/``eps_index`` end up in generated code, so only plain names and
+        small indices; and they place an ε, so they need one declared."""
+        key, index = self.eps_key, self.eps_index
+        if not isinstance(key, str) or not (key.isascii() and key.isidentifier()) or len(key) > 64:
+            raise SpecError(
+                f"eps_key: {key!r} must be a Python identifier (a-z, A-Z, 0-9, '_', not "
+                "starting with a digit) of at most 64 characters"
+            )
+        if index is not None and (
+            isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= MAX_EPS_INDEX
+        ):
+            raise SpecError(
+                f"eps_index: {index!r} must be an integer from 0 to {MAX_EPS_INDEX} "
+                "(or absent for a float ε)"
+            )
+        if self.eps is None:
+            for fname, unset in (("eps_key", "eps"), ("eps_index", None)):
+                if getattr(self, fname) != unset:
+                    raise SpecError(
+                        f"{fname}: only meaningful when eps is declared; declare eps or drop {fname}"
+                    )
 
     @property
     def has_eps(self) -> bool:

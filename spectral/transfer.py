@@ -29,9 +29,9 @@ from .spec import OptimizerSpec
 
 __all__ = [
     "DEFAULT_EPS",
-    "EPS_KEYS",
     "HP_OUT",
     "Plan",
+    "eps_place",
     "hparams",
     "plan",
     "scale_rules",
@@ -41,8 +41,15 @@ DEFAULT_EPS: dict[str, float] = {"adamw": 1e-8, "shampoo": 1e-6}
 """The implementations' default ε, used as the base value when none is given:
 ``torch.optim.AdamW(eps=1e-8)``, ``pytorch_optimizer.Shampoo(matrix_eps=1e-6)``."""
 
-EPS_KEYS: dict[str, str] = {"adamw": "eps", "shampoo": "matrix_eps"}
-"""The param-group key that holds each implementation's ε."""
+
+def eps_place(spec: OptimizerSpec) -> tuple[str, int | None]:
+    """Where an implementation reads ε: ``(param-group key, index in its tuple or None)``.
+
+    Declared with the optimizer (``eps_key``, ``eps_index``) rather than listed here, so a
+    spec file can place ε too (``torch.optim.Adafactor``: ``("eps", 0)``).
+    """
+    return spec.eps_key, spec.eps_index
+
 
 HP_OUT = ("multiplier", "init_std", "lr", "weight_decay", "eps")
 """The keys of one role in :func:`hparams`' result, in order."""
