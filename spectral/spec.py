@@ -7,6 +7,7 @@ engine supplies the scale of each symbol per role and derives everything else.
 
 from __future__ import annotations
 
+import keyword
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -83,10 +84,16 @@ class OptimizerSpec:
         """``eps_key``/``eps_index`` end up in generated code, so only plain names and
         small indices; and they place an ε, so they need one declared."""
         key, index = self.eps_key, self.eps_index
-        if not isinstance(key, str) or not (key.isascii() and key.isidentifier()) or len(key) > 64:
+        if isinstance(key, str) and len(key) > 64:
+            raise SpecError(f"eps_key: {len(key)} characters (at most 64)")
+        if (
+            not isinstance(key, str)
+            or not (key.isascii() and key.isidentifier())
+            or keyword.iskeyword(key)
+        ):
             raise SpecError(
                 f"eps_key: {key!r} must be a Python identifier (a-z, A-Z, 0-9, '_', not "
-                "starting with a digit) of at most 64 characters"
+                "starting with a digit, not a keyword) of at most 64 characters"
             )
         if index is not None and (
             isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= MAX_EPS_INDEX

@@ -7,6 +7,8 @@ A file declares one optimizer at the top level::
     eps = "G / sqrt(n_in * n_out)"         # optional: the scale of the optimizer's ε
     applies_to = "all"                     # "all" (default) or "matrices"
     eps_label = "Adam ε"                   # optional: how tables name the ε row
+    eps_key = "eps"                        # optional: the param-group key holding ε
+    eps_index = 0                          # optional: ε's place in a tuple, eps=(eps1, eps2)
     summary = "sign descent"               # optional: one line
 
 Expressions are parsed only by :func:`spectral.expr.parse_expression` (an ``ast``
@@ -21,7 +23,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
 
 from .errors import SpecError
 from .expr import parse_expression, theta_of
@@ -49,6 +51,8 @@ class SpecFile(BaseModel):
     eps: StrictStr | None = None
     applies_to: Literal["all", "matrices"] = "all"
     eps_label: StrictStr | None = None
+    eps_key: StrictStr = "eps"
+    eps_index: StrictInt | None = None
     summary: StrictStr | None = None
 
 
@@ -68,6 +72,8 @@ def _describe_error(err: dict[str, Any]) -> tuple[str, str]:
         return loc, f"{value!r} must be 'all' or 'matrices'"
     if kind in ("string_type", "str_type"):
         return loc, f"expected a string, got {_toml_type(value)}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return loc, f"expected an integer, got {_toml_type(value)}"
     return loc, str(err.get("msg", "invalid value"))
 
 
@@ -82,6 +88,8 @@ def _toml_type(value: object) -> str:
         return "a table"
     if isinstance(value, list):
         return "an array"
+    if isinstance(value, str):
+        return "a string"
     return type(value).__name__
 
 
@@ -138,6 +146,8 @@ def parse_spec(data: dict[str, Any], *, where: str = "<spec>") -> OptimizerSpec:
             eps=exprs.get("eps"),
             applies_to=fields.applies_to,
             eps_label=fields.eps_label or "ε",
+            eps_key=fields.eps_key,
+            eps_index=fields.eps_index,
             summary=fields.summary or "",
             paper="",
         )

@@ -27,18 +27,21 @@ update_norm = "n_in"
 eps = "G / sqrt(n_in * n_out)"
 applies_to = "all"
 eps_label = "My ε"
+eps_key = "eps"
+eps_index = 1
 summary = "sign descent"
 """,
     )
     spec = spectral.load_spec(path)  # the lazy attribute of the package
     assert spec.name == "my-adam" and spec.eps_label == "My ε" and spec.summary == "sign descent"
+    assert (spec.eps_key, spec.eps_index) == ("eps", 1)
     assert derive(spec, k=2).to_dict()["rules"] == derive("adamw", k=2).to_dict()["rules"]
 
 
 def test_defaults(tmp_path):
     spec = load_spec(write(tmp_path, 'name = "m"\nupdate_norm = "sqrt(n_in/n_out)"\n'))
     assert spec.applies_to == "all" and spec.eps is None and spec.eps_label == "ε"
-    assert spec.summary == ""
+    assert spec.summary == "" and (spec.eps_key, spec.eps_index) == ("eps", None)
 
 
 def test_expression_the_catalog_never_uses(tmp_path):
@@ -81,6 +84,14 @@ def test_incomparable_spec_loads_but_does_not_derive(tmp_path):
         ('name = "x"\nupdate_norm = "n_in"\neps_label = "a\\nb"\n', "eps_label", "control"),
         ('name = "x"\nupdate_norm = "lambda: 1"\n', "update_norm", "not allowed"),
         ('name = "x"\nupdate_norm = "n_in.__class__"\n', "update_norm", "not allowed"),
+        ('name = "x"\nupdate_norm = "n_in"\neps = "G"\neps_index = "0"\n', "eps_index",
+         "expected an integer, got a string"),
+        ('name = "x"\nupdate_norm = "n_in"\neps = "G"\neps_index = 99\n', "eps_index",
+         "from 0 to 15"),
+        ('name = "x"\nupdate_norm = "n_in"\neps = "G"\neps_key = "eps[0]"\n', "eps_key",
+         "must be a Python identifier"),
+        ('name = "x"\nupdate_norm = "n_in"\neps_key = "matrix_eps"\n', "eps_key",
+         "only meaningful when eps is declared"),
     ],
 )
 def test_bad_fields_name_file_and_field(tmp_path, text, field, words):
