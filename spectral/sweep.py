@@ -643,7 +643,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, … (default: cuda if present)")
     p.add_argument("--preset", choices=sorted(PRESETS), help="default grid (default: gpu if the device is cuda)")
     p.add_argument("--threads", type=int, help="torch.set_num_threads (CPU)")
-    p.add_argument("--out", "-o", default="sweep-out", help="results folder (one subfolder per optimizer)")
+    # required: a bare `spectral sweep` must not start a 126-run sweep in a folder of its choosing
+    p.add_argument("--out", "-o", required=True, metavar="DIR",
+                   help="results folder, created if missing (one subfolder per optimizer)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
     p.add_argument("--report-only", action="store_true", help="render tables and plots from runs.jsonl; train nothing")
 
@@ -689,6 +691,36 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
     return out
 
 
+def _out_dirs(args: argparse.Namespace, cfgs: list[SweepConfig]) -> list[Path]:
+    """``--out`` and its per-optimizer folders, checked before any work and without writing.
+
+    A path that is there but is not a folder is refused; ``--report-only`` renders what is
+    on disk, so it needs each optimizer's ``runs.jsonl`` (else it would write empty reports).
+    """
+    root = Path(args.out)
+    dirs = [root, *(root / cfg.optimizer for cfg in cfgs)]
+    for d in dirs:
+        if d.exists() and not d.is_dir():
+            raise SpecError(f"--out: {str(d)!r} exists and is not a directory")
+    if args.report_only:
+        for d in dirs[1:]:
+            if not (d / RUNS_FILE).is_file():
+                raise SpecError(
+                    f"--report-only: no {str(d / RUNS_FILE)!r}; run the sweep first "
+                    "(without --report-only)"
+                )
+    return dirs
+
+
+def _make_dirs(dirs: list[Path]) -> None:
+    """Create the output folders (with parents); a failure is one line, not a traceback."""
+    for d in dirs:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SpecError(f"--out: cannot create {str(d)!r} ({exc.strerror or exc})") from None
+
+
 def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -> int:
     import shlex
     import sys
@@ -701,15 +733,17 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
         words = words[1:]
     command = "spectral sweep " + shlex.join(words)
     n_bytes = args.n_bytes if args.n_bytes is not None else PRESETS["gpu" if cfgs[0].device.startswith("cuda") else "cpu"]["n_bytes"]
-    out_root = Path(args.out)
+    dirs = _out_dirs(args, cfgs)
+    out_root = dirs[0]
     corpus = None
+    if not args.report_only:  # before any folder is made: a bad --data leaves nothing behind
+        from .data import load_data
+
+        corpus = load_data(args.data, n_bytes=n_bytes, val_fraction=args.val_fraction, vocab_size=args.vocab_size)
+    _make_dirs(dirs)
     for cfg in cfgs:
         out = out_root / cfg.optimizer
-        if not args.report_only:
-            if corpus is None:
-                from .data import load_data
-
-                corpus = load_data(args.data, n_bytes=n_bytes, val_fraction=args.val_fraction, vocab_size=args.vocab_size)
+        if corpus is not None:
             run_sweep(cfg, out, corpus, progress=not args.no_progress, command=command,
                       log=lambda m: print(m, flush=True))
         paths = write_report(out, cfg)

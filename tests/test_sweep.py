@@ -304,3 +304,137 @@ def test_index_lists_each_optimizer(tmp_path: Path, corpus):
     text = write_index(tmp_path, [cfg]).read_text()
     assert "[adamw](adamw/summary.md)" in text and "adamw/lr_width.png" in text
     assert "`spectral sweep --toy`" in text
+
+
+# --------------------------------------------------------------------------------------
+# command line: --out is required, made when missing, refused when not a folder
+# (run_sweep, load_data and write_report are stubbed: no test here trains)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Record what the CLI would train and report, instead of doing it."""
+    import spectral.data
+    import spectral.sweep
+    import spectral.sweep_report
+
+    calls: dict[str, list] = {"load_data": [], "run_sweep": [], "write_report": []}
+
+    def load_data(*args, **kwargs):
+        calls["load_data"].append(args)
+        return "corpus"
+
+    def run_sweep(cfg, out, corpus, **kwargs):
+        calls["run_sweep"].append((cfg.optimizer, Path(out), corpus))
+        return []
+
+    def write_report(out, cfg, records=None):
+        calls["write_report"].append(Path(out))
+        return []
+
+    monkeypatch.setattr(spectral.data, "load_data", load_data)
+    monkeypatch.setattr(spectral.sweep, "run_sweep", run_sweep)
+    monkeypatch.setattr(spectral.sweep_report, "write_report", write_report)
+    return calls
+
+
+def _cli(*words: str) -> int:
+    from spectral.cli import main
+
+    return main(["sweep", "--device", "cpu", "--no-progress", *words])
+
+
+def test_sweep_without_out_is_a_usage_error(capsys, no_training):
+    from spectral.cli import main
+
+    assert main(["sweep"]) == 2
+    err = capsys.readouterr().err
+    assert "the following arguments are required: --out/-o" in err
+    assert no_training == {"load_data": [], "run_sweep": [], "write_report": []}
+
+
+def test_module_main_without_out_is_a_usage_error(capsys):
+    from spectral import sweep
+
+    with pytest.raises(SystemExit) as info:
+        sweep.main([])
+    assert info.value.code == 2
+    assert "--out/-o" in capsys.readouterr().err
+
+
+def test_out_is_created_with_parents(tmp_path: Path, no_training):
+    out = tmp_path / "a" / "b" / "runs"
+    assert _cli("--out", str(out), "-O", "adamw", "-O", "muon-kimi+adamw") == 0
+    assert (out / "adamw").is_dir() and (out / "muon-kimi+adamw").is_dir()
+    assert no_training["run_sweep"] == [
+        ("adamw", out / "adamw", "corpus"),
+        ("muon-kimi+adamw", out / "muon-kimi+adamw", "corpus"),
+    ]
+    assert no_training["write_report"] == [out / "adamw", out / "muon-kimi+adamw"]
+    assert len(no_training["load_data"]) == 1
+
+
+def test_existing_out_is_used(tmp_path: Path, no_training):
+    (tmp_path / "adamw").mkdir()
+    (tmp_path / "adamw" / "keep.txt").write_text("x")
+    assert _cli("--out", str(tmp_path)) == 0
+    assert (tmp_path / "adamw" / "keep.txt").read_text() == "x"
+    assert no_training["run_sweep"] == [("adamw", tmp_path / "adamw", "corpus")]
+
+
+def test_out_that_is_a_file_is_refused(tmp_path: Path, capsys, no_training):
+    path = tmp_path / "out.txt"
+    path.write_text("not a folder")
+    assert _cli("--out", str(path)) == 2
+    assert capsys.readouterr().err == f"error: --out: {str(path)!r} exists and is not a directory\n"
+    assert path.read_text() == "not a folder"
+    assert no_training == {"load_data": [], "run_sweep": [], "write_report": []}
+
+
+def test_optimizer_folder_that_is_a_file_is_refused(tmp_path: Path, capsys, no_training):
+    (tmp_path / "adamw").write_text("")
+    assert _cli("--out", str(tmp_path), "-O", "adamw") == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --out: {str(tmp_path / 'adamw')!r} exists and is not a directory\n"
+    assert no_training["run_sweep"] == []
+
+
+def test_out_under_a_file_is_one_line(tmp_path: Path, capsys, no_training):
+    (tmp_path / "f").write_text("")
+    assert _cli("--out", str(tmp_path / "f" / "sub")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --out: cannot create {str(tmp_path / 'f' / 'sub')!r} (")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert no_training["run_sweep"] == []
+
+
+def test_bad_data_leaves_no_folder(tmp_path: Path, capsys, monkeypatch):
+    import spectral.sweep
+
+    def fail(*args, **kwargs):
+        raise AssertionError("no sweep may start")
+
+    monkeypatch.setattr(spectral.sweep, "run_sweep", fail)
+    out = tmp_path / "out"
+    assert _cli("--out", str(out), "--data", str(tmp_path / "nope.txt")) == 2
+    assert "neither" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_report_only_needs_runs(tmp_path: Path, capsys, no_training):
+    out = tmp_path / "out"
+    assert _cli("--out", str(out), "--report-only") == 2
+    runs = out / "adamw" / "runs.jsonl"
+    assert capsys.readouterr().err == (
+        f"error: --report-only: no {str(runs)!r}; run the sweep first (without --report-only)\n"
+    )
+    assert not out.exists()
+
+
+def test_report_only_renders_what_is_there(tmp_path: Path, no_training):
+    (tmp_path / "adamw").mkdir()
+    (tmp_path / "adamw" / "runs.jsonl").write_text("")
+    assert _cli("--out", str(tmp_path), "--report-only") == 0
+    assert no_training["load_data"] == [] and no_training["run_sweep"] == []
+    assert no_training["write_report"] == [tmp_path / "adamw"]
