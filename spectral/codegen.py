@@ -334,8 +334,8 @@ _LOADED: dict[tuple, object] = {}
 
 
 def load_generated(
-    hidden: str,
-    others: str | None = None,
+    hidden: str | OptimizerSpec,
+    others: str | OptimizerSpec | None = None,
     k: int = 2,
     *,
     base_width: int,
@@ -345,19 +345,30 @@ def load_generated(
 ):
     """Render the config module, write it to ``folder/<name>.py`` and import it.
 
+    ``hidden`` and ``others`` are catalog names or declarations (a user's spec: its module
+    has no built-in factory, so pass ``build_optimizers(..., factories={spec.name: fn})``).
     The file is rewritten only when its bytes differ; the imported module is cached per
     (inputs, folder), so the sweep and the coordinate check build every point from the same
     module object. Imports torch (the generated module does).
     """
+    import hashlib
     import importlib.util
+
+    from .catalog import catalog
 
     key = (hidden, others, k, base_width, base_depth, str(folder), name)
     if key in _LOADED:
         return _LOADED[key]
-    source = render(hidden, others if others != hidden else None, k,
+    labels = [x if isinstance(x, str) else x.name for x in (hidden, others) if x is not None]
+    same = len(labels) == 2 and labels[0] == labels[1]
+    source = render(hidden, None if same else others, k,
                     base_width=base_width, base_depth=base_depth)
     if name is None:
-        name = "config_" + "_".join(x for x in (hidden, others) if x) + f"_k{k}"
+        name = "config_" + "_".join(labels) + f"_k{k}"
+        user = [x for x in (hidden, others) if isinstance(x, OptimizerSpec)]
+        if any(catalog().get(x.name) != x for x in user):
+            # a user's declaration may share a catalog name: never share its file
+            name += "_" + hashlib.sha256(source.encode()).hexdigest()[:10]
     name = name.replace("+", "_").replace("-", "_").replace(".", "_")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,12 @@ for the real optimizer implementations (with their per-group compensations).
 (embeddings/input, readout, biases, LayerNorm) uses ``others`` (AdamW by default), each
 under its own derived rules — the paper's Muon-Kimi-AdamW setup.
 
+**Any optimizer.** ``spec`` (a declaration, e.g. from :func:`spectral.spec_file.load_spec`)
+replaces the catalog name ``optimizer``, and ``factory(param_groups, **kwargs)`` builds its
+implementation: the generated module is rendered from the declaration and its
+``build_optimizers`` gets ``factories={name: factory}``. A factory also replaces a catalog
+optimizer's built-in implementation.
+
 **Top-order term** (MLP only). Besides ``h_L`` the MLP check records the all-update term of
 the residual blocks, ``‖Σ_l α_l ΔW_l^(k) D … D ΔW_l^(1) h_{l-1}‖_R`` (``D`` the ReLU masks
 at step ``t``): for ``k ≥ 2`` blocks it is the higher-order term that the ``k ≥ 2``
@@ -48,6 +54,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable, Iterable, Sequence
+
+from .spec import OptimizerSpec
 
 __all__ = [
     "SLOPE_TOLERANCE",
@@ -201,6 +209,11 @@ class CoordCheckConfig:
     optimizer: str = "adamw"
     others: str | None = None
     """Optimizer for every parameter but the hidden weights (default adamw for hybrids)."""
+    spec: OptimizerSpec | None = None
+    """A declaration to check instead of the catalog's ``optimizer`` (its name replaces it)."""
+    factory: Callable[..., Any] | None = None
+    """``factory(param_groups, **kwargs)`` building ``optimizer``'s implementation; needed
+    for a ``spec`` the catalog does not declare."""
     k: int = 2
     relu: bool = True
     parameterizations: tuple[str, ...] = PARAMETERIZATIONS
@@ -226,11 +239,24 @@ class CoordCheckConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from .catalog import resolve
+        from .catalog import catalog, resolve
         from .errors import SpecError
 
-        self.optimizer = resolve(self.optimizer).name
-        main = resolve(self.optimizer)
+        if self.spec is not None:
+            if not isinstance(self.spec, OptimizerSpec):
+                raise SpecError(f"spec must be an OptimizerSpec, got {type(self.spec).__name__}")
+            main = self.spec
+            if self.factory is None and catalog().get(main.name) != main:
+                raise SpecError(
+                    f"{main.name!r} is not a catalog declaration, so the generated module has "
+                    "no implementation for it; pass a factory fn(param_groups, **kwargs) "
+                    "(spectral coord-check --factory MODULE:CALLABLE; e.g. torch.optim:AdamW)"
+                )
+        else:
+            main = resolve(self.optimizer)
+        if self.factory is not None and not callable(self.factory):
+            raise SpecError(f"factory must be callable, got {type(self.factory).__name__}")
+        self.optimizer = main.name
         if self.others is None and not main.applies_to_biases:
             self.others = "adamw"
         if self.others is not None:
@@ -273,6 +299,19 @@ class CoordCheckConfig:
         return min(self.depths)
 
     @property
+    def hidden(self) -> str | OptimizerSpec:
+        """What the generated module is rendered for: the declaration, else the name."""
+        return self.spec if self.spec is not None else self.optimizer
+
+    def factories(self) -> dict[str, Callable[..., Any]]:
+        """``build_optimizers(factories=...)``: the user's factory, checked, if any."""
+        if self.factory is None:
+            return {}
+        from .probe import checked_factory, factory_label
+
+        return {self.optimizer: checked_factory(self.factory, factory_label(self.factory))}
+
+    @property
     def hybrid(self) -> bool:
         return self.others is not None
 
@@ -298,10 +337,21 @@ class CoordCheckConfig:
         return max(2, self.k) if self.model == "mlp" else 2
 
     def to_dict(self) -> dict[str, Any]:
+        from .probe import factory_label
+        from .spec import show
+
         return {
             "model": self.model,
             "optimizer": self.optimizer,
             "others": self.others,
+            "spec": None
+            if self.spec is None
+            else {
+                "name": self.spec.name,
+                "update_norm": show(self.spec.update_norm),
+                "applies_to": self.spec.applies_to,
+            },
+            "factory": None if self.factory is None else factory_label(self.factory),
             "k": self.k if self.model == "mlp" else None,
             "relu": self.relu if self.model == "mlp" else None,
             "parameterizations": list(self.parameterizations),
@@ -350,7 +400,7 @@ def config_module(cfg: CoordCheckConfig, param: str) -> Any:
 
     k = cfg.rules_k("mup" if param == "sp" else param)
     return load_generated(
-        cfg.optimizer,
+        cfg.hidden,
         cfg.others,
         k,
         base_width=cfg.base_width,
@@ -398,7 +448,11 @@ def build(cfg: CoordCheckConfig, param: str, width: int, depth: int, seed: int) 
     lr: Any = cfg.main_lr()
     if cfg.hybrid:
         lr = {cfg.optimizer: cfg.main_lr(), cfg.others: cfg.other_lr()}
-    opts = mod.build_optimizers(model, w, d, lr=lr, weight_decay=cfg.weight_decay)
+    factories = cfg.factories()
+    extra = {"factories": factories} if factories else {}
+    opts = mod.build_optimizers(model, w, d, lr=lr, weight_decay=cfg.weight_decay, **extra)
+    # a dict of optimizers (one per name), or one optimizer over every group
+    parts = list(opts.values()) if isinstance(opts, dict) else [opts]
     names = {id(p): n for n, p in model.named_parameters()}
     hp_table = {
         names[id(p)]: {
@@ -407,11 +461,12 @@ def build(cfg: CoordCheckConfig, param: str, width: int, depth: int, seed: int) 
             "lr": g["lr"],
             "weight_decay": g["weight_decay"],
         }
-        for opt in opts.values()
+        for opt in parts
         for g in opt.param_groups
         for p in g["params"]
     }
-    return _Setup(model, list(opts.values()), hp_table, needs_graph="sophia" in opts)
+    needs_graph = any(h["optimizer"] == "sophia" for h in hp_table.values())
+    return _Setup(model, parts, hp_table, needs_graph=needs_graph)
 
 
 def _rms(t) -> float:

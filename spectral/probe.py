@@ -19,8 +19,12 @@ in a real network comes from the loss-sensitivity argument, and the coordinate c
 
 The implementations are the ones the code generator uses: ``torch.optim`` SGD, AdamW and
 Muon (``adjust_lr_fn=None`` for ``muon``, ``"match_rms_adamw"`` for ``muon-kimi``) and
-``pytorch_optimizer`` Lion, Shampoo, SOAP, SophiaH and SpectralSphere. Everything that
-imports torch is imported inside functions.
+``pytorch_optimizer`` Lion, Shampoo, SOAP, SophiaH and SpectralSphere. Any other optimizer
+(a declaration from a spec file, or a catalog one with another implementation) is probed
+through a *factory* ``fn(param_groups, **kwargs) -> torch.optim.Optimizer`` — the contract of
+the generated module's ``build_optimizers(..., factories={name: fn})`` — called with one
+group ``{"params": [W], "lr": 1.0, "weight_decay": 0.0}`` (:meth:`Impl.from_factory`).
+Everything that imports torch is imported inside functions.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from typing import Any
 from collections.abc import Callable, Sequence
 
 from .coordcheck import fit_slope
+from .errors import SpecError
+from .spec import OptimizerSpec
 
 __all__ = [
     "TOLERANCE",
@@ -38,6 +44,8 @@ __all__ = [
     "IMPLEMENTATIONS",
     "ProbeRow",
     "ProbeResult",
+    "Impl",
+    "checked_factory",
     "declared_exponent",
     "probe",
 ]
@@ -61,6 +69,53 @@ class Impl:
     note: str = ""
     hessian: bool = False
     """SophiaH: pass a diagonal Hessian estimate ``g ⊙ g`` to ``step``."""
+    user: bool = False
+    """A user's factory: failures of ``step`` are reported as :class:`SpecError`."""
+
+    @classmethod
+    def from_factory(cls, factory: Callable[..., Any], name: str | None = None) -> Impl:
+        """A user's ``factory(param_groups, **kwargs)``, called as the generated module calls
+        it: one group carrying the probe's unit lr and zero weight decay, no kwargs."""
+        label = name or factory_label(factory)
+        fn = checked_factory(factory, label)
+
+        def build(params: list, torch: Any) -> Any:
+            return fn([{"params": params, "lr": 1.0, "weight_decay": 0.0}])
+
+        return cls(label, build, user=True)
+
+
+def factory_label(factory: Callable[..., Any]) -> str:
+    """``module:qualname`` of a factory (its ``repr`` when it has no such names)."""
+    module = getattr(factory, "__module__", None)
+    qual = getattr(factory, "__qualname__", None)
+    return f"{module}:{qual}" if module and qual else repr(factory)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def checked_factory(factory: Callable[..., Any], label: str) -> Callable[..., Any]:
+    """``factory`` whose failures are one-line :class:`SpecError`\ s naming ``label``: an
+    exception it raises, or a result that is not a ``torch.optim.Optimizer``."""
+
+    def call(groups: list, **kwargs: Any) -> Any:
+        import torch
+
+        try:
+            opt = factory(groups, **kwargs)
+        except Exception as exc:  # the user's code: any failure is bad input
+            raise SpecError(f"factory {label} raised {_first_line(exc)}") from None
+        if not isinstance(opt, torch.optim.Optimizer):
+            raise SpecError(
+                f"factory {label} returned {type(opt).__name__}, not a torch.optim.Optimizer; "
+                "it is called as fn(param_groups, **kwargs)"
+            )
+        return opt
+
+    return call
 
 
 def _sgd(params, torch):
@@ -205,7 +260,7 @@ _SHAPES = {
 }
 
 
-def declared_exponent(optimizer: str, role_name: str) -> tuple[float, bool]:
+def declared_exponent(optimizer: str | OptimizerSpec, role_name: str) -> tuple[float, bool]:
     """Θ-exponent in ``n`` of ``update_norm`` for ``role_name`` (``L = 1``, ``G = 1``).
 
     Returns ``(exponent, uses_G)``.
@@ -224,7 +279,7 @@ def declared_exponent(optimizer: str, role_name: str) -> tuple[float, bool]:
     return float(a), G in spec.update_norm.free_symbols
 
 
-def roles_for(optimizer: str) -> tuple[str, ...]:
+def roles_for(optimizer: str | OptimizerSpec) -> tuple[str, ...]:
     from .catalog import resolve
     from .roles import ROLES
 
@@ -270,7 +325,7 @@ def rms_operator_norm(delta, torch) -> float:
 
 
 def measure(
-    optimizer: str,
+    optimizer: str | Impl,
     role_name: str,
     width: int,
     *,
@@ -281,10 +336,12 @@ def measure(
     device: str = "cpu",
     dtype: str = "float32",
 ) -> float:
-    """``‖ΔW‖_R`` of one real step (the last of ``Impl.steps``) for one role and width."""
+    """``‖ΔW‖_R`` of one real step (the last of ``Impl.steps``) for one role and width.
+
+    ``optimizer``: a name in :data:`IMPLEMENTATIONS`, or an :class:`Impl`."""
     import torch
 
-    impl = IMPLEMENTATIONS[optimizer]
+    impl = optimizer if isinstance(optimizer, Impl) else IMPLEMENTATIONS[optimizer]
     shape = _SHAPES[role_name][1](width, d0)
     gen = torch.Generator().manual_seed(seed * 1_000_003 + width)
     dt = getattr(torch, dtype)
@@ -295,16 +352,24 @@ def measure(
     for _ in range(impl.steps):
         before = p.detach().clone()
         p.grad = grad.clone()  # some implementations modify the gradient in place
-        if impl.hessian:
-            opt.step(hessian=[grad * grad])
-        else:
-            opt.step()
+        try:
+            if impl.hessian:
+                opt.step(hessian=[grad * grad])
+            else:
+                opt.step()
+        except Exception as exc:
+            if not impl.user:
+                raise
+            raise SpecError(
+                f"{impl.name}: step() of {type(opt).__name__} raised {_first_line(exc)}"
+            ) from None
     return rms_operator_norm(p.detach() - before, torch)
 
 
 def probe(
-    optimizer: str,
+    optimizer: str | OptimizerSpec,
     *,
+    factory: Callable[..., Any] | None = None,
     widths: Sequence[int] = DEFAULT_WIDTHS,
     d0: int = D0,
     seeds: int = 1,
@@ -314,27 +379,37 @@ def probe(
     dtype: str = "float32",
     progress: Callable[[str], None] | None = None,
 ) -> ProbeResult:
-    """Measure every role of ``optimizer`` at every width; fit and compare exponents."""
+    """Measure every role of ``optimizer`` at every width; fit and compare exponents.
+
+    ``optimizer`` is a catalog name or a declaration (e.g. from
+    :func:`spectral.spec_file.load_spec`); its ``update_norm`` gives the declared exponents.
+    ``factory(param_groups, **kwargs)`` builds the implementation measured (see
+    :meth:`Impl.from_factory`); without one the optimizer's name must be in
+    :data:`IMPLEMENTATIONS`.
+    """
     from .catalog import resolve
-    from .errors import SpecError
 
     spec = resolve(optimizer)
-    if spec.name not in IMPLEMENTATIONS:
+    if factory is not None:
+        impl = factory if isinstance(factory, Impl) else Impl.from_factory(factory)
+    elif spec.name in IMPLEMENTATIONS:
+        impl = IMPLEMENTATIONS[spec.name]
+    else:
         raise SpecError(
             f"no torch / pytorch-optimizer implementation is wired up for {spec.name!r}; "
-            f"probe-able: {', '.join(IMPLEMENTATIONS)}"
+            f"probe-able: {', '.join(IMPLEMENTATIONS)}; for any other optimizer pass a factory "
+            "fn(param_groups, **kwargs) (spectral probe --factory MODULE:CALLABLE)"
         )
     widths = tuple(sorted(int(w) for w in widths))
     if len(widths) < 2 or widths[0] <= d0:
         raise SpecError(f"need at least two widths, all larger than d0 = {d0}; got {widths}")
-    impl = IMPLEMENTATIONS[spec.name]
     rows = []
-    for role_name in roles_for(spec.name):
+    for role_name in roles_for(spec):
         norms = []
         for w in widths:
             vals = [
                 measure(
-                    spec.name,
+                    impl,
                     role_name,
                     w,
                     d0=d0,
@@ -350,7 +425,7 @@ def probe(
             if progress:
                 progress(f"{spec.name} {role_name} n={w}")
         measured, _ = fit_slope(widths, norms)
-        declared, uses_g = declared_exponent(spec.name, role_name)
+        declared, uses_g = declared_exponent(spec, role_name)
         ok = abs(measured - declared) <= TOLERANCE
         note = ""
         if uses_g:

@@ -43,6 +43,22 @@ def _fmt(x: float | None) -> str:
     return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:+.3f}"
 
 
+def _add_user_optimizer_options(p: argparse.ArgumentParser, catalog_option: str) -> None:
+    """``--spec`` and ``--factory``: check an optimizer the catalog does not know."""
+    p.add_argument(
+        "--spec",
+        metavar="FILE.toml",
+        help="an optimizer declared in a TOML file (as for `spectral derive --spec`)",
+    )
+    p.add_argument(
+        "--factory",
+        metavar="MODULE:CALLABLE",
+        help="the implementation: CALLABLE(param_groups, **kwargs) returns the torch optimizer; "
+        "MODULE is a dotted module or a path to a .py file (needed with --spec unless it names "
+        f"a catalog optimizer; with a catalog {catalog_option} it replaces the built-in one)",
+    )
+
+
 # --------------------------------------------------------------------------------------
 # spectral coord-check
 # --------------------------------------------------------------------------------------
@@ -56,7 +72,8 @@ def configure_coord_check(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--linear", action="store_true", help="MLP without ReLU (the paper's linear analysis)"
     )
-    p.add_argument("--optimizer", default="adamw", help="catalog optimizer (default adamw)")
+    p.add_argument("--optimizer", default=None, help="catalog optimizer (default adamw)")
+    _add_user_optimizer_options(p, "--optimizer")
     p.add_argument(
         "--others",
         default=None,
@@ -136,6 +153,8 @@ def _coord_table(result: dict[str, Any]):
             t.add_row(
                 s["parameterization"], s["axis"], "top-order term", _fmt(s["slope"]), "[dim]info[/]"
             )
+    if cfg.get("factory"):
+        t.caption = f"{cfg['optimizer']} = {cfg['factory']}"
     return t
 
 
@@ -143,6 +162,17 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
     from .common import console
     from ..coordcheck import CoordCheckConfig, plot_coord_check, run_coord_check, sweep_runs
 
+    if args.spec is not None and args.optimizer is not None:
+        raise SpecError("give --optimizer or --spec FILE.toml, not both")
+    spec = factory = None
+    if args.spec is not None:
+        from ..spec_file import load_spec
+
+        spec = load_spec(args.spec)
+    if args.factory is not None:
+        from .common import load_callable
+
+        factory = load_callable(args.factory)
     gpt = args.model == "gpt"
     # Sweeps reach well past the base: the mup slopes converge to 0 only as the finite-size
     # corrections die out (random branch sum ~ 1/L in variance; widths below the batch's
@@ -151,8 +181,10 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
     depths = args.depths or ((2, 4, 8, 16, 32) if gpt else (4, 8, 16, 32, 64, 128))
     cfg = CoordCheckConfig(
         model=args.model,
-        optimizer=args.optimizer,
+        optimizer=args.optimizer or "adamw",
         others=args.others,
+        spec=spec,
+        factory=factory,
         k=args.k,
         relu=not args.linear,
         parameterizations=tuple(args.parameterizations),
@@ -211,7 +243,10 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
 
 
 def configure_probe(p: argparse.ArgumentParser) -> None:
-    p.add_argument("optimizer", nargs="+", help="catalog optimizer(s), or 'all'")
+    p.add_argument(
+        "optimizer", nargs="*", help="catalog optimizer(s), or 'all' (or none, with --spec)"
+    )
+    _add_user_optimizer_options(p, "OPTIMIZER")
     p.add_argument(
         "--widths", type=_ints, default=(64, 128, 256, 512, 1024), help="widths (default 64..1024)"
     )
@@ -249,6 +284,16 @@ def _probe_table(results):
                 "[green]pass[/]" if r.passed else "[red]FAIL[/]",
                 r.note,
             )
+    from ..probe import IMPLEMENTATIONS
+
+    own = [
+        f"{res.optimizer} = {res.implementation}"
+        for res in results
+        if res.optimizer not in IMPLEMENTATIONS
+        or IMPLEMENTATIONS[res.optimizer].name != res.implementation
+    ]
+    if own:
+        t.caption = "measured: " + "; ".join(own)
     return t
 
 
@@ -302,20 +347,55 @@ def _probe_plot(results, path: str) -> None:
     plt.close(fig)
 
 
+def _user_optimizer(args: argparse.Namespace, names: list[str]) -> tuple[Any, Any]:
+    """``(spec or None, factory or None)`` from ``--spec`` / ``--factory``, checked against
+    the OPTIMIZER names given: one optimizer only, and an implementation must be known."""
+    from ..catalog import resolve
+
+    if args.spec is None and args.factory is None:
+        return None, None
+    if args.spec is not None and names:
+        raise SpecError("give OPTIMIZER or --spec FILE.toml, not both")
+    if args.spec is None and (len(names) != 1 or names == ["all"]):
+        raise SpecError("--factory replaces the implementation of one OPTIMIZER (or of --spec)")
+    from .common import load_callable
+
+    spec = None
+    if args.spec is not None:
+        from ..spec_file import load_spec
+
+        spec = load_spec(args.spec)
+    factory = load_callable(args.factory) if args.factory is not None else None
+    return (spec if spec is not None else resolve(names[0])), factory
+
+
 def run_probe_cmd(args: argparse.Namespace) -> int:
     from ..catalog import catalog, resolve
     from .common import console
     from ..probe import IMPLEMENTATIONS, probe
 
     names = list(args.optimizer)
-    if names == ["all"]:
-        names = [n for n in catalog() if n in IMPLEMENTATIONS]
-    names = [resolve(n).name for n in names]
+    spec, factory = _user_optimizer(args, names)
+    if spec is not None:
+        if factory is None and spec.name not in IMPLEMENTATIONS:
+            raise SpecError(
+                f"--spec {args.spec} declares {spec.name!r}, which has no built-in "
+                "implementation; pass --factory MODULE:CALLABLE, a function "
+                "fn(param_groups, **kwargs) returning the torch optimizer"
+            )
+        optimizers: list[Any] = [spec]
+    else:
+        if not names:
+            raise SpecError("name an OPTIMIZER (or 'all'), or give --spec FILE.toml")
+        if names == ["all"]:
+            names = [n for n in catalog() if n in IMPLEMENTATIONS]
+        optimizers = [resolve(n) for n in names]
     for path in (args.json, args.markdown, args.plot):
         if path and Path(path).exists() and not args.force:
             raise SpecError(f"{path} exists; pass --force to overwrite it")
-    total = sum(len(args.widths) * (5 if resolve(n).applies_to_biases else 3) for n in names)
+    total = sum(len(args.widths) * (5 if o.applies_to_biases else 3) for o in optimizers)
     settings = {
+        "factory": factory,
         "widths": args.widths,
         "d0": args.d0,
         "seeds": args.seeds,
@@ -325,7 +405,7 @@ def run_probe_cmd(args: argparse.Namespace) -> int:
         "dtype": args.dtype,
     }
     if args.quiet:
-        results = [probe(n, **settings) for n in names]
+        results = [probe(o, **settings) for o in optimizers]
     else:
         with _progress(total, "probe") as bar:
             task = bar.add_task("probe", total=total, what="")
@@ -333,7 +413,7 @@ def run_probe_cmd(args: argparse.Namespace) -> int:
             def advance(what: str) -> None:
                 bar.update(task, advance=1, what=what)
 
-            results = [probe(n, **settings, progress=advance) for n in names]
+            results = [probe(o, **settings, progress=advance) for o in optimizers]
     console().print(_probe_table(results))
     if args.json:
         data: Any = (

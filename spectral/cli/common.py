@@ -110,3 +110,72 @@ def progress(total: int, description: str):
         console=console(stderr=True),
         transient=True,
     )
+
+
+def load_callable(text: str, *, option: str = "--factory") -> Any:
+    """The callable named by ``MODULE:CALLABLE`` (``option``'s value, for the messages).
+
+    ``MODULE`` is a dotted importable module (``my_pkg.opts``) or a path to a ``.py`` file
+    (``path/to/file.py``); ``CALLABLE`` a name in it (``make`` or ``Factory.make``). Importing
+    the module is what the user asked for; every failure is a one-line :class:`SpecError`.
+    """
+    import importlib
+    import importlib.util
+    from pathlib import Path
+
+    def fail(why: str) -> SpecError:
+        return SpecError(f"{option} {text}: {why}")
+
+    def first_line(exc: BaseException) -> str:
+        lines = str(exc).strip().splitlines()
+        return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+    module_text, colon, attr = text.strip().rpartition(":")
+    if not colon or not module_text or not attr:
+        raise fail(
+            "expected MODULE:CALLABLE (a dotted module or a path to a .py file, ':', then a "
+            "function name), e.g. my_module:make or path/to/file.py:make"
+        )
+    if module_text.endswith(".py") or "/" in module_text or "\\" in module_text:
+        path = Path(module_text)
+        if not path.is_file():
+            raise fail(f"no such file {module_text}")
+        stem = path.stem if path.stem.isidentifier() else "user_factory"
+        name, n = stem, 0
+        while name in sys.modules:  # never shadow a module already imported under that name
+            n += 1
+            name = f"{stem}_{n}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise fail(f"cannot import {module_text} as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # as an import would: dataclasses and pickle look here
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # the user's code: any failure is bad input
+            del sys.modules[name]
+            raise fail(f"importing {module_text} raised {first_line(exc)}") from None
+    else:
+        try:
+            module = importlib.import_module(module_text)
+        except ModuleNotFoundError as exc:
+            if exc.name and (module_text == exc.name or module_text.startswith(exc.name + ".")):
+                raise fail(f"no module named {exc.name!r} (is it on PYTHONPATH?)") from None
+            raise fail(f"importing {module_text} raised {first_line(exc)}") from None
+        except Exception as exc:
+            raise fail(f"importing {module_text} raised {first_line(exc)}") from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            found = sorted(
+                n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
+            )
+            listing = ", ".join(found[:12]) + (", ..." if len(found) > 12 else "")
+            raise fail(
+                f"{module_text} has no attribute {attr!r}"
+                + (f"; its callables: {listing}" if found else "")
+            )
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise fail(f"{attr} is a {type(obj).__name__}, not a callable")
+    return obj
