@@ -48,7 +48,7 @@ def sp_optimizers(cfg, model, lr: float):
     by_kind: dict[str, list[torch.nn.Parameter]] = {}
     for name, p in model.named_parameters():
         by_kind.setdefault(cfg.OPTIMIZERS[cfg.classify(name, p)], []).append(p)
-    return cfg.Optimizers(
+    return cfg.CompositeOptimizer(
         {kind: cfg.FACTORIES[kind]([{"params": ps, "lr": lr}]) for kind, ps in by_kind.items()}
     )
 

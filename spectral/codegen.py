@@ -215,6 +215,15 @@ def _environment():
     )
 
 
+_MARKER = "# ---- generated module body starts here"
+
+
+def _scaling_source() -> str:
+    """The body of :mod:`spectral.scaling`, copied verbatim into the generated module."""
+    text = (Path(__file__).parent / "scaling.py").read_text(encoding="utf-8")
+    return text[text.index("\n", text.index(_MARKER)) + 1 :].lstrip("\n")
+
+
 def _title(p: Plan) -> str:
     if p.others is None:
         return p.hidden
@@ -321,6 +330,7 @@ def render(
         assignment=_assignment(p),
         uncovered=p.uncovered,
         uncovered_note=uncovered_note,
+        scaling=_scaling_source(),
     )
     return text
 

@@ -111,6 +111,9 @@ class _Multipliers:
 
     width: int
     depth: int
+    applies_mup_multipliers = True
+    """Read by the generated module: this forward pass applies α itself, so
+    ``build_optimizers`` needs no ``apply_multipliers`` (which refuses such a model)."""
 
     def set_multipliers(self, multipliers: Any) -> None:
         """Set ``alpha_input``, ``alpha_hidden``, ``alpha_output`` from a config, an

@@ -314,21 +314,14 @@ class GeneratedRecipe:
         )
 
     def init_(self, model: Any, width: int, depth: int, init_std: float) -> None:
-        import torch
-
+        # the generated init_ starts biases at 0, the paper's base (App. E.1), and norm gains at 1
         self.module.init_(model, *self._size(width, depth), init_std)
-        # the paper's base init variance of biases is 0 (App. E.1): zero them after init_
-        stds = self.init_stds(model, width, depth, init_std)
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                if stds[name] == 0.0:
-                    p.zero_()
 
     def build_optimizers(self, model: Any, width: int, depth: int, **base: float) -> list[Any]:
-        opts = self.module.build_optimizers(
+        opt = self.module.build_optimizers(
             model, *self._size(width, depth), optimizer_kwargs=_OPTIMIZER_KWARGS, **base
         )
-        return list(opts.values()) if hasattr(opts, "values") else list(opts)
+        return [opt]
 
 
 _OPTIMIZER_KWARGS = {

@@ -62,7 +62,7 @@ def worker(rank: int, config: str, port: int, out: str) -> None:
                     "max_diff": diff,
                     "checksums": [g.double().sum().item() for g in gathered],
                     "losses": losses,
-                    "optimizers": sorted(opts),
+                    "optimizers": sorted(opts.parts),
                 },
                 fh,
             )

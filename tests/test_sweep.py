@@ -249,7 +249,7 @@ def test_hybrid_builds_muon_and_adamw(tmp_path: Path, corpus):
 
     r = recipe(cfg.optimizer, "mup", cfg)
     _, opts = _build(plan(cfg)[0], cfg, r, 256, "cpu")
-    assert sorted(type(o).__name__ for o in opts) == ["AdamW", "Muon"]
+    assert sorted(type(o).__name__ for o in opts[0].parts.values()) == ["AdamW", "Muon"]
 
 
 def test_append_run_repairs_torn_line(tmp_path: Path):

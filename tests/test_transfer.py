@@ -68,13 +68,13 @@ def test_hparams_equal_engine_rules_times_base(opt, w, d):
     for role in d2.roles:
         got = hp[role]
         assert math.isclose(got["lr"], expected(opt, role, "lr", 0.01, w, d), rel_tol=1e-12)
-        assert math.isclose(
-            got["weight_decay"], expected(opt, role, "weight_decay", 0.1, w, d), rel_tol=1e-12
-        )
+        bias = role.endswith("_bias")  # biases and norm gains: no decay, zero init by default
+        wd = 0.0 if bias else expected(opt, role, "weight_decay", 0.1, w, d)
+        assert math.isclose(got["weight_decay"], wd, rel_tol=1e-12)
         assert math.isclose(
             got["multiplier"], expected(opt, role, "multiplier", 2.0, w, d), rel_tol=1e-12
         )
-        var = expected(opt, role, "init_var", 0.02**2, w, d)
+        var = 0.0 if bias else expected(opt, role, "init_var", 0.02**2, w, d)
         assert math.isclose(got["init_std"], math.sqrt(var), rel_tol=1e-12)
         if d2.spec.has_eps:
             assert math.isclose(got["eps"], expected(opt, role, "eps", 1e-8, w, d), rel_tol=1e-12)
@@ -85,7 +85,8 @@ def test_hparams_equal_engine_rules_times_base(opt, w, d):
 def test_base_model_returns_base_values():
     hp = hparams(plan("muon-kimi", "adamw"), 256, 4, 256, 4, lr=3e-3, init_std=0.02)
     for role, v in hp.items():
-        assert v["lr"] == 3e-3 and v["init_std"] == 0.02 and v["multiplier"] == 1.0, role
+        std = 0.0 if role.endswith("_bias") else 0.02
+        assert v["lr"] == 3e-3 and v["init_std"] == std and v["multiplier"] == 1.0, role
 
 
 def test_per_optimizer_base_values_and_default_eps():
@@ -95,7 +96,7 @@ def test_per_optimizer_base_values_and_default_eps():
     assert hp["input_weight"]["lr"] == pytest.approx(3e-4)
     assert hp["input_weight"]["eps"] == pytest.approx(DEFAULT_EPS["adamw"] / 4)
     assert "eps" not in hp["hidden_weight"]
-    with pytest.raises(ValueError, match="no value for 'adamw'"):
+    with pytest.raises(ValueError, match="no value for input_weight"):
         hparams(p, 256, 4, 1024, 16, lr={"muon": 0.02}, init_std=0.02)
 
 

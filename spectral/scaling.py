@@ -1,0 +1,210 @@
+"""Rules × base values → numbers: the one piece of arithmetic both sides of spectral share.
+
+Every hyperparameter of a role is ``base × r_n**a × r_L**b`` with ``r_n = width/base_width``
+and ``r_L = depth/base_depth``; the initial standard deviation is
+``init_std × sqrt(r_n**a × r_L**b)`` from the variance rule. ``spectral transfer`` imports this
+module; ``spectral codegen`` copies the code below the marker line verbatim into every
+generated config module (which may import only the standard library and torch), so the
+printed numbers and the applied numbers come from the same lines.
+
+Base values. Each of ``lr``, ``init_std``, ``weight_decay``, ``eps`` and ``multiplier`` is
+one number, or a mapping whose keys are role names (``"hidden_weight"``), optimizer names
+(``"adamw"``) or ``"default"``; a role takes the first of: its own key, its optimizer's
+key, ``"default"``, the built-in default below. The built-in defaults are what training
+code usually does:
+
+* ``weight_decay`` and ``init_std``: a plain number (or an optimizer/default key) reaches
+  the weight roles only. Biases and normalisation gains (the bias roles) get no weight
+  decay and start at 0 — the paper's base bias variance (App. E.1), nanoGPT's
+  ``configure_optimizers`` — unless their role is named: ``weight_decay={"default": 0.1,
+  "hidden_bias": 0.1}``.
+* ``eps``: each implementation's default (``default_eps``) where none is given.
+* ``multiplier``: 1; keys may also be layers (``"input"``, ``"hidden"``, ``"output"``).
+* ``lr``: no default; every role needs one.
+
+A dense input layer (not an embedding) is drawn with ``init_std / sqrt(d_in)``: its input
+variance is ``σ²/d_0`` (App. C), ``σ²`` for one-hot inputs. Give ``d_in`` to get that number
+for ``input_weight``; without it the number is the embedding's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+__all__ = [
+    "BIAS_ROLES",
+    "BaseValue",
+    "LAYER_OF",
+    "base_value",
+    "scale_rules",
+]
+
+# ---- generated module body starts here (copied verbatim by spectral.codegen) ----
+
+BaseValue = float | Mapping[str, float]
+"""One number, or role / optimizer / "default" -> number (see base_value)."""
+
+LAYER_OF: dict[str, str] = {
+    "input_weight": "input",
+    "hidden_weight": "hidden",
+    "output_weight": "output",
+    "input_bias": "input",
+    "hidden_bias": "hidden",
+}
+"""Role -> the layer whose block multiplier it shares."""
+
+BIAS_ROLES = ("input_bias", "hidden_bias")
+"""Biases and normalisation gains: no weight decay and zero init unless named."""
+
+_WEIGHT_ONLY = ("weight_decay", "init_std")
+
+
+def base_value(
+    value: BaseValue | None, role: str, optimizer: str, what: str
+) -> float | None:
+    """The base value of `what` for one role (None: use the built-in default).
+
+    A number reaches every role, except that weight_decay and init_std reach weight roles
+    only (bias roles: None, i.e. 0). In a mapping a role takes its own key, then its
+    optimizer's, then "default" (bias roles skip the last two for weight_decay and
+    init_std); a multiplier may also be keyed by layer ("input", "hidden", "output").
+    """
+    bias_only_by_name = what in _WEIGHT_ONLY and role in BIAS_ROLES
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        return None if bias_only_by_name else _number(value, what, role)
+    keys = [role]
+    if what == "multiplier":
+        keys.append(LAYER_OF[role])
+    if not bias_only_by_name:
+        keys += [optimizer, "default"]
+    for key in keys:
+        if key in value:
+            return _number(value[key], what, role)
+    return None
+
+
+def _number(value: object, what: str, role: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} for {role}: expected a number, got {value!r}")
+    x = float(value)
+    if not math.isfinite(x) or x < 0:
+        raise ValueError(
+            f"{what} for {role}: expected a finite number >= 0, got {value!r}"
+        )
+    return x
+
+
+def _check_keys(
+    value: BaseValue | None, optimizers: Mapping[str, str], what: str
+) -> None:
+    """Refuse keys that name nothing, so a typo ("hiden_weight") is not silently ignored."""
+    if not isinstance(value, Mapping):
+        return
+    known = {*LAYER_OF, *optimizers.values(), "default"}
+    if what == "multiplier":
+        known |= set(LAYER_OF.values())
+    unknown = sorted(str(k) for k in value if k not in known)
+    if unknown:
+        raise ValueError(
+            f"{what}: unknown key(s) {', '.join(unknown)}; use role names "
+            f"({', '.join(LAYER_OF)}), optimizer names "
+            f"({', '.join(dict.fromkeys(optimizers.values()))}) or 'default'"
+        )
+
+
+def _power(r: float, e: float) -> float:
+    # a ratio raised to a large exponent overflows: inf here, refused by the caller
+    try:
+        return r**e
+    except OverflowError:
+        return math.inf
+
+
+def _factor(rule: tuple[float, float], r_n: float, r_L: float) -> float:
+    a, b = rule
+    return _power(r_n, a) * _power(r_L, b)
+
+
+def ratios(
+    width: float, depth: float, base_width: float, base_depth: float
+) -> tuple[float, float]:
+    """(r_n, r_L); sizes must be positive."""
+    for what, v in (("width", width), ("depth", depth)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise ValueError(f"{what} must be a positive number, got {v!r}")
+    return width / base_width, depth / base_depth
+
+
+def scale_rules(
+    optimizers: Mapping[str, str],
+    rules: Mapping[str, Mapping[str, tuple[float, float]]],
+    base_width: float,
+    base_depth: float,
+    width: float,
+    depth: float,
+    *,
+    lr: BaseValue,
+    init_std: BaseValue = 0.02,
+    weight_decay: BaseValue = 0.0,
+    eps: BaseValue | None = None,
+    multiplier: BaseValue = 1.0,
+    d_in: int | None = None,
+    default_eps: Mapping[str, float] | None = None,
+) -> dict[str, dict[str, float]]:
+    """Role -> multiplier, init_std, lr, weight_decay (and eps) at (width, depth).
+
+    `optimizers` maps role -> optimizer name, `rules` role -> HP -> (a, b). Base values
+    as described in the module docstring; d_in: the fan-in of a dense input layer.
+    """
+    r_n, r_L = ratios(width, depth, base_width, base_depth)
+    if d_in is not None and (
+        isinstance(d_in, bool) or not isinstance(d_in, int) or d_in < 1
+    ):
+        raise ValueError(f"d_in must be a positive integer, got {d_in!r}")
+    for what, value in (
+        ("lr", lr),
+        ("init_std", init_std),
+        ("weight_decay", weight_decay),
+        ("eps", eps),
+        ("multiplier", multiplier),
+    ):
+        _check_keys(value, optimizers, what)
+    out: dict[str, dict[str, float]] = {}
+    for role, opt in optimizers.items():
+        rule = rules[role]
+        base_lr = base_value(lr, role, opt, "lr")
+        if base_lr is None:
+            raise ValueError(
+                f"lr: no value for {role} (trained by {opt}); add it or 'default'"
+            )
+        std = base_value(init_std, role, opt, "init_std") or 0.0
+        if role == "input_weight" and d_in is not None:
+            std /= math.sqrt(d_in)
+        alpha = base_value(multiplier, role, opt, "multiplier")
+        hp = {
+            "multiplier": (1.0 if alpha is None else alpha)
+            * _factor(rule["multiplier"], r_n, r_L),
+            "init_std": std * math.sqrt(_factor(rule["init_var"], r_n, r_L)),
+            "lr": base_lr * _factor(rule["lr"], r_n, r_L),
+            "weight_decay": (base_value(weight_decay, role, opt, "weight_decay") or 0.0)
+            * _factor(rule["weight_decay"], r_n, r_L),
+        }
+        if "eps" in rule:
+            base_eps = base_value(eps, role, opt, "eps")
+            if base_eps is None:
+                if default_eps is None or opt not in default_eps:
+                    raise ValueError(
+                        f"{opt} has an eps rule but no known default; pass eps"
+                    )
+                base_eps = default_eps[opt]
+            hp["eps"] = base_eps * _factor(rule["eps"], r_n, r_L)
+        for key, x in hp.items():
+            if not math.isfinite(x):
+                raise ValueError(
+                    f"{key} of {role} at width {width}, depth {depth} is not a finite float"
+                )
+        out[role] = hp
+    return out
