@@ -21,6 +21,7 @@ from pathlib import Path
 import textwrap
 
 from .io import write_atomic
+from .text import for_docstring
 from .result import Exponent
 from .spec import OptimizerSpec
 from .transfer import DEFAULT_EPS, Plan, eps_place, plan
@@ -318,7 +319,7 @@ def render(
     env = _environment()
     text = env.get_template("torch_config.py.j2").render(
         title=_title(p),
-        command=command,
+        command=for_docstring(command),  # holds user paths: keep the docstring closed
         version=_version(),
         k=k,
         base_width=base_width,

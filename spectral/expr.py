@@ -23,6 +23,7 @@ import sympy as sp
 
 from .errors import SpecError
 from .symbols import SYMBOLS
+from .text import check_expression_text
 from .theta import Theta
 
 __all__ = ["parse_expression", "theta_of", "MAX_LENGTH", "MAX_NODES", "MAX_DEPTH", "MAX_EXPONENT"]
@@ -84,6 +85,16 @@ class _Builder:
             raise self.fail(f"an exponent must be a number, not {_describe(node)}")
         return Fraction(int(expr.p), int(expr.q))
 
+    def _bounded(self, left: sp.Expr, right: sp.Expr, node: ast.AST) -> None:
+        """Each power of a number is bounded; bound their products and sums too, so no
+        constant outgrows MAX_CONSTANT_BITS (nor Python's limit on printing integers)."""
+        bits = 0
+        for side in (left, right):
+            for atom in side.atoms(sp.Rational):
+                bits += max(int(atom.p).bit_length(), int(atom.q).bit_length())
+        if bits > MAX_CONSTANT_BITS:
+            raise self.fail(f"the constants in {_describe(node)} are too large")
+
     def build(self, node: ast.AST) -> sp.Expr:
         if isinstance(node, ast.Constant):
             return sp.Rational(_number(node.value, self.field))
@@ -114,6 +125,7 @@ class _Builder:
                         raise self.fail(f"the constant {_describe(node)} is too large")
                 return sp.Pow(left, sp.Rational(p.numerator, p.denominator))
             right = self.build(node.right)
+            self._bounded(left, right, node)
             if isinstance(node.op, ast.Add):
                 return left + right
             if isinstance(node.op, ast.Sub):
@@ -138,7 +150,10 @@ class _Builder:
                 return sp.sqrt(args[0])
             if len(args) < 2:
                 raise self.fail(f"{name}() needs at least two arguments")
-            return sp.Max(*args) if name == "max" else sp.Min(*args)
+            try:  # sympy refuses to compare a non-real argument (sqrt(-1), 0**-1)
+                return sp.Max(*args) if name == "max" else sp.Min(*args)
+            except (ValueError, TypeError):
+                raise self.fail(f"{name}() of {_describe(node)}: its arguments must be real") from None
         raise self.fail(f"{_describe(node)!r} is not allowed; use numbers, {', '.join(SYMBOLS)}, "
                         "+ - * / **, parentheses, sqrt, max, min")
 
@@ -154,6 +169,9 @@ def parse_expression(text: object, *, field: str) -> sp.Expr:
         raise SpecError(f"{field}: the expression is empty")
     if len(text) > MAX_LENGTH:
         raise SpecError(f"{field}: the expression has {len(text)} characters (at most {MAX_LENGTH})")
+    problem = check_expression_text(text, field)  # look-alike letters are refused, not folded
+    if problem:
+        raise SpecError(problem)
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:

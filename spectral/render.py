@@ -31,6 +31,7 @@ from typing import Any, Literal
 from .result import Derivation, Exponent
 from .roles import HP_LABELS, role
 from .spec import show
+from .text import for_latex, for_markdown, for_terminal
 
 __all__ = [
     "BASES",
@@ -120,62 +121,9 @@ def latex_ratio(base: str, exp: Exponent) -> str:
 # escaping user text (optimizer names, ε labels)
 # --------------------------------------------------------------------------------------
 
-_LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "<": r"$<$",
-    ">": r"$>$",
-    "|": r"$|$",
-    "\n": " ",
-    "\r": " ",
-    "\t": " ",
-    "·": r"$\cdot$",
-    "–": "--",
-    "—": "---",
-    "²": r"$^2$",
-    "√": r"$\surd$",
-}
-_GREEK = {
-    "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "varepsilon", "ζ": "zeta",
-    "η": "eta", "θ": "theta", "ι": "iota", "κ": "kappa", "λ": "lambda", "μ": "mu", "ν": "nu",
-    "ξ": "xi", "π": "pi", "ρ": "rho", "σ": "sigma", "τ": "tau", "υ": "upsilon", "φ": "phi",
-    "χ": "chi", "ψ": "psi", "ω": "omega", "Γ": "Gamma", "Δ": "Delta", "Θ": "Theta",
-    "Λ": "Lambda", "Ξ": "Xi", "Π": "Pi", "Σ": "Sigma", "Φ": "Phi", "Ψ": "Psi", "Ω": "Omega",
-}  # fmt: skip
-
-
-def latex_escape(text: str) -> str:
-    """User text → LaTeX text that pdflatex compiles (Greek letters become math).
-
-    Characters LaTeX cannot typeset without extra packages become ``?``.
-    """
-    out = []
-    for ch in text:
-        if ch in _LATEX_SPECIAL:
-            out.append(_LATEX_SPECIAL[ch])
-        elif ch in _GREEK:
-            out.append(f"$\\{_GREEK[ch]}$")
-        elif " " <= ch <= "~" or "À" <= ch <= "ÿ" and ch not in "×÷":
-            out.append(ch)
-        else:
-            out.append("?")
-    return "".join(out)
-
-
-def markdown_escape(text: str) -> str:
-    """User text → one markdown table cell (no pipes, newlines or markup)."""
-    out = []
-    for ch in " ".join(text.split()):
-        out.append("\\" + ch if ch in "\\`*_|<>[]#" else ch)
-    return "".join(out)
+# Escaping lives in spectral.text, one function per medium; these names are kept.
+latex_escape = for_latex
+markdown_escape = for_markdown
 
 
 # --------------------------------------------------------------------------------------
@@ -388,16 +336,16 @@ def table(d: Derivation, *, explain: bool = False, input_kind: InputKind | None 
 
     lay = layout(d, input_kind)
     t = Table(
-        title=Text(caption(d), style="bold"),
+        title=Text(for_terminal(caption(d)), style="bold"),
         caption=Text(LEGEND, style="dim"),
         box=box.SIMPLE_HEAD,
         show_lines=False,
     )
     t.add_column("")
     for _, label in lay.columns:
-        t.add_column(Text(label), justify="left", overflow="fold")
+        t.add_column(Text(for_terminal(label)), justify="left", overflow="fold")
     for row in lay.rows:
-        cells: list[Any] = [Text(row.label, style="bold")]
+        cells: list[Any] = [Text(for_terminal(row.label), style="bold")]
         for c in row.cells:
             if c.differs:
                 cells.append(Text.assemble((c.text, "bold magenta"), (f" ({c.sp_text})", "dim")))
@@ -412,7 +360,7 @@ def table(d: Derivation, *, explain: bool = False, input_kind: InputKind | None 
     for e in _explain_rows(d):
         how.add_row(
             Text(e["role_label"]),
-            Text(e["hp_label"]),
+            Text(for_terminal(e["hp_label"])),
             Text(e["rule"]),
             Text(e["condition"]),
             Text(e["explanation"]),
@@ -491,5 +439,6 @@ def catalog_table(rows: list[dict[str, str]]) -> Any:
     t.add_column("eps", overflow="fold")
     t.add_column("idealised update", ratio=1)
     for r in rows:
-        t.add_row(*(Text(r[k]) for k in ("name", "applies_to", "update_norm", "eps", "summary")))
+        keys = ("name", "applies_to", "update_norm", "eps", "summary")
+        t.add_row(*(Text(for_terminal(r[k])) for k in keys))
     return t

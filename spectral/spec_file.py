@@ -29,6 +29,7 @@ from .errors import SpecError
 from .expr import parse_expression, theta_of
 from .spec import OptimizerSpec
 from .symbols import SYMBOLS
+from .text import check_label, strip_bom
 from .theta import Theta
 
 __all__ = ["load_spec", "parse_spec", "MAX_BYTES", "SpecFile"]
@@ -98,8 +99,9 @@ def _check_text(where: str, field: str, text: str | None, limit: int) -> None:
         return
     if len(text) > limit:
         raise SpecError(f"{where}: {field}: {len(text)} characters (at most {limit})")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
-        raise SpecError(f"{where}: {field}: control characters (newlines, tabs) are not allowed")
+    problem = check_label(text, field)  # controls, bidi overrides, zero-width characters
+    if problem:
+        raise SpecError(f"{where}: {problem}")
 
 
 def _probe(where: str, field: str, expr: Any) -> None:
@@ -182,6 +184,7 @@ def load_spec(path: str | os.PathLike[str]) -> OptimizerSpec:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    text = strip_bom(text)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -15,12 +15,15 @@ that ``spectral derive`` and ``spectral list`` stay fast and never import them.
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DerivationError, SpectralError
+from ..text import for_terminal
 from . import checks as _checks
 from . import codegen as cli_codegen
 from .common import UsageError as _UsageError
@@ -207,19 +210,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _error(message: str) -> None:
-    sys.stderr.write(f"error: {message}\n")
+    # one line, whatever the message holds: user text reaches it (names, keys, paths)
+    sys.stderr.write(f"error: {for_terminal(message)}\n")
     sys.stderr.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script passes it to ``sys.exit``)."""
+    if sys.stdout is None:  # started with standard output closed
+        sys.stdout = _ClosedOutput()
+    # Output that the terminal's encoding cannot show is escaped, never a traceback.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or bad usage (2)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     try:
-        return int(args._run(args))
+        code = int(args._run(args))
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:  # `spectral list | head`
+        _silence_stdout()
+        return EXIT_OK
+    except OSError as exc:  # standard output unwritable: /dev/full, a closed descriptor
+        _silence_stdout()
+        _error(f"cannot write the output: {exc.strerror or exc}")
+        return EXIT_USAGE
     except DerivationError as exc:
         _error(str(exc))
         return EXIT_DERIVATION
@@ -229,12 +249,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error("interrupted")
         return 130
-    except BrokenPipeError:  # `spectral list | head`
-        try:
-            sys.stdout = open("/dev/null", "w")  # noqa: SIM115 - silence the flush at exit
-        except OSError:
-            pass
-        return EXIT_OK
+
+
+class _ClosedOutput:
+    """Stands in for a standard output that was closed (``spectral ... >&-``)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self) -> None:
+        pass
+
+
+def _silence_stdout() -> None:
+    """Send what is left of standard output nowhere, so the flush at exit cannot fail."""
+    try:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until the process ends
+    except OSError:
+        sys.stdout = _ClosedOutput()
 
 
 if __name__ == "__main__":  # pragma: no cover
