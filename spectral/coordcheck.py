@@ -38,6 +38,22 @@ implementation: the generated module is rendered from the declaration and its
 ``build_optimizers`` gets ``factories={name: factory}``. A factory also replaces a catalog
 optimizer's built-in implementation.
 
+**Your own model.** ``model_factory(width, depth)`` replaces the reference models: any
+``nn.Module`` that the generated module's adapters recognise (Hugging Face Llama/Qwen2/Mistral
+and GPT-2, nanoGPT, or anything with those module names), taking a ``LongTensor`` of token
+ids ``(B, T)`` and returning logits ``(B, T, V)`` or an object with ``.logits``. Every point
+goes through the generated module as a user's training script would: ``apply_multipliers``
+(forward hooks), ``init_`` and ``build_optimizers``; for ``sp`` the hooks hold the base
+multipliers and ``init_`` / ``build_optimizers`` are evaluated at ``(BASE_WIDTH,
+BASE_DEPTH)``. ``h_L`` is the input of ``final_module(model)`` (the final norm), caught with a
+forward pre-hook; a model without one is measured on its logits, and the result says so
+(``"h_metric"``). The loss is next-token cross entropy on one fixed random batch of
+``seq_len + 1`` tokens below the model's vocabulary size (``config.vocab_size``, else the
+readout's ``out_features``, else ``vocab_size``). For other inputs, ``batch_factory(batch,
+seed)`` returns the batch: see :func:`user_batch`. The rules assume a head dimension that
+stays fixed as the width grows, so a factory whose head dimension changes with width is
+refused before anything is trained.
+
 **Top-order term** (MLP only). Besides ``h_L`` the MLP check records the all-update term of
 the residual blocks, ``‖Σ_l α_l ΔW_l^(k) D … D ΔW_l^(1) h_{l-1}‖_R`` (``D`` the ReLU masks
 at step ``t``): for ``k ≥ 2`` blocks it is the higher-order term that the ``k ≥ 2``
@@ -192,10 +208,11 @@ DEFAULT_LR = {
 """Base learning rates of the MLP (at the base width and depth) when ``--lr`` is not given."""
 
 GPT_DEFAULT_LR = 0.003
-"""Base learning rate of every optimizer on the GPT when not given: at 0.01 AdamW's update is
-~17x the initial residual stream within 10 steps and the loss spikes (docs/coord-check)."""
+"""Base learning rate of every optimizer on the GPT (and on factory models) when not given: at
+0.01 AdamW's update is ~17x the GPT's initial residual stream within 10 steps and the loss
+spikes (docs/coord-check)."""
 
-DEFAULT_ALPHA_BASE = {"mlp": 0.5, "gpt": 1.0}
+DEFAULT_ALPHA_BASE = {"mlp": 0.5, "gpt": 1.0, "custom": 1.0}
 """Base hidden multiplier when ``--alpha-base`` is not given. With α ∝ 1/L the blocks' random
 contribution at init adds ~α_base²·L_base/L to ‖h_L‖², a finite-depth transient that a depth
 sweep from a shallow base picks up as a negative slope; for the MLP α_base = 0.5 keeps it
@@ -205,7 +222,22 @@ inside the default sweep (docs/coord-check/README.md, *Findings*)."""
 @dataclass
 class CoordCheckConfig:
     model: str = "mlp"
-    """``mlp`` (the paper's residual MLP) or ``gpt`` (GPT-2 style)."""
+    """``mlp`` (the paper's residual MLP), ``gpt`` (GPT-2 style), or ``custom`` (set when
+    ``model_factory`` is given)."""
+    model_factory: Callable[[int, int], Any] | None = None
+    """``model_factory(width, depth)`` -> your ``nn.Module`` (token ids ``(B, T)`` -> logits,
+    or an object with ``.logits``); checked instead of the reference models."""
+    batch_factory: Callable[[int, int], Any] | None = None
+    """``batch_factory(batch, seed)`` -> the model's input for models that take other than
+    token ids: ``inputs`` or ``(inputs, targets)``, see :func:`user_batch`."""
+    model_factory_name: str | None = None
+    """How messages and the result name ``model_factory`` (the CLI passes ``MODULE:FUNC`` as
+    written); default ``module:qualname``."""
+    batch_factory_name: str | None = None
+    """The same for ``batch_factory``."""
+    vocab_size: int | None = None
+    """Vocabulary of the random token batch when the model does not tell (``config.vocab_size``
+    or the readout's ``out_features``)."""
     optimizer: str = "adamw"
     others: str | None = None
     """Optimizer for every parameter but the hidden weights (default adamw for hybrids)."""
@@ -271,7 +303,24 @@ class CoordCheckConfig:
                 raise SpecError(
                     f"unknown parameterization {p!r}; choose from {', '.join(PARAMETERIZATIONS)}"
                 )
-        if self.model not in ("mlp", "gpt"):
+        if self.model_factory is not None:
+            if not callable(self.model_factory):
+                raise SpecError(
+                    f"model_factory must be callable, got {type(self.model_factory).__name__}"
+                )
+            self.model = "custom"
+        elif self.model == "custom":
+            raise SpecError("model 'custom' needs a model_factory(width, depth)")
+        if self.batch_factory is not None:
+            if self.model_factory is None:
+                raise SpecError("a batch factory needs a model factory (--model-factory)")
+            if not callable(self.batch_factory):
+                raise SpecError(
+                    f"batch_factory must be callable, got {type(self.batch_factory).__name__}"
+                )
+        if self.vocab_size is not None and (self.model_factory is None or self.vocab_size < 1):
+            raise SpecError("vocab_size sizes a model factory's token batch: a positive integer")
+        if self.model not in ("mlp", "gpt", "custom"):
             raise SpecError(f"--model must be mlp or gpt, got {self.model!r}")
         if self.model == "gpt":
             bad = [w for w in self.widths if w % 64]
@@ -320,8 +369,16 @@ class CoordCheckConfig:
         """``α_base``: the given one, else :data:`DEFAULT_ALPHA_BASE` of the model."""
         return self.alpha_base if self.alpha_base is not None else DEFAULT_ALPHA_BASE[self.model]
 
+    def factory_name(self, which: str) -> str:
+        """``model_factory``'s (``which="model"``) or ``batch_factory``'s name in messages."""
+        from .probe import factory_label
+
+        given = self.model_factory_name if which == "model" else self.batch_factory_name
+        fn = self.model_factory if which == "model" else self.batch_factory
+        return given or factory_label(fn)
+
     def _default_lr(self, optimizer: str) -> float:
-        return GPT_DEFAULT_LR if self.model == "gpt" else DEFAULT_LR.get(optimizer, 0.01)
+        return DEFAULT_LR.get(optimizer, 0.01) if self.model == "mlp" else GPT_DEFAULT_LR
 
     def main_lr(self) -> float:
         return self.lr if self.lr is not None else self._default_lr(self.optimizer)
@@ -340,8 +397,12 @@ class CoordCheckConfig:
         from .probe import factory_label
         from .spec import show
 
+        custom = self.model == "custom"
         return {
             "model": self.model,
+            "model_factory": self.factory_name("model") if custom else None,
+            "batch_factory": None if self.batch_factory is None else self.factory_name("batch"),
+            "vocab_size": self.vocab_size if custom else None,
             "optimizer": self.optimizer,
             "others": self.others,
             "spec": None
@@ -370,7 +431,9 @@ class CoordCheckConfig:
             "alpha_base": self.alpha,
             "d_in": self.d_in if self.model == "mlp" else None,
             "d_out": self.d_out if self.model == "mlp" else None,
-            "seq_len": self.seq_len if self.model == "gpt" else None,
+            "seq_len": self.seq_len
+            if self.model == "gpt" or (custom and self.batch_factory is None)
+            else None,
             "device": self.device,
             "slope_tolerance": SLOPE_TOLERANCE,
         }
@@ -411,8 +474,9 @@ def config_module(cfg: CoordCheckConfig, param: str) -> Any:
 
 def base_init_std(cfg: CoordCheckConfig) -> float:
     """The generated module's ``init_std`` (σ of the matrices at the base size): GPT-2's
-    0.02 for the GPT, ``1/√n_base`` for the MLP (its dense input layer gets ``σ/√d_in``)."""
-    return 0.02 if cfg.model == "gpt" else 1.0 / math.sqrt(cfg.base_width)
+    (and Hugging Face's ``initializer_range``) 0.02 for the GPT and factory models,
+    ``1/√n_base`` for the MLP (its dense input layer gets ``σ/√d_in``)."""
+    return 1.0 / math.sqrt(cfg.base_width) if cfg.model == "mlp" else 0.02
 
 
 @dataclass
@@ -509,6 +573,350 @@ def _data(cfg: CoordCheckConfig, seed: int):
     return x.to(cfg.device), (y.to(cfg.device) if y is not None else None)
 
 
+
+# --------------------------------------------------------------------------------------
+# your own model: model_factory(width, depth), through the generated module's hooks
+# --------------------------------------------------------------------------------------
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def make_user_model(cfg: CoordCheckConfig, width: int, depth: int) -> Any:
+    """``cfg.model_factory(width, depth)``, checked: an exception it raises or a result that
+    is no ``nn.Module`` is a one-line :class:`~spectral.errors.SpecError`."""
+    import torch
+
+    from .errors import SpecError
+
+    call = f"model factory {cfg.factory_name('model')}({width}, {depth})"
+    try:
+        model = cfg.model_factory(width, depth)
+    except Exception as exc:  # the user's code: any failure is bad input
+        raise SpecError(f"{call} raised {_first_line(exc)}") from None
+    if not isinstance(model, torch.nn.Module):
+        raise SpecError(f"{call} returned {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def _generated(cfg: CoordCheckConfig, what: str, fn: Callable[..., Any], *args, **kwargs):
+    """A call into the generated module; its ``ValueError`` (an unrecognised model, a
+    parameter with no role, tied embeddings) becomes a one-line error naming the factory."""
+    from .errors import SpecError
+
+    try:
+        return fn(*args, **kwargs)
+    except SpecError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise SpecError(
+            f"model factory {cfg.factory_name('model')}: {what}: {_first_line(exc)}"
+        ) from None
+
+
+def inspect_user_model(cfg: CoordCheckConfig) -> dict[str, Any]:
+    """Check the factory before training anything; returns what the result reports.
+
+    Builds one model per width of the sweeps (at the smallest depth) and refuses a
+    head dimension that changes with width: the rules keep attention logits at Θ(1) only
+    with a fixed head dimension (heads = width / head_dim) or 1/d attention scaling. Also
+    installs the multipliers once (so an unrecognised model fails here, not mid-sweep) and
+    finds h_L: the input of ``final_module(model)``, else the logits, and the vocabulary of
+    the random token batch.
+    """
+    from .errors import SpecError
+
+    mod = config_module(cfg, "mup")
+    depth = cfg.base_depth
+    dims: dict[int, list[int]] = {}
+    widths = sorted({*cfg.widths, cfg.fixed_width})
+    for width in widths:
+        model = make_user_model(cfg, width, depth)
+        if width == widths[0]:
+            handle = _generated(
+                cfg, "apply_multipliers", mod.apply_multipliers, model, width, depth
+            )
+            vocab = None
+            if cfg.batch_factory is None:
+                vocab = _vocab_size(cfg, model, handle.modules["output"])
+            final = mod.final_module(model)
+            final_name = next((n for n, m in model.named_modules() if m is final), None)
+        dims[width] = sorted(mod._head_dims(model))
+    if len({tuple(d) for d in dims.values()}) > 1:
+        seen = ", ".join(f"width {w}: {d or 'none'}" for w, d in dims.items())
+        raise SpecError(
+            f"model factory {cfg.factory_name('model')}: the head dimension changes with "
+            f"width ({seen}). The rules assume a fixed head dimension (heads = width / "
+            "head_dim) or 1/d attention scaling; build the model with a fixed head_dim and "
+            "width // head_dim heads"
+        )
+    head_dims = next(iter(dims.values()))
+    if final_name is None:
+        metric = "logits"
+        note = "logits: the model has no final norm (final_module found none)"
+    else:
+        metric = "final-norm input"
+        note = f"input of {final_name or 'the model'} (the final norm): the residual stream h_L"
+    return {"h_metric": metric, "h_source": note, "head_dims": head_dims, "vocab_size": vocab}
+
+
+def _to(obj: Any, device: str) -> Any:
+    if hasattr(obj, "to") and callable(obj.to):
+        return obj.to(device)
+    if isinstance(obj, dict):
+        return {k: _to(v, device) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to(v, device) for v in obj)
+    return obj
+
+
+def user_batch(cfg: CoordCheckConfig, seed: int, vocab_size: int | None) -> tuple[Any, Any, bool]:
+    """``(inputs, targets, shift)``: the fixed batch of one seed for a factory model.
+
+    Without a batch factory: ``batch × (seq_len + 1)`` random token ids below
+    ``vocab_size`` (generator seeded ``1000 + seed``, as for the GPT); the model sees the
+    first ``seq_len``, the targets are the next tokens.
+
+    With ``batch_factory(batch, seed)``, it returns ``inputs`` or ``(inputs, targets)``:
+
+    * ``inputs``: a tensor (``model(inputs)``), a dict (``model(**inputs)``, e.g. Hugging
+      Face's ``input_ids`` / ``attention_mask`` / ``pixel_values``) or a list
+      (``model(*inputs)``); it must not depend on anything but ``(batch, seed)``;
+    * ``targets``: integer class indices (cross entropy over the output's last dimension;
+      shape ``output.shape[:-1]``), a float tensor of the output's shape (mean squared
+      error), or ``None`` / left out: next-token cross entropy on ``inputs``, a 2-D integer
+      tensor of token ids (or a dict with ``input_ids``) — then ``shift`` is True and the
+      loss compares ``logits[:, :-1]`` with ``ids[:, 1:]``.
+    """
+    import torch
+
+    from .errors import SpecError
+
+    if cfg.batch_factory is None:
+        gen = torch.Generator().manual_seed(1_000 + seed)
+        x = torch.randint(0, vocab_size, (cfg.batch, cfg.seq_len + 1), generator=gen)
+        x = x.to(cfg.device)
+        return x[:, :-1], x[:, 1:], False
+    call = f"batch factory {cfg.factory_name('batch')}({cfg.batch}, {seed})"
+    try:
+        got = cfg.batch_factory(cfg.batch, seed)
+    except Exception as exc:  # the user's code: any failure is bad input
+        raise SpecError(f"{call} raised {_first_line(exc)}") from None
+    inputs, targets = got if isinstance(got, tuple) and len(got) == 2 else (got, None)
+    if not isinstance(inputs, (torch.Tensor, dict, list, tuple)):
+        raise SpecError(
+            f"{call} returned {type(inputs).__name__} as the inputs; return a tensor, a dict "
+            "of keyword arguments or a list of positional ones (optionally with targets: "
+            "(inputs, targets))"
+        )
+    if targets is not None and not isinstance(targets, torch.Tensor):
+        raise SpecError(f"{call}: the targets are a {type(targets).__name__}, not a tensor")
+    inputs, targets = _to(inputs, cfg.device), _to(targets, cfg.device)
+    if targets is not None:
+        return inputs, targets, False
+    ids = inputs.get("input_ids") if isinstance(inputs, dict) else inputs
+    if not (
+        isinstance(ids, torch.Tensor)
+        and ids.ndim == 2
+        and not ids.is_floating_point()
+        and ids.shape[1] >= 2
+    ):
+        raise SpecError(
+            f"{call} returned no targets, so the loss is next-token cross entropy, which "
+            "needs token ids (a 2-D integer tensor, or a dict with input_ids, at least 2 "
+            "tokens long); return (inputs, targets) for any other input"
+        )
+    return inputs, ids[:, 1:], True
+
+
+def _forward(model: Any, inputs: Any) -> Any:
+    if isinstance(inputs, dict):
+        out = model(**inputs)
+    elif isinstance(inputs, (list, tuple)):
+        out = model(*inputs)
+    else:
+        out = model(inputs)
+    return _logits(out)
+
+
+def _logits(out: Any) -> Any:
+    """The output tensor: itself, ``.logits`` (Hugging Face), ``["logits"]`` or the first
+    element of a tuple."""
+    import torch
+
+    from .errors import SpecError
+
+    if isinstance(out, torch.Tensor):
+        return out
+    logits = getattr(out, "logits", None)
+    if logits is None and isinstance(out, dict):
+        logits = out.get("logits")
+    if logits is None and isinstance(out, (tuple, list)) and out:
+        logits = out[0]
+    if not isinstance(logits, torch.Tensor):
+        raise SpecError(
+            f"the model returned {type(out).__name__}; the check needs a tensor of logits or "
+            "an object with .logits"
+        )
+    return logits
+
+
+def _user_loss(out: Any, targets: Any, shift: bool) -> Any:
+    import torch.nn.functional as F
+
+    if shift:
+        out = out[:, :-1]
+    if targets.is_floating_point():
+        return F.mse_loss(out, targets)
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), targets.reshape(-1))
+
+
+def _vocab_size(cfg: CoordCheckConfig, model: Any, readout: list[str]) -> int:
+    """The token ids' range: ``cfg.vocab_size``, the model's ``config.vocab_size``, or the
+    readout's ``out_features`` (the modules ``apply_multipliers`` put alpha_out on)."""
+    from .errors import SpecError
+
+    if cfg.vocab_size is not None:
+        return cfg.vocab_size
+    found = getattr(getattr(model, "config", None), "vocab_size", None)
+    if isinstance(found, int) and found > 0:
+        return found
+    for name in readout:
+        found = getattr(model.get_submodule(name), "out_features", None)
+        if isinstance(found, int) and found > 0:
+            return found
+    raise SpecError(
+        f"model factory {cfg.factory_name('model')}: cannot tell the vocabulary size (no "
+        "config.vocab_size, no readout with out_features); pass --vocab-size"
+    )
+
+
+@dataclass
+class _UserSetup:
+    model: Any
+    optimizers: list
+    final: Any
+    """The module whose input is h_L (None: measure the logits)."""
+    vocab_size: int
+
+
+def build_user(cfg: CoordCheckConfig, param: str, width: int, depth: int, seed: int) -> _UserSetup:
+    """The factory's model at ``(width, depth)``, through the generated module.
+
+    ``apply_multipliers(model, width, depth, multiplier=base)`` installs the hooks (it checks
+    that the model has ``2·depth`` residual branch ends, so it is called at the model's own
+    size) with base values chosen so that the multipliers are the module's at ``(w, d)``
+    times ``α_base`` on the hidden blocks; ``(w, d) = (width, depth)`` for μP and
+    ``(BASE_WIDTH, BASE_DEPTH)`` for ``sp``, where every ratio is 1. ``init_`` and
+    ``build_optimizers`` are evaluated at ``(w, d)``.
+    """
+    import torch
+
+    mod = config_module(cfg, param)
+    w, d = (mod.BASE_WIDTH, mod.BASE_DEPTH) if param == "sp" else (width, depth)
+    want = dict(mod.multipliers(w, d))
+    want["hidden"] *= cfg.alpha
+    ratio = mod.multipliers(width, depth)  # base 1: the ratios' factors alone
+    base = {layer: want[layer] / ratio[layer] for layer in want}
+    torch.manual_seed(seed)
+    model = make_user_model(cfg, width, depth)
+    handle = _generated(
+        cfg, "apply_multipliers", mod.apply_multipliers, model, width, depth, multiplier=base
+    )
+    torch.manual_seed(10_007 * seed + 17)
+    _generated(cfg, "init_", mod.init_, model, w, d, base_init_std(cfg))
+    model.to(cfg.device)
+    lr: Any = cfg.main_lr()
+    if cfg.hybrid:
+        lr = {cfg.optimizer: cfg.main_lr(), cfg.others: cfg.other_lr()}
+    factories = cfg.factories()
+    extra = {"factories": factories} if factories else {}
+    opt = _generated(
+        cfg,
+        "build_optimizers",
+        mod.build_optimizers,
+        model,
+        w,
+        d,
+        lr=lr,
+        weight_decay=cfg.weight_decay,
+        **extra,
+    )
+    vocab = 0
+    if cfg.batch_factory is None:
+        vocab = _vocab_size(cfg, model, handle.modules["output"])
+    return _UserSetup(model, [opt], mod.final_module(model), vocab)
+
+
+def _train_user(
+    cfg: CoordCheckConfig, param: str, axis: str, width: int, depth: int, seed: int
+) -> list[dict[str, Any]]:
+    """:func:`train_one` for a factory model: h_L caught at the final norm's input."""
+    import torch
+
+    from .errors import SpecError
+
+    s = build_user(cfg, param, width, depth, seed)
+    model = s.model
+    inputs, targets, shift = user_batch(cfg, seed, s.vocab_size)
+    caught: list = []
+
+    def catch(module, args, kwargs):
+        x = args[0] if args else next(v for v in kwargs.values() if isinstance(v, torch.Tensor))
+        caught.append(x.detach())
+
+    hook = s.final.register_forward_pre_hook(catch, with_kwargs=True) if s.final else None
+    points = []
+    out0 = h0 = None
+    try:
+        for t in range(cfg.steps + 1):
+            caught.clear()
+            with torch.no_grad():
+                out = _forward(model, inputs)
+                try:
+                    loss = float(_user_loss(out, targets, shift))
+                except (RuntimeError, ValueError, IndexError) as exc:
+                    raise SpecError(
+                        f"the loss on the output of model factory {cfg.factory_name('model')} "
+                        f"(shape {tuple(out.shape)}) failed: {_first_line(exc)}"
+                    ) from None
+            h = caught[-1] if s.final is not None else out
+            if t == 0:
+                out0, h0 = out.detach().clone(), h.detach().clone()
+            point = {
+                "parameterization": param,
+                "axis": axis,
+                "width": width,
+                "depth": depth,
+                "seed": seed,
+                "step": t,
+                "h": _rms(h),
+                "delta_h": _rms(h - h0),
+                "out": _rms(out),
+                "delta_out": _rms(out - out0),
+                "loss": loss,
+            }
+            for key in ("h", "delta_h", "out", "delta_out", "loss"):
+                if not math.isfinite(point[key]):
+                    point[key] = math.inf
+            points.append(point)
+            if t == cfg.steps or not math.isfinite(point["h"]):
+                for tt in range(t + 1, cfg.steps + 1):  # diverged: pad the remaining steps
+                    points.append({**point, "step": tt})
+                break
+            for opt in s.optimizers:
+                opt.zero_grad(set_to_none=True)
+            _user_loss(_forward(model, inputs), targets, shift).backward()
+            for opt in s.optimizers:
+                opt.step()
+    finally:
+        if hook is not None:
+            hook.remove()
+    return points
+
+
 def train_one(
     cfg: CoordCheckConfig, param: str, axis: str, width: int, depth: int, seed: int
 ) -> list[dict[str, Any]]:
@@ -516,6 +924,8 @@ def train_one(
     import torch
     import torch.nn.functional as F
 
+    if cfg.model_factory is not None:
+        return _train_user(cfg, param, axis, width, depth, seed)
     s = build(cfg, param, width, depth, seed)
     model = s.model
     x, y = _data(cfg, seed)
@@ -593,6 +1003,7 @@ def run_coord_check(
     import torch
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
+    user = inspect_user_model(cfg) if cfg.model_factory is not None else None
     points: list[dict[str, Any]] = []
     for param, axis, w, d, seed in sweep_runs(cfg):
         points.extend(train_one(cfg, param, axis, w, d, seed))
@@ -601,8 +1012,12 @@ def run_coord_check(
     slopes = compute_slopes(points, metrics=METRICS, judged=True)
     extra = compute_slopes(points, metrics=EXTRA_METRICS, judged=False)
     mu = [s for s in slopes if s["parameterization"] != "sp"]
+    config = cfg.to_dict()
+    if user is not None:  # factory models: the vocabulary used, where h_L was measured
+        config["vocab_size"] = user.pop("vocab_size")
     return {
-        "config": cfg.to_dict(),
+        "config": config,
+        **(user or {}),
         "pass_rule": f"|slope| <= {SLOPE_TOLERANCE} at the last step, for h and delta_h, "
         "against width and against depth; sp is judged by the same test",
         "pass": all(s["pass"] for s in mu) if mu else None,
@@ -659,6 +1074,9 @@ def plot_coord_check(
         squeeze=False,
         sharex=True,
     )
+    titles = dict(_TITLES)
+    if result.get("h_metric") == "logits":
+        titles.update(h="‖logits‖_R (no final norm)", delta_h="‖logits(t) − logits(0)‖_R")
     cmap = plt.get_cmap("viridis")
     shown_steps = [t for t in steps if t > 0] if len(metrics) else steps
     for j, param in enumerate(params):
@@ -697,11 +1115,11 @@ def plot_coord_check(
             if s is not None and s.get("slope") is not None:
                 tag = "" if "pass" not in s else (" ✓" if s["pass"] else " ✗")
                 ax.set_title(
-                    f"{param}: {_TITLES.get(metric, metric)}\nslope {s['slope']:+.2f}{tag}",
+                    f"{param}: {titles.get(metric, metric)}\nslope {s['slope']:+.2f}{tag}",
                     fontsize=8,
                 )
             else:
-                ax.set_title(f"{param}: {_TITLES.get(metric, metric)}", fontsize=8)
+                ax.set_title(f"{param}: {titles.get(metric, metric)}", fontsize=8)
             ax.tick_params(labelsize=7)
             if i == len(metrics) - 1:
                 ax.set_xlabel(axis, fontsize=8)
@@ -709,7 +1127,8 @@ def plot_coord_check(
         axes[0][-1].legend(fontsize=6, loc="best")
     opt = cfg["optimizer"] + (f"+{cfg['others']}" if cfg.get("others") else "")
     fixed = f"L={cfg['fixed_depth']}" if axis == "width" else f"n={cfg['fixed_width']}"
-    model = cfg["model"] + (f" k={cfg['k']}" if cfg["model"] == "mlp" else "")
+    model = cfg.get("model_factory") or cfg["model"]
+    model += f" k={cfg['k']}" if cfg["model"] == "mlp" else ""
     fig.suptitle(
         f"coord check: {model}, {opt}, {axis} sweep ({fixed}), {cfg['steps']} steps, {cfg['seeds']} seeds",
         fontsize=9,

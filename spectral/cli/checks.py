@@ -65,7 +65,31 @@ def _add_user_optimizer_options(p: argparse.ArgumentParser, catalog_option: str)
 
 
 def configure_coord_check(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", choices=("mlp", "gpt"), default="mlp", help="reference model")
+    p.add_argument(
+        "--model", choices=("mlp", "gpt"), default=None, help="reference model (default mlp)"
+    )
+    p.add_argument(
+        "--model-factory",
+        metavar="MODULE:FUNC",
+        help="check your own model: FUNC(width, depth) returns an nn.Module that takes token "
+        "ids (B, T) and returns logits (or an object with .logits, as Hugging Face models "
+        "do), with a fixed head dimension; MODULE is a dotted module or a path to a .py file",
+    )
+    p.add_argument(
+        "--batch-factory",
+        metavar="MODULE:FUNC",
+        help="with --model-factory, for inputs other than token ids: FUNC(batch, seed) returns "
+        "inputs or (inputs, targets); inputs a tensor, a dict (model(**inputs)) or a list "
+        "(model(*inputs)); integer targets: cross entropy, float targets: MSE, none: "
+        "next-token loss on the input ids",
+    )
+    p.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        help="token ids are drawn below this (default: the model's config.vocab_size, else "
+        "its readout's out_features)",
+    )
     p.add_argument(
         "--k", type=int, default=2, help="maps per residual block of the MLP (default 2)"
     )
@@ -96,7 +120,7 @@ def configure_coord_check(p: argparse.ArgumentParser) -> None:
         "--depths",
         type=_ints,
         default=None,
-        help="depth sweep (default 4,8,16,32,64,128; GPT 2,4,8,16,32)",
+        help="depth sweep (default 4,8,16,32,64,128; GPT and --model-factory 2,4,8,16,32)",
     )
     p.add_argument(
         "--width", type=int, default=None, help="width of the depth sweep (default: smallest width)"
@@ -109,7 +133,8 @@ def configure_coord_check(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, default=3, help="seeds per point (default 3)")
     p.add_argument(
         "--lr", type=float, default=None,
-        help="base learning rate of --optimizer (default: MLP per optimizer, e.g. adamw 0.01; GPT 0.003)",
+        help="base learning rate of --optimizer (default: MLP per optimizer, e.g. adamw 0.01; "
+        "GPT and --model-factory 0.003)",
     )
     p.add_argument("--others-lr", type=float, default=None, help="base learning rate of --others")
     p.add_argument("--weight-decay", type=float, default=0.0, help="base weight decay (default 0)")
@@ -117,9 +142,18 @@ def configure_coord_check(p: argparse.ArgumentParser) -> None:
         "--alpha-base",
         type=float,
         default=None,
-        help="base block multiplier of the hidden blocks at the base depth (default: MLP 0.5, GPT 1)",
+        help="base block multiplier of the hidden blocks at the base depth (default: MLP 0.5, "
+        "GPT and --model-factory 1)",
     )
-    p.add_argument("--seq-len", type=int, default=32, help="GPT sequence length (default 32)")
+    p.add_argument(
+        "--seq-len",
+        type=int,
+        default=32,
+        help="tokens per sequence of the GPT and of --model-factory (default 32)",
+    )
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: torch's)"
+    )
     p.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
     p.add_argument("--json", metavar="FILE", help="write every point and every slope as JSON")
     p.add_argument("--plots", metavar="DIR", help="write one PNG per sweep into DIR")
@@ -133,9 +167,16 @@ def _coord_table(result: dict[str, Any]):
 
     cfg = result["config"]
     opt = cfg["optimizer"] + (f"+{cfg['others']}" if cfg.get("others") else "")
+    model = cfg.get("model_factory") or cfg["model"]
     t = Table(
-        title=f"coord check — {cfg['model']}, {opt}: log–log slopes at step {cfg['steps']} "
+        title=f"coord check — {model}, {opt}: log–log slopes at step {cfg['steps']} "
         f"(pass: |slope| ≤ {cfg['slope_tolerance']})"
+    )
+    logits = result.get("h_metric") == "logits"
+    h_names = (
+        {"h": "‖logits‖", "delta_h": "‖logits(t)−logits(0)‖"}
+        if logits
+        else {"h": "‖h_L‖", "delta_h": "‖h_L(t)−h_L(0)‖"}
     )
     for col in ("parameterization", "axis", "metric", "slope", "pass"):
         t.add_column(col, justify="right" if col == "slope" else "left")
@@ -144,7 +185,7 @@ def _coord_table(result: dict[str, Any]):
         t.add_row(
             s["parameterization"],
             s["axis"],
-            {"h": "‖h_L‖", "delta_h": "‖h_L(t)−h_L(0)‖"}.get(s["metric"], s["metric"]),
+            h_names.get(s["metric"], s["metric"]),
             _fmt(s["slope"]),
             "[green]pass[/]" if ok else "[red]fail[/]",
         )
@@ -153,8 +194,13 @@ def _coord_table(result: dict[str, Any]):
             t.add_row(
                 s["parameterization"], s["axis"], "top-order term", _fmt(s["slope"]), "[dim]info[/]"
             )
+    notes = []
+    if result.get("h_source"):
+        notes.append(("metric: " if logits else "h_L: ") + result["h_source"])
     if cfg.get("factory"):
-        t.caption = f"{cfg['optimizer']} = {cfg['factory']}"
+        notes.append(f"{cfg['optimizer']} = {cfg['factory']}")
+    if notes:
+        t.caption = "\n".join(notes)
     return t
 
 
@@ -173,14 +219,47 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
         from .common import load_callable
 
         factory = load_callable(args.factory)
-    gpt = args.model == "gpt"
+    if args.model_factory is not None and args.model is not None:
+        raise SpecError("give --model or --model-factory, not both")
+    if args.model_factory is None:
+        for option, value in (
+            ("--batch-factory", args.batch_factory),
+            ("--vocab-size", args.vocab_size),
+        ):
+            if value is not None:
+                raise SpecError(f"{option} goes with --model-factory MODULE:FUNC")
+    if args.batch_factory is not None and args.vocab_size is not None:
+        raise SpecError(
+            "--vocab-size sizes the random token batch; a --batch-factory makes its own"
+        )
+    if args.threads is not None:
+        if args.threads < 1:
+            raise SpecError(f"--threads must be positive, got {args.threads}")
+        import torch
+
+        torch.set_num_threads(args.threads)
+    model_factory = batch_factory = None
+    if args.model_factory is not None:
+        from .common import load_callable
+
+        model_factory = load_callable(args.model_factory, option="--model-factory")
+    if args.batch_factory is not None:
+        from .common import load_callable
+
+        batch_factory = load_callable(args.batch_factory, option="--batch-factory")
+    gpt = args.model == "gpt" or model_factory is not None
     # Sweeps reach well past the base: the mup slopes converge to 0 only as the finite-size
     # corrections die out (random branch sum ~ 1/L in variance; widths below the batch's
     # token count), see docs/coord-check/README.md.
     widths = args.widths or (64, 128, 256, 512)
     depths = args.depths or ((2, 4, 8, 16, 32) if gpt else (4, 8, 16, 32, 64, 128))
     cfg = CoordCheckConfig(
-        model=args.model,
+        model=args.model or "mlp",
+        model_factory=model_factory,
+        batch_factory=batch_factory,
+        model_factory_name=args.model_factory,  # as written: a file path, not a module name
+        batch_factory_name=args.batch_factory,
+        vocab_size=args.vocab_size,
         optimizer=args.optimizer or "adamw",
         others=args.others,
         spec=spec,
@@ -219,7 +298,8 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
             result = run_coord_check(cfg, progress=tick)
     paths = []
     if args.plots:
-        prefix = args.prefix or f"{cfg.model}-{cfg.optimizer}" + (
+        name = args.model_factory.rpartition(":")[2] if model_factory else cfg.model
+        prefix = args.prefix or f"{name}-{cfg.optimizer}" + (
             f"+{cfg.others}" if cfg.others else ""
         )
         for axis in ("width", "depth"):
