@@ -240,7 +240,7 @@ def _assignment(p: Plan) -> str:
 
 
 def render(
-    hidden: str | OptimizerSpec,
+    hidden: str | OptimizerSpec | Plan,
     others: str | OptimizerSpec | None = None,
     k: int = 2,
     *,
@@ -249,13 +249,20 @@ def render(
     catalog: Mapping[str, OptimizerSpec] | None = None,
     command: str | None = None,
 ) -> str:
-    """The source of the config module (deterministic: same inputs, same bytes)."""
+    """The source of the config module (deterministic: same inputs, same bytes).
+
+    ``hidden`` may be a :class:`~spectral.transfer.Plan` already derived (the CLI derives
+    once); its own ``others``, ``k`` and catalog then apply.
+    """
     for what, v in (("base width", base_width), ("base depth", base_depth)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             from .errors import SpecError
 
             raise SpecError(f"{what} must be a positive integer, got {v!r}")
-    p = plan(hidden, others, k, catalog=catalog)
+    if isinstance(hidden, Plan):  # already derived (the CLI derives once)
+        p, k = hidden, hidden.k
+    else:
+        p = plan(hidden, others, k, catalog=catalog)
     if command is None:
         command = f"spectral codegen {p.hidden}"
         if p.others:

@@ -13,7 +13,11 @@ multiplier of the layer the parameters sit in.
   each non-empty subset ``S`` of the chain updated, order ``j = |S|`` — is ``Θ(1/L)``.
   For ``k = 1`` this is Condition "one-layer"; for ``k ≥ 2`` Condition C (App. B.2).
 
-The number of terms grows as ``2^k``; :func:`generate` yields them lazily.
+The number of terms grows as ``2^k`` (:func:`term_formula`: ``4 + 3·2^k`` with every role).
+Nothing in the engine enumerates them: a chain's terms differ only in *which* factors are
+updates, so :mod:`spectral.verify` bounds them factor by factor, and :func:`term_counts`
+counts them with binomial coefficients. :func:`generate` still yields every term, lazily,
+as the test-time oracle for small ``k``.
 """
 
 from __future__ import annotations
@@ -21,13 +25,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import combinations
+from math import comb
 from typing import Literal, NamedTuple
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from .roles import ROLES, Role, role
 from .theta import Theta, format_monomial
 
-__all__ = ["Factor", "Chain", "Condition", "chains", "generate", "MULTIPLIER_SYMBOL"]
+__all__ = [
+    "Factor",
+    "Chain",
+    "Condition",
+    "chains",
+    "generate",
+    "chain_terms",
+    "init_term",
+    "update_label",
+    "update_target",
+    "first_order_term",
+    "term_counts",
+    "term_formula",
+    "MULTIPLIER_SYMBOL",
+]
 
 Relation = Literal["=", "≤"]
 
@@ -108,19 +127,69 @@ def _label(init: bool, layer: str, order: int, bias_chain: bool) -> str:
     return f"{head}2.{1 if layer != 'hidden' else order + 1}"
 
 
-def _chain_terms(chain: Chain) -> Iterator[Condition]:
+def init_term(chain: Chain) -> Condition:
+    """The chain with no factor updated: ``Θ(1/L)`` for a hidden chain of ``m ≥ 2`` factors
+    (Condition C), ``O(1/√L)`` for ``m = 1`` (Condition "one-layer"), ``Θ(1)`` outside blocks."""
+    if chain.layer == "hidden":
+        rel, target = ("=", _INV_L) if len(chain.params) >= 2 else ("≤", _INV_SQRT_L)
+    else:
+        rel, target = "=", _ONE
+    return Condition(_label(True, chain.layer, 0, chain.is_bias), chain, (), rel, target)
+
+
+def update_target(chain: Chain) -> Theta:
+    """The target every update term of ``chain`` must equal: ``Θ(1/L)`` in a block, else ``Θ(1)``."""
+    return _INV_L if chain.layer == "hidden" else _ONE
+
+
+def update_label(chain: Chain, order: int) -> str:
+    """Label of the update terms of ``chain`` with ``order`` factors updated (``C2.3``, ``B2.2``)."""
+    return _label(False, chain.layer, order, chain.is_bias)
+
+
+def chain_terms(chain: Chain) -> Iterator[Condition]:
     """The init term and every update term of one chain of parameters."""
     m = len(chain.params)
-    if chain.layer == "hidden":
-        init_rel, init_target = ("=", _INV_L) if m >= 2 else ("≤", _INV_SQRT_L)
-        update_target = _INV_L
-    else:
-        init_rel, init_target, update_target = "=", _ONE, _ONE
-    yield Condition(_label(True, chain.layer, 0, chain.is_bias), chain, (), init_rel, init_target)
+    yield init_term(chain)
+    target = update_target(chain)
     for j in range(1, m + 1):
-        label = _label(False, chain.layer, j, chain.is_bias)
+        label = update_label(chain, j)
         for subset in combinations(range(m), j):
-            yield Condition(label, chain, subset, "=", update_target)
+            yield Condition(label, chain, subset, "=", target)
+
+
+def term_counts(chain: Chain) -> dict[str, int]:
+    """How many terms of each label ``chain`` has, without listing them: one init term and
+    ``C(m, j)`` update terms of order ``j`` (one per set of ``j`` updated factors)."""
+    m = len(chain.params)
+    out = {init_term(chain).label: 1}
+    for j in range(1, m + 1):
+        label = update_label(chain, j)
+        out[label] = out.get(label, 0) + comb(m, j)
+    return out
+
+
+def first_order_term(chain_list: Iterable[Chain], role_name: str) -> Condition:
+    """The first term, in :func:`generate` order, in which ``role_name`` alone is updated:
+    its first factor in the first chain that holds it. It fixes the role's update size."""
+    for chain in chain_list:
+        for p, (r, _) in enumerate(chain.params):
+            if r == role_name:
+                return Condition(update_label(chain, 1), chain, (p,), "=", update_target(chain))
+    raise ValueError(f"no chain holds {role_name}")
+
+
+def term_formula(roles: tuple[Role, ...] = ROLES) -> tuple[int, int]:
+    """``(a, b)`` with ``a + b·2^k`` condition terms for blocks of ``k`` maps over ``roles``.
+
+    Each in/out chain (one factor) has 2 terms; the hidden weight chain ``2^k`` (init and
+    every non-empty subset); the bias chains ``Σ_{m=1..k} 2^m = 2^{k+1} − 2``. With every
+    role: ``4 + 3·2^k``.
+    """
+    names = {r.name for r in roles}
+    outside = sum(1 for r in roles if r.layer != "hidden")
+    weights, biases = "hidden_weight" in names, "hidden_bias" in names
+    return 2 * outside - 2 * biases, weights + 2 * biases
 
 
 def chains(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Chain]:
@@ -138,8 +207,12 @@ def chains(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Chain]:
 
 
 def generate(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Condition]:
-    """Every init and update condition term for blocks of ``k`` maps, over ``roles``."""
+    """Every init and update condition term for blocks of ``k`` maps, over ``roles``.
+
+    ``4 + 3·2^k`` of them: the engine never lists them (see :mod:`spectral.verify`); the
+    tests do, for small ``k``, as the oracle the factor-by-factor check must agree with.
+    """
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ValueError(f"k must be an integer ≥ 1, got {k!r}")
     for chain in chains(k, roles):
-        yield from _chain_terms(chain)
+        yield from chain_terms(chain)

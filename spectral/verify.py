@@ -8,15 +8,45 @@ learning-rate and weight-decay rules give the realised step
 ``k`` is then checked, together with the two conventions the solver relied on: Δ2
 (``‖λW‖ = Θ(‖A‖)``) and the loss-sensitivity fixed point of App. C.4
 (``‖ΔW‖_2 ‖∇W‖_2 = ΔL``).
+
+The ``4 + 3·2^k`` terms are checked without listing them. The update terms of a chain are
+``α ∏_{i∉S} ‖p_i‖ ∏_{i∈S} ‖Δp_i‖`` over every non-empty set ``S`` of updated factors, all
+with one target ``T``; they all equal ``T`` exactly when the largest and the smallest of
+them do. In log-scale a term is a sum of independent per-factor choices, so its largest
+value with factor ``i`` updated is ``‖Δp_i‖ ∏_{j≠i} max(‖p_j‖, ‖Δp_j‖)`` (the maximum of
+a sum of independent choices is the sum of the maxima), and the largest over all ``S`` is
+the largest of these over ``i``; likewise the smallest with ``min``. Θ-scales are
+piecewise-linear exponent functions (:mod:`spectral.theta`), and ``max``/``min`` are
+pointwise and exact there, so the bound is exact along every joint growth direction. The
+factors of one role share their scales, so a chain costs O(1) Θ-operations whatever its
+length, and ``k = 64`` costs what ``k = 2`` does. Only a chain that fails is split into
+its distinct terms (one per number of updated factors of each role, ``O(k)``), to say
+which labels fail and how many terms. :func:`check_terms` with ``enumerate_subsets=True``
+lists every term instead: the oracle the tests compare against for small ``k``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from fractions import Fraction
+from itertools import product
+from math import comb, prod
 from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from .conditions import Condition, generate
+from .conditions import (
+    Chain,
+    Condition,
+    chain_terms,
+    chains,
+    first_order_term,
+    init_term,
+    term_counts,
+    term_formula,
+    update_label,
+    update_target,
+)
 from .errors import VerificationError
 from .expr import theta_of
 from .result import CheckGroup
@@ -27,9 +57,24 @@ from .theta import Theta
 if TYPE_CHECKING:
     from .result import Derivation
 
-__all__ = ["verify", "weight_norm", "GROUP_DESCRIPTIONS"]
+__all__ = [
+    "verify",
+    "check_terms",
+    "summary",
+    "Tally",
+    "weight_norm",
+    "GROUP_DESCRIPTIONS",
+    "MAX_ENUMERATED_K",
+]
 
 _HALF = Fraction(1, 2)
+
+MAX_ENUMERATED_K = 16
+"""Largest ``k`` the oracle (:func:`check_terms` with ``enumerate_subsets=True``) accepts:
+it lists ``4 + 3·2^k`` terms."""
+
+CONVENTIONS = ("Δ2", "C.4", "α")
+"""Check groups that are not condition terms of the paper but conventions the solver used."""
 
 GROUP_DESCRIPTIONS = {
     "C1.1": "input/output weights at init",
@@ -59,18 +104,34 @@ def weight_norm(r: Role, variance: Theta) -> Theta:
     return (r.n_in / r.n_out) ** _HALF * sigma * Theta.maximum(r.n_in**_HALF, r.n_out**_HALF)
 
 
-def verify(result: Derivation) -> tuple[CheckGroup, ...]:
-    """Check every condition term for ``result``; raise :class:`VerificationError` on failure."""
-    spec, k = result.spec, result.k
-    roles = tuple(r for r in ROLES if r.name in result.roles)
-    counts: Counter[str] = Counter()
-    failures: list[str] = []
+@dataclass
+class Tally:
+    """What a check found: terms per label, failing terms per label, a few failures spelled out."""
 
-    def check(label: str, ok: bool, what: str) -> None:
-        counts[label] += 1
-        if not ok:
-            failures.append(f"{label}: {what}")
+    counts: Counter[str] = field(default_factory=Counter)
+    failing: Counter[str] = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
 
+    def record(self, label: str, terms: int = 1) -> None:
+        self.counts[label] += terms
+
+    def fail(self, label: str, terms: int, what: str) -> None:
+        """``terms`` of the recorded ``label`` terms fail; ``what`` shows one of them."""
+        self.failing[label] += terms
+        self.examples.append(f"{label}: {what}")
+
+
+@dataclass(frozen=True)
+class _Scales:
+    """The Θ-values the rules give: multiplier per layer, ``‖W‖`` and ``‖ΔW‖`` per role."""
+
+    alpha: dict[str, Theta]
+    norm: dict[str, Theta]
+    step: dict[str, Theta]
+
+
+def _substitute(result: Derivation, roles: tuple[Role, ...], tally: Tally) -> _Scales:
+    """Turn the rules into scales, checking the α and Δ2 conventions on the way."""
     alpha: dict[str, Theta] = {}
     norm: dict[str, Theta] = {}
     step: dict[str, Theta] = {}
@@ -79,49 +140,169 @@ def verify(result: Derivation) -> tuple[CheckGroup, ...]:
         rule = result.rules[r.name]
         a = rule["multiplier"].theta
         if r.layer in alpha:
-            check("α", a == alpha[r.layer], f"{r.name} multiplier Θ({a}) ≠ Θ({alpha[r.layer]})")
+            tally.record("α")
+            if a != alpha[r.layer]:
+                tally.fail("α", 1, f"{r.name} multiplier Θ({a}) ≠ Θ({alpha[r.layer]})")
         alpha.setdefault(r.layer, a)
         norm[r.name] = weight_norm(r, rule["init_var"].theta)
         grad = scales[r.name].gradient
         env = ((n_in, r.n_in), (n_out, r.n_out), (L, Theta.monomial(0, 1)), (G, grad))
-        direction = theta_of(spec.update_norm, env)
+        direction = theta_of(result.spec.update_norm, env)
         decay = rule["weight_decay"].theta * norm[r.name]
-        check("Δ2", decay == direction, f"{r.name}: ‖λW‖ = Θ({decay}) but ‖A‖ = Θ({direction})")
+        tally.record("Δ2")
+        if decay != direction:
+            tally.fail("Δ2", 1, f"{r.name}: ‖λW‖ = Θ({decay}) but ‖A‖ = Θ({direction})")
         step[r.name] = rule["lr"].theta * Theta.maximum(direction, decay)
+    return _Scales(alpha, norm, step)
 
+
+def _holds(value: Theta, c: Condition) -> bool:
+    return value == c.target if c.relation == "=" else value.le(c.target)
+
+
+def _groups(chain: Chain) -> dict[str, tuple[int, ...]]:
+    """The positions of each role's factors in ``chain`` (factors of one role share scales)."""
+    out: dict[str, list[int]] = {}
+    for p, (r, _) in enumerate(chain.params):
+        out.setdefault(r, []).append(p)
+    return {r: tuple(ps) for r, ps in out.items()}
+
+
+def _extreme(
+    pick: Callable[..., Theta], alpha: Theta, groups: dict[str, tuple[int, ...]], s: _Scales
+) -> Theta:
+    """``pick`` (max or min) of ``α ∏ factor`` over every non-empty set of updated factors.
+
+    With one factor of role ``g`` forced to be an update, every other factor is free:
+    ``‖Δp_g‖ · pick(‖p_g‖, ‖Δp_g‖)^(c_g − 1) · ∏_{h≠g} pick(‖p_h‖, ‖Δp_h‖)^(c_h)``;
+    then ``pick`` over ``g``. Exact, because log-scales add and ``pick`` is pointwise.
+    """
+    free = {r: pick(s.norm[r], s.step[r]) for r in groups}
+    candidates = []
+    for g, positions in groups.items():
+        value = alpha * s.step[g] * free[g] ** (len(positions) - 1)
+        for h, others in groups.items():
+            if h != g:
+                value = value * free[h] ** len(others)
+        candidates.append(value)
+    return pick(*candidates)
+
+
+def _check_chain(chain: Chain, s: _Scales, tally: Tally) -> None:
+    """Every term of ``chain``, factor by factor (see the module docstring)."""
+    alpha = s.alpha[chain.layer]
+    groups = _groups(chain)
+    init = init_term(chain)
+    value = alpha * prod((s.norm[r] ** len(ps) for r, ps in groups.items()), start=Theta.one())
+    tally.record(init.label)
+    if not _holds(value, init):
+        tally.fail(init.label, 1, f"{init}, but the rules give Θ({value})")
+    target = update_target(chain)
+    counts = term_counts(chain)
+    del counts[init.label]
+    for label, n in counts.items():
+        tally.record(label, n)
+    hi = _extreme(Theta.maximum, alpha, groups, s)
+    lo = _extreme(Theta.minimum, alpha, groups, s)
+    if hi == target and lo == target:
+        return
+    # Some term fails: split the chain into its distinct terms (how many factors of each
+    # role are updated) to count the failing ones per label and show one of each.
+    roles = list(groups)
+    patterns = product(*(range(len(groups[r]) + 1) for r in roles))
+    for updated in sorted(patterns, key=sum):
+        order = sum(updated)
+        if order == 0:
+            continue
+        value = alpha
+        for r, u in zip(roles, updated, strict=True):
+            c = len(groups[r])
+            value = value * s.norm[r] ** (c - u) * s.step[r] ** u
+        if value == target:
+            continue
+        label = update_label(chain, order)
+        terms = prod(comb(len(groups[r]), u) for r, u in zip(roles, updated, strict=True))
+        witness = tuple(sorted(p for r, u in zip(roles, updated, strict=True) for p in groups[r][:u]))
+        term = Condition(label, chain, witness, "=", target)
+        tally.fail(label, terms, f"{term}, but the rules give Θ({value})")
+
+
+def _enumerate_chain(chain: Chain, s: _Scales, tally: Tally) -> None:
+    """The oracle: every term of ``chain`` multiplied out and compared, one by one."""
+    alpha = s.alpha[chain.layer]
+    for c in chain_terms(chain):
+        value = alpha
+        for f in c.factors:
+            value = value * (s.step[f.role] if f.delta else s.norm[f.role])
+        tally.record(c.label)
+        if not _holds(value, c):
+            tally.fail(c.label, 1, f"{c}, but the rules give Θ({value})")
+
+
+def check_terms(result: Derivation, *, enumerate_subsets: bool = False) -> Tally:
+    """Check every condition term and convention for ``result``; return what was found.
+
+    ``enumerate_subsets=True`` lists all ``4 + 3·2^k`` terms one by one (the test-time
+    oracle, ``k ≤`` :data:`MAX_ENUMERATED_K`); the default checks each chain factor by factor.
+    """
+    k = result.k
+    if enumerate_subsets and k > MAX_ENUMERATED_K:
+        raise ValueError(f"enumerating 4 + 3·2^k terms is for k ≤ {MAX_ENUMERATED_K}, got {k}")
+    roles = tuple(r for r in ROLES if r.name in result.roles)
+    tally = Tally()
+    s = _substitute(result, roles, tally)
+    chain_list = list(chains(k, roles))
+    check = _enumerate_chain if enumerate_subsets else _check_chain
+    for chain in chain_list:
+        check(chain, s, tally)
     # loss sensitivity: the gradient scale the solver assumed must be reproduced by the step
-    first_order: dict[str, Condition] = {}
-    memo: dict[tuple, tuple[Theta, bool]] = {}
-    for c in generate(k, roles):
-        # A term's value is the product of its factors; terms with the same multiset of
-        # factors (same chain, same number of updated weights, bias updated or not) are
-        # equal, so each multiset is multiplied out once and every term is compared.
-        bias_updated = c.chain.is_bias and c.updated[:1] == (0,)
-        key = (id(c.chain), len(c.updated), bias_updated)
-        known = memo.get(key)
-        if known is None:
-            value = alpha[c.layer]
-            for f in c.factors:
-                value = value * (step[f.role] if f.delta else norm[f.role])
-            ok = value == c.target if c.relation == "=" else value.le(c.target)
-            memo[key] = known = (value, ok)
-        counts[c.label] += 1
-        if not known[1]:
-            failures.append(f"{c.label}: {c}, but the rules give Θ({known[0]})")
-        if len(c.updated) == 1:
-            for f in c.factors:
-                if f.delta:
-                    first_order.setdefault(f.role, c)
+    scales = {x.role: x for x in result.scales}
     for r in roles:
-        c = first_order[r.name]
-        change = (r.n_out / r.n_in) ** _HALF * step[r.name] * scales[r.name].gradient
-        check("C.4", change == c.target, f"{r.name}: ‖ΔW‖₂‖∇W‖₂ = Θ({change}) but ΔL = Θ({c.target})")
+        c = first_order_term(chain_list, r.name)
+        change = (r.n_out / r.n_in) ** _HALF * s.step[r.name] * scales[r.name].gradient
+        tally.record("C.4")
+        if change != c.target:
+            tally.fail("C.4", 1, f"{r.name}: ‖ΔW‖₂‖∇W‖₂ = Θ({change}) but ΔL = Θ({c.target})")
+    return tally
 
-    if failures:
-        shown = "; ".join(failures[:5]) + (f"; … {len(failures) - 5} more" if len(failures) > 5 else "")
+
+def verify(result: Derivation) -> tuple[CheckGroup, ...]:
+    """Check every condition term for ``result``; raise :class:`VerificationError` on failure."""
+    tally = check_terms(result)
+    if tally.failing:
+        n = sum(tally.failing.values())
+        shown = "; ".join(tally.examples[:5])
+        more = len(tally.examples) - 5
         raise VerificationError(
-            f"{spec.name} (k={k}): {len(failures)} condition term(s) fail on substitution: {shown}"
+            f"{result.spec.name} (k={result.k}): {n} condition term(s) fail on substitution: "
+            f"{shown}" + (f"; … {more} more" if more > 0 else "")
         )
+    counts = tally.counts
     order = sorted(counts, key=lambda s: (s[0] not in "CB", s[0], len(s), s))
     return tuple(CheckGroup(label, _describe(label), counts[label], True) for label in order)
 
+
+def _grouped(n: int) -> str:
+    """``196612`` → ``196 612``."""
+    return f"{n:,}".replace(",", " ")
+
+
+def summary(result: Derivation) -> str:
+    """How many terms the verification covers and how they were checked, in one sentence.
+
+    >>> from spectral import derive
+    >>> summary(derive("adamw", k=16))
+    '4 + 3·2^k = 196 612 condition terms at k = 16, checked factor by factor (the largest and smallest term of each chain), plus 12 checks of the conventions Δ2, C.4 and α'
+    """
+    roles = tuple(r for r in ROLES if r.name in result.roles)
+    a, b = term_formula(roles)
+    formula = ("" if b == 1 else f"{b}·") + "2^k"
+    if a:
+        formula = f"{a} + {formula}"
+    total = a + b * 2**result.k
+    conventions = sum(c.terms for c in result.checks if c.label in CONVENTIONS)
+    return (
+        f"{formula} = {_grouped(total)} condition terms at k = {result.k}, checked factor by "
+        "factor (the largest and smallest term of each chain), plus "
+        f"{conventions} checks of the conventions Δ2, C.4 and α"
+    )

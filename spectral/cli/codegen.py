@@ -149,12 +149,9 @@ def run_codegen(args: argparse.Namespace) -> int:
 
     p = _plan(args)
     source = render(
-        p.hidden,
-        p.others,
-        args.k,
+        p,
         base_width=args.base_width,
         base_depth=args.base_depth,
-        catalog={name: d.spec for name, d in p.derivations.items()},
         command=_command_line(args, p),
     )
     emit(source, args)
