@@ -74,6 +74,46 @@ def test_transfer_json_equals_hparams(capsys):
         plan("muon-kimi", "adamw"), 256, 4, 2048, 32, lr=0.01, init_std=0.02, weight_decay=0.1
     )
     assert got == want
+    # a plain weight decay / init std reaches the weights only: biases and norm gains get 0
+    assert got["hidden_bias"]["weight_decay"] == got["input_bias"]["weight_decay"] == 0.0
+    assert got["hidden_bias"]["init_std"] == got["input_bias"]["init_std"] == 0.0
+    assert got["input_weight"]["weight_decay"] == 0.1
+
+
+def test_transfer_per_role_values_json_equals_hparams(capsys):
+    """Role, optimizer and default keys on every base value, and --d-in, reach hparams as
+    given: the JSON is exactly what the generated module's hparams returns."""
+    args = ["transfer", "muon-kimi", "--others", "adamw", *BASE, "--width", "1024", "--depth", "8"]
+    args += ["--lr", "muon-kimi=0.02,default=3e-4,output_weight=1e-4"]
+    args += ["--init-std", "default=0.02,output_weight=0,hidden_bias=0.01"]
+    args += ["--weight-decay", "hidden_weight=0.1,default=0", "--eps", "default=1e-10"]
+    args += ["--multiplier", "hidden=2,output_weight=0.5", "--d-in", "32", "--format", "json"]
+    assert main(args) == 0
+    got = json.loads(capsys.readouterr().out)
+    want = hparams(
+        plan("muon-kimi", "adamw"),
+        256,
+        4,
+        1024,
+        8,
+        lr={"muon-kimi": 0.02, "default": 3e-4, "output_weight": 1e-4},
+        init_std={"default": 0.02, "output_weight": 0.0, "hidden_bias": 0.01},
+        weight_decay={"hidden_weight": 0.1, "default": 0.0},
+        eps={"default": 1e-10},
+        multiplier={"hidden": 2.0, "output_weight": 0.5},
+        d_in=32,
+    )
+    assert got == want
+    # spot values: the role keys win over optimizer keys over default
+    no_dense = hparams(plan("muon-kimi", "adamw"), 256, 4, 1024, 8, lr=1.0, init_std=0.02)
+    assert got["input_weight"]["init_std"] == no_dense["input_weight"]["init_std"] / 32**0.5
+    assert got["output_weight"]["init_std"] == 0.0
+    assert got["hidden_bias"]["init_std"] > 0.0 and got["input_bias"]["init_std"] == 0.0
+    assert got["hidden_weight"]["weight_decay"] > 0.0
+    assert [got[r]["weight_decay"] for r in got if r != "hidden_weight"] == [0.0] * 4
+    assert got["output_weight"]["lr"] == 1e-4 * no_dense["output_weight"]["lr"]
+    eps_plain = hparams(plan("muon-kimi", "adamw"), 256, 4, 1024, 8, lr=1.0, eps=1e-10)
+    assert got["input_weight"]["eps"] == eps_plain["input_weight"]["eps"]
 
 
 def test_transfer_per_optimizer_values_and_table(capsys):
@@ -88,20 +128,67 @@ def test_transfer_per_optimizer_values_and_table(capsys):
     assert inp.split()[-1] == "2.5e-11"
 
 
+def _row(out: str, role: str) -> list[str]:
+    return next(line for line in out.splitlines() if line.startswith(role)).split()[1:]
+
+
+def test_transfer_table_footnotes_the_input_std_without_d_in(capsys):
+    """Without --d-in the input_weight std is an embedding's, marked and footnoted; with it
+    the row holds σ/sqrt(d_in) and the footnote is gone."""
+    args = ["transfer", "adamw", *BASE, "--width", "512", "--depth", "4"]
+    args += ["--lr", "0.01", "--init-std", "0.02"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert _row(out, "input_weight")[2] == "0.02*"
+    assert "* input_weight: an embedding is drawn with this std, a dense input layer with\n" in out
+    assert "std/sqrt(d_in); pass --d-in N to print that number" in out
+    assert main([*args, "--d-in", "16"]) == 0
+    out = capsys.readouterr().out
+    assert _row(out, "input_weight")[2] == "0.005" and "--d-in" not in out
+    # bias roles print 0 init std and 0 weight decay by default, their lr as usual
+    assert main([*args, "--weight-decay", "0.1"]) == 0
+    out = capsys.readouterr().out
+    assert _row(out, "hidden_bias")[2:5:2] == ["0", "0"]
+    assert _row(out, "hidden_weight")[4] != "0"
+
+
 @pytest.mark.parametrize(
     "extra,message",
     [
         (["--lr", "fast"], "expected a number"),
-        (["--lr", "muon=0.02"], "no value for adamw"),
-        (["--lr", "sgd=0.1,muon=1,adamw=1"], "sgd, not used"),
+        (["--lr", "muon=0.02"], "error: lr: no value for input_weight (trained by adamw)"),
+        (["--lr", "sgd=0.1,muon=1,adamw=1"], "error: --lr: unknown key(s) sgd; use roles ("),
+        (
+            ["--lr", "0.1", "--weight-decay", "hiden_weight=0.1"],
+            "--weight-decay: unknown key(s) hiden_weight; use roles (input_weight, "
+            "hidden_weight, output_weight, input_bias, hidden_bias), optimizers used here "
+            "(adamw, muon) or default",
+        ),
+        (["--lr", "0.1", "--multiplier", "inptu=2"], "layers (input, hidden, output)"),
         (["--lr", "0.1", "--width", "0"], "positive integer"),
+        (["--lr", "0.1", "--d-in", "0"], "argument --d-in: expected a positive integer"),
+        (["--lr", "-1"], "error: --lr: expected a number >= 0, got -1\n"),
+        (["--lr=-1"], "error: --lr: expected a number >= 0, got -1\n"),
+        (["--lr", "0.1", "--init-std=-0.02"], "error: --init-std: expected a number >= 0"),
+        (
+            ["--lr", "0.1", "--weight-decay", "hidden_weight=-0.1"],
+            "error: --weight-decay: expected a number >= 0, got hidden_weight=-0.1\n",
+        ),
+        (["--lr", "0.1", "--eps", "adamw=-1e-8"], "--eps: expected a number >= 0"),
+        (["--lr", "0.1,adamw=1"], "expected KEY=VALUE pairs"),
+        (["--lr", "muon=1,MUON=2"], "muon is given twice"),
+        (["--lr", "muon=inf,adamw=1"], "expected a finite number"),
     ],
 )
 def test_transfer_bad_input_exits_2(extra, message, capsys):
     args = ["transfer", "muon", "--others", "adamw", *BASE, "--width", "512", "--depth", "8"]
     args += ["--init-std", "0.02", *extra]
     assert main(args) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+    if err.startswith("error:"):  # our own checks: one line
+        assert err.count("\n") == 1
 
 
 def test_derive_and_transfer_do_not_import_torch():

@@ -31,8 +31,11 @@ CODEGEN_DESCRIPTION = (
 TRANSFER_DESCRIPTION = (
     "Print the concrete per-role hyperparameters of a target model (--width, --depth) from "
     "base values tuned at (--base-width, --base-depth): the numbers the generated module's "
-    "hparams() returns. --lr, --weight-decay and --eps take one number or NAME=VALUE pairs "
-    "per optimizer (e.g. --lr muon=0.02,adamw=3e-4)."
+    "hparams() returns (--format json prints exactly that dict). Every base value takes one "
+    "number or KEY=VALUE pairs, KEY a role (hidden_weight), an optimizer (adamw) or default: "
+    "--lr muon=0.02,adamw=3e-4, --weight-decay hidden_weight=0.1,default=0. A plain number "
+    "of --weight-decay or --init-std reaches the weights only: biases and norm gains get 0 "
+    "unless their role is named. --d-in N gives a dense input layer's fan-in."
 )
 
 
@@ -84,18 +87,23 @@ def _number(text: str) -> float:
 
 
 def parse_base_value(text: str) -> float | dict[str, float]:
-    """``0.01`` or ``muon=0.02,adamw=3e-4`` (optimizer name → base value)."""
+    """``0.01``, or ``KEY=VALUE`` pairs: ``muon=0.02,adamw=3e-4``, ``hidden_weight=0.1,default=0``.
+
+    KEY is a role, an optimizer or ``default`` (checked against the plan in
+    :func:`run_transfer`, which knows the optimizers); VALUE a finite number. Signs are
+    checked there too, so that ``--lr -1`` is one ``error:`` line naming the option.
+    """
     if "=" not in text:
         return _number(text)
     out: dict[str, float] = {}
     for part in text.split(","):
-        name, sep, value = part.partition("=")
-        name = name.strip().lower()
-        if not sep or not name:
-            raise argparse.ArgumentTypeError(f"expected NAME=VALUE pairs, got {text!r}")
-        if name in out:
-            raise argparse.ArgumentTypeError(f"{name} is given twice in {text!r}")
-        out[name] = _number(value.strip())
+        key, sep, value = part.partition("=")
+        key = key.strip().lower()
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"expected KEY=VALUE pairs, got {text!r}")
+        if key in out:
+            raise argparse.ArgumentTypeError(f"{key} is given twice in {text!r}")
+        out[key] = _number(value.strip())
     return out
 
 
@@ -180,14 +188,18 @@ def configure_transfer(p: argparse.ArgumentParser) -> None:
         "--lr", type=parse_base_value, required=True, help="base learning rate(s)", metavar="LR"
     )
     p.add_argument(
-        "--init-std", type=_number, required=True, help="base init std σ", metavar="SIGMA"
+        "--init-std",
+        type=parse_base_value,
+        required=True,
+        metavar="SIGMA",
+        help="base init std σ (biases and norm gains: 0 unless their role is named)",
     )
     p.add_argument(
         "--weight-decay",
         type=parse_base_value,
         default=0.0,
         metavar="WD",
-        help="base weight decay(s) (default 0)",
+        help="base weight decay(s) (default 0; biases and norm gains: 0 unless named)",
     )
     p.add_argument(
         "--eps",
@@ -197,27 +209,60 @@ def configure_transfer(p: argparse.ArgumentParser) -> None:
         help="base ε (default: each implementation's, AdamW 1e-8, Shampoo 1e-6)",
     )
     p.add_argument(
-        "--multiplier", type=_number, default=1.0, metavar="ALPHA", help="base multiplier"
+        "--multiplier",
+        type=parse_base_value,
+        default=1.0,
+        metavar="ALPHA",
+        help="base multiplier(s); keys may also be layers: input, hidden, output",
+    )
+    p.add_argument(
+        "--d-in",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="fan-in of a dense input layer: its init std is σ/sqrt(N) (default: an "
+        "embedding, drawn with σ)",
     )
     p.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
 
 
-def _check_names(value: Any, p: Any, what: str) -> None:
-    from ..errors import SpecError
+BASE_OPTIONS = ("lr", "init_std", "weight_decay", "eps", "multiplier")
+"""The base values ``spectral transfer`` takes, by their ``hparams`` keyword."""
 
+
+def _check_base(value: Any, p: Any, what: str) -> None:
+    """Refuse a negative value or a key that names nothing, naming the option.
+
+    :mod:`spectral.scaling` refuses both too; checking here first lets the message name the
+    command-line option and the optimizers of this plan.
+    """
+    from ..errors import SpecError
+    from ..roles import ROLE_NAMES
+
+    option = "--" + what.replace("_", "-")
+    if value is None:
+        return
+    pairs = value.items() if isinstance(value, dict) else [(None, value)]
+    for key, number in pairs:
+        if number < 0:
+            given = f"{number:g}" if key is None else f"{key}={number:g}"
+            raise SpecError(f"{option}: expected a number >= 0, got {given}")
     if not isinstance(value, dict):
         return
-    used = set(p.optimizers.values())
-    unknown = sorted(set(value) - used)
-    missing = sorted(used - set(value))
+    optimizers = list(dict.fromkeys(p.optimizers.values()))
+    known = [*ROLE_NAMES, *optimizers, "default"]
+    if what == "multiplier":
+        known += ["input", "hidden", "output"]
+    unknown = [k for k in value if k not in known]
     if unknown:
+        layers = ", layers (input, hidden, output)" if what == "multiplier" else ""
         raise SpecError(
-            f"--{what} names {', '.join(unknown)}, not used here ({', '.join(sorted(used))})"
+            f"{option}: unknown key(s) {', '.join(unknown)}; use roles "
+            f"({', '.join(ROLE_NAMES)}), optimizers used here ({', '.join(optimizers)})"
+            f"{layers} or default"
         )
-    if missing and what != "eps":
-        raise SpecError(f"--{what} has no value for {', '.join(missing)}")
 
 
 def run_transfer(args: argparse.Namespace) -> int:
@@ -228,27 +273,14 @@ def run_transfer(args: argparse.Namespace) -> int:
     from ..transfer import hparams
 
     p = _plan(args)
-    for what in ("lr", "weight_decay", "eps"):
-        _check_names(getattr(args, what), p, what.replace("_", "-"))
-    eps = args.eps
-    if isinstance(eps, dict):  # optimizers without a value keep their default
-        from ..transfer import DEFAULT_EPS
-
-        eps = {**{o: DEFAULT_EPS[o] for o in p.optimizers.values() if o in DEFAULT_EPS}, **eps}
+    base = {what: getattr(args, what) for what in BASE_OPTIONS}
+    for what, value in base.items():
+        _check_base(value, p, what)
     try:
         hp = hparams(
-            p,
-            args.base_width,
-            args.base_depth,
-            args.width,
-            args.depth,
-            lr=args.lr,
-            init_std=args.init_std,
-            weight_decay=args.weight_decay,
-            eps=eps,
-            multiplier=args.multiplier,
+            p, args.base_width, args.base_depth, args.width, args.depth, d_in=args.d_in, **base
         )
-    except ValueError as exc:
+    except ValueError as exc:  # a role without an lr, an ε without a default, overflow
         raise SpecError(str(exc)) from None
     if args.format == "json":
         emit(json.dumps(hp, indent=2) + "\n", args)
@@ -264,8 +296,16 @@ def transfer_table(p: Any, hp: dict[str, dict[str, float]], args: argparse.Names
     r_n = args.width / args.base_width
     r_L = args.depth / args.base_depth
     rows = [["role", "optimizer", *HP_OUT]]
+    # Without --d-in the input_weight std is an embedding's; a dense input layer's is
+    # σ/sqrt(d_in), which init_ applies but this command cannot know (footnote DENSE_INPUT).
+    footnote = (
+        getattr(args, "d_in", None) is None
+        and hp.get("input_weight", {}).get("init_std", 0.0) != 0.0
+    )
     for role, values in hp.items():
         cells = [f"{values[h]:.6g}" if h in values else "—" for h in HP_OUT]
+        if footnote and role == "input_weight":
+            cells[HP_OUT.index("init_std")] += "*"
         rows.append([role, p.optimizers[role], *cells])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
@@ -279,6 +319,15 @@ def transfer_table(p: Any, hp: dict[str, dict[str, float]], args: argparse.Names
         lines.append("  ".join(left + right).rstrip())
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
+    if footnote:
+        lines += ["", DENSE_INPUT]
     if p.uncovered:
         lines += ["", f"no optimizer trains {', '.join(p.uncovered)} (add --others adamw)"]
     return "\n".join(lines) + "\n"
+
+
+DENSE_INPUT = (
+    "* input_weight: an embedding is drawn with this std, a dense input layer with\n"
+    "  std/sqrt(d_in); pass --d-in N to print that number"
+)
+"""Footnote of the input_weight init_std when --d-in is not given."""
