@@ -43,6 +43,21 @@ def test_codegen_stdout_is_the_rendered_module(capsys):
     )
 
 
+def test_codegen_help_names_functions_the_module_defines():
+    """Every name() the help text promises is a top-level function of the written module."""
+    import ast
+    import re
+
+    from spectral.cli.codegen import CODEGEN_DESCRIPTION
+    from spectral.codegen import render
+
+    promised = set(re.findall(r"(\w+)\(\)", CODEGEN_DESCRIPTION))
+    assert {"hparams", "apply_multipliers", "init_", "build_optimizers", "check"} <= promised
+    tree = ast.parse(render("muon-kimi", "adamw", base_width=256, base_depth=4))
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert promised <= defined
+
+
 def test_codegen_matrix_only_without_others_notes_it(tmp_path, capsys):
     assert main(["codegen", "muon", *BASE, "-o", str(tmp_path / "c.py")]) == 0
     assert "--others adamw" in capsys.readouterr().err

@@ -22,10 +22,11 @@ __all__ = [
 CODEGEN_DESCRIPTION = (
     "Write a standalone Python module (standard library + torch only, plain numbers) with "
     "the μP rules of HIDDEN_OPT — and of --others OPT for every role HIDDEN_OPT does not "
-    "take — plus hparams(), classify(), init_(), param_groups() and build_optimizers() "
-    "built on real implementations (torch.optim, pytorch-optimizer). With --others, "
-    "HIDDEN_OPT trains the hidden weights and OPT the input/output weights and all biases "
-    "(the paper's Muon-Kimi + AdamW); without it HIDDEN_OPT trains every role it applies "
+    "take — plus hparams(), apply_multipliers() (forward hooks: the model's source stays "
+    "as it is), init_(), build_optimizers() (one torch.optim.Optimizer over real "
+    "implementations: torch.optim, pytorch-optimizer) and check(). With --others, "
+    "HIDDEN_OPT trains the hidden weights and OPT the input/output weights, all biases "
+    "and norm gains (the paper's Muon-Kimi + AdamW); without it HIDDEN_OPT trains every role it applies "
     "to, so a matrix-only optimizer then needs a model without biases or norm parameters."
 )
 TRANSFER_DESCRIPTION = (
