@@ -26,8 +26,9 @@ CODEGEN_DESCRIPTION = (
     "as it is), init_(), build_optimizers() (one torch.optim.Optimizer over real "
     "implementations: torch.optim, pytorch-optimizer) and check(). With --others, "
     "HIDDEN_OPT trains the hidden weights and OPT the input/output weights, all biases "
-    "and norm gains (the paper's Muon-Kimi + AdamW); without it HIDDEN_OPT trains every role it applies "
-    "to, so a matrix-only optimizer then needs a model without biases or norm parameters."
+    "and norm gains (the paper's Muon-Kimi + AdamW); without it HIDDEN_OPT trains every "
+    "role it applies to, so a matrix-only optimizer then needs a model without biases or "
+    "norm parameters."
 )
 TRANSFER_DESCRIPTION = (
     "Print the concrete per-role hyperparameters of a target model (--width, --depth) from "
