@@ -206,6 +206,26 @@ def test_transfer_bad_input_exits_2(extra, message, capsys):
         assert err.count("\n") == 1
 
 
+def test_transfer_spec_with_eps_rule_needs_eps(tmp_path, capsys):
+    """A --spec optimizer has no default ε: --eps must give one (any key that reaches it)."""
+    spec = tmp_path / "mine.toml"
+    spec.write_text('name = "mine"\nupdate_norm = "n_in"\neps = "G / sqrt(n_in * n_out)"\n')
+    args = ["transfer", "--spec", str(spec), *BASE, "--width", "512", "--depth", "8"]
+    args += ["--lr", "0.1", "--init-std", "0.02"]
+    assert main(args) == 2
+    assert capsys.readouterr().err == (
+        "error: --eps: mine has an ε rule and no default ε is known for it; give its base "
+        "value, e.g. --eps mine=1e-8\n"
+    )
+    from spectral.spec_file import load_spec
+
+    mine = plan("mine", catalog={"mine": load_spec(spec)})
+    want = hparams(mine, 256, 4, 512, 8, lr=0.1, init_std=0.02, eps=1e-8)
+    for eps in ("1e-8", "mine=1e-8", "default=1e-8"):
+        assert main([*args, "--eps", eps, "--format", "json"]) == 0
+        assert json.loads(capsys.readouterr().out) == want
+
+
 def test_derive_and_transfer_do_not_import_torch():
     code = (
         "import sys\n"

@@ -267,6 +267,25 @@ def _check_base(value: Any, p: Any, what: str) -> None:
         )
 
 
+def _check_eps(eps: Any, p: Any) -> None:
+    """An optimizer with an ε rule but no known default (a --spec file's) needs --eps."""
+    from ..errors import SpecError
+    from ..transfer import DEFAULT_EPS
+
+    if eps is not None and not isinstance(eps, dict):
+        return
+    given = eps or {}
+    for opt in dict.fromkeys(p.optimizers.values()):
+        if not p.has_eps(opt) or opt in DEFAULT_EPS or opt in given or "default" in given:
+            continue
+        roles = [r for r, o in p.optimizers.items() if o == opt]
+        if not all(r in given for r in roles):
+            raise SpecError(
+                f"--eps: {opt} has an ε rule and no default ε is known for it; give its "
+                f"base value, e.g. --eps {opt}=1e-8"
+            )
+
+
 def run_transfer(args: argparse.Namespace) -> int:
     import json
 
@@ -278,6 +297,7 @@ def run_transfer(args: argparse.Namespace) -> int:
     base = {what: getattr(args, what) for what in BASE_OPTIONS}
     for what, value in base.items():
         _check_base(value, p, what)
+    _check_eps(args.eps, p)
     try:
         hp = hparams(
             p, args.base_width, args.base_depth, args.width, args.depth, d_in=args.d_in, **base
