@@ -142,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         result[f"builtin_step_ms_{c}"] = 1e3 * statistics.median(times["builtin"][c])
         result[f"hooks_step_ms_{c}"] = 1e3 * statistics.median(times["hooks"][c])
         result[f"median_ratio_{c}"] = statistics.median(ratios[c])
+        q1, _, q3 = statistics.quantiles(ratios[c], n=4)
+        result[f"ratio_quartiles_{c}"] = [round(q1, 4), round(q3, 4)]
         result[f"ratios_{c}"] = [round(x, 4) for x in ratios[c]]
     if args.json:
         print(json.dumps(result))
@@ -158,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {what:26s} builtin {result[f'builtin_step_ms_{c}']:8.2f} ms   hooks "
             f"{result[f'hooks_step_ms_{c}']:8.2f} ms   median hooks/builtin "
-            f"{result[f'median_ratio_{c}']:.4f}  (target <= 1.02)"
+            f"{result[f'median_ratio_{c}']:.4f} (quartiles {result[f'ratio_quartiles_{c}']}; "
+            "target <= 1.02)"
         )
     print(f"  per-round ratios (cpu) {result['ratios_cpu']}")
     return 0
