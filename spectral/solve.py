@@ -17,6 +17,7 @@ The order follows the paper (Sec. 4, App. C, D):
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from collections.abc import Mapping
 
@@ -70,7 +71,35 @@ def _monomial(value: Theta, r: Role, hp: str, spec: OptimizerSpec) -> Exponent:
             f"(its pieces {pieces} are incomparable), so no rule base·r_n^a·r_L^b exists; "
             f"check update_norm = {show(spec.update_norm)}"
         )
-    return Exponent.of(value)
+    exp = Exponent.of(value)
+    for x in (exp.r_n, exp.r_L):
+        if not _float_safe(x):
+            raise SpecError(
+                f"{hp} of {r.name} for {spec.name}: the exponent {_short(x)} has no faithful "
+                "float (the rule base·r_n^a·r_L^b is applied with float exponents, in the "
+                "generated module too); check the declaration's powers"
+            )
+    return exp
+
+
+def _float_safe(x: Fraction) -> bool:
+    """Whether ``float(x)`` is finite and is 0 only for 0: what a rule's exponent must be,
+    since :mod:`spectral.scaling` and the generated module apply it as a float. The parser's
+    limits keep declared text well inside; a sympy expression built in Python may not be."""
+    try:
+        f = float(x)
+    except OverflowError:
+        return False
+    return math.isfinite(f) and (f == 0) == (x == 0)
+
+
+def _short(x: Fraction) -> str:
+    """``x``, or its order of magnitude when it is too long to print on one line."""
+    text = str(x)
+    if len(text) <= 40:
+        return text
+    digits = len(str(abs(x.numerator))) - len(str(x.denominator))
+    return f"about {'-' if x < 0 else ''}10^{digits}"
 
 
 def derive(

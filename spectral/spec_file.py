@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import os
 import tomllib
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
 
 from .errors import SpecError
 from .expr import parse_expression, theta_of
+from .io import read_user_file
 from .spec import OptimizerSpec
 from .symbols import SYMBOLS
 from .text import check_label, strip_bom
@@ -164,22 +164,12 @@ def load_spec(path: str | os.PathLike[str]) -> OptimizerSpec:
     """Read, validate and parse an optimizer declaration from a TOML file.
 
     Raises :class:`~spectral.errors.SpecError` naming the file (and the field) for a
-    missing or unreadable file, a file over 64 KiB, text that is not UTF-8, invalid TOML
-    (with its line), unknown or missing fields, wrong types and bad expressions.
+    missing or unreadable file, a FIFO or device (not a regular file), a file over 64 KiB,
+    text that is not UTF-8, invalid TOML (with its line), unknown or missing fields, wrong
+    types and bad expressions.
     """
-    p = Path(path)
     where = str(path)
-    try:
-        with p.open("rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise SpecError(f"{where}: no such file") from None
-    except IsADirectoryError:
-        raise SpecError(f"{where}: is a directory, not a TOML file") from None
-    except OSError as exc:
-        raise SpecError(f"{where}: cannot read the file ({exc.strerror or exc})") from None
-    if len(raw) > MAX_BYTES:
-        raise SpecError(f"{where}: the file is larger than {MAX_BYTES // 1024} KiB")
+    raw = read_user_file(path, MAX_BYTES)  # a regular file only: a FIFO would block open()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -188,3 +188,27 @@ def test_codegen_derives_once(monkeypatch):
     args = ["codegen", "muon-kimi", "--others", "adamw", "--k", "16", "--base-width", "64", "--base-depth", "2"]
     assert main(args) == 0
     assert sorted(calls) == ["adamw", "muon-kimi"]
+
+
+@pytest.mark.parametrize(
+    "power,message",
+    [
+        (Fraction(10**400), r"the exponent about -10\^400 has no faithful float"),
+        (Fraction(1, 10**400), r"the exponent about -10\^-400 has no faithful float"),
+    ],
+)
+def test_an_exponent_without_a_faithful_float_is_refused(power, message):
+    """Rules are applied with float exponents (spectral.scaling, the generated module): an
+    exponent that overflows a float, or rounds to 0 without being 0, is refused, not
+    printed as ``inf`` or silently applied as 0. Declared text cannot reach this (the
+    parser bounds each power and the length); a sympy expression built in Python can."""
+    import sympy as sp
+
+    from spectral import SpecError
+    from spectral.symbols import n_in
+
+    spec = OptimizerSpec(name="huge", update_norm=n_in ** sp.Rational(power.numerator, power.denominator))
+    with pytest.raises(SpecError, match=message):
+        derive(spec, k=2)
+    tiny = derive(OptimizerSpec(name="tiny", update_norm=n_in ** sp.Rational(1, 10**300)), k=2)
+    assert tiny.rule("hidden_weight", "lr").as_floats()[0] == -1e-300

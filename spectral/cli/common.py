@@ -57,7 +57,7 @@ def emit(text: str | None, args: argparse.Namespace, *, renderable: Any = None) 
     colour to a terminal, written as plain text to a file).
     """
     output = getattr(args, "output", None)
-    if output:
+    if output is not None:  # -o '' is an error (write_atomic says so), not stdout
         from ..io import write_atomic
 
         data = text if text is not None else renderable_text(renderable)
