@@ -1,0 +1,268 @@
+"""FSDP2 (fully_shard) with the generated config: the one-process update, DCP resume.
+
+One spawn of tests/fsdp_worker.py (2 CPU processes, gloo) runs every job below; the tests
+read its report. The bar (issue 14): parameters after 5 steps within 1e-5 (max relative
+difference) of the one-process run, and the same after a DCP checkpoint at step 3 is
+resumed into a fresh model and optimizer.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("pytorch_optimizer")
+if not torch.distributed.is_available():  # pragma: no cover - torch built without it
+    pytest.skip("torch.distributed is not available", allow_module_level=True)
+
+import torch.distributed.checkpoint as dcp  # noqa: E402
+
+from spectral.catalog import catalog  # noqa: E402
+from spectral.codegen import render  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+TOL = 1e-5
+GPT_BIG = {"model": "gpt", "width": 128, "depth": 4}  # the issue's reference GPT
+GPT_SMALL = {"model": "gpt", "width": 64, "depth": 1}  # for the slow SSO, SOAP
+MLP_ODD = {"model": "mlp", "width": 63, "depth": 2}  # 63 rows: shards of 32 and 31
+
+JOBS = {
+    "adamw": (("adamw", None), GPT_BIG),
+    "muon-kimi+adamw": (("muon-kimi", "adamw"), {**GPT_BIG, "control": True}),
+    "muon+adamw": (("muon", "adamw"), GPT_BIG),
+    "shampoo+adamw": (("shampoo", "adamw"), GPT_BIG),
+    "lion": (("lion", None), GPT_BIG),
+    "soap+adamw": (("soap", "adamw"), GPT_SMALL),
+    "sso+adamw": (("sso", "adamw"), GPT_SMALL),
+    "sgd": (("sgd", None), GPT_SMALL),
+    "muon+adamw, uneven shards": (("muon", "adamw"), MLP_ODD),
+    "muon-kimi+adamw, HSDP mesh": (("muon-kimi", "adamw"), {**MLP_ODD, "mesh": [1, 2]}),
+}
+REFUSED = {"sophia": (("sophia", None), GPT_SMALL)}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _config_path(folder: Path, hidden: str, others: str | None) -> Path:
+    path = folder / f"cfg_{hidden.replace('-', '_')}_{others}.py"
+    if not path.exists():
+        path.write_text(render(hidden, others, base_width=64, base_depth=2))
+    return path
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def worker():
+    return _load(HERE / "fsdp_worker.py", "fsdp_worker")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("fsdp")
+    jobs = []
+    for (hidden, others), job in [*JOBS.values(), *REFUSED.values()]:
+        jobs.append({**job, "config": str(_config_path(folder, hidden, others))})
+    out = folder / "report.json"
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "fsdp_worker.py"),
+            str(_free_port()),
+            str(out),
+            str(folder / "ckpt"),
+            *[json.dumps(job) for job in jobs],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    result = json.loads(out.read_text())
+    result["folder"] = folder
+    return result
+
+
+def _job(report: dict, label: str) -> dict:
+    return report["jobs"][list(JOBS).index(label)]
+
+
+@pytest.mark.parametrize("label", list(JOBS))
+def test_sharded_training_is_the_one_process_training(report, label):
+    job = _job(report, label)
+    assert job["max_rel"] <= TOL, job
+    assert job["problems"] == []  # check() on the sharded model and its optimizer
+    assert job["losses"] == pytest.approx(job["ref_losses"], rel=TOL)
+    cfg_kinds = dict(zip(("hidden", "others"), JOBS[label][0], strict=True))
+    for kind in filter(None, cfg_kinds.values()):
+        # whole-matrix optimizers are stepped whole; element-wise ones on the shards
+        wrapped = "GatheredOptimizer" if kind not in ("adamw", "lion", "sgd") else None
+        assert job["parts"][kind] == (wrapped or job["inner"][kind])
+
+
+@pytest.mark.parametrize("label", list(JOBS))
+def test_dcp_resume_at_step_3_is_the_one_process_training(report, label):
+    job = _job(report, label)
+    assert job["resumed_rel"] <= TOL, job
+    assert job["resumed_vs_run"] <= TOL, job
+
+
+def test_real_optimizers_on_shards_differ(report):
+    """The comparison catches a wrong update: torch.optim.Muon stepping the DTensor
+    shards itself (Newton-Schulz in bfloat16 on DTensors) ends far from the one-process
+    run, as issue 14 measured (2e-1), while the gathered step matches."""
+    job = _job(report, "muon-kimi+adamw")
+    assert job["control_rel"] > 1e-2, job
+    assert job["max_rel"] <= TOL
+
+
+def test_init_classify_multipliers_and_check_on_sharded_model(report):
+    api = report["api"]
+    # init_ on the shards draws what one process draws (DTensor's own normal_ on a CPU
+    # mesh repeats the same numbers on every rank)
+    assert api["init_rel"] == 0.0
+    assert api["roles_same"]
+    assert api["roles"] == [
+        "hidden_bias",
+        "hidden_weight",
+        "input_bias",
+        "input_weight",
+        "output_weight",
+    ]
+    # apply_multipliers on the sharded GPT: wte + wpe, attn/mlp c_proj x 4, lm_head
+    assert api["hooked"] == {"input": 2, "hidden": 8, "output": 1}
+    assert api["hooked_vs_builtin"] == 0.0
+    assert api["check_hooked"] == []
+
+
+def test_sophia_refused_on_sharded_parameters(report):
+    (message,) = report["refusals"]
+    assert message.startswith(
+        "parameter 'transformer.wte.weight' is sharded (FSDP2 DTensor) and trained by "
+        "sophia, which cannot step sharded parameters: its Hutchinson Hessian estimate"
+    )
+
+
+def test_checkpoint_of_two_ranks_loads_in_one_process(report, worker):
+    """The DCP checkpoint written by 2 FSDP2 ranks at step 3 (each gathered matrix's
+    state on its owner only), loaded by CheckpointState into an unsharded model and
+    optimizer, continues to the one-process parameters at step 5."""
+    label = "muon-kimi+adamw"
+    (hidden, others), shape = JOBS[label]
+    job = {**shape, "config": str(_config_path(report["folder"], hidden, others))}
+    cfg = _load(Path(job["config"]), "fsdp_cfg_one_process")
+    data = worker.batches(job)
+
+    ref = worker.make_model(cfg, job)
+    ref_opt = cfg.build_optimizers(ref, job["width"], job["depth"], **worker.BASE)
+    worker.train(ref, [ref_opt], data)
+
+    model = worker.make_model(cfg, job, seed=1)
+    opt = cfg.build_optimizers(model, job["width"], job["depth"], **worker.BASE)
+    ckpt = report["folder"] / "ckpt" / str(list(JOBS).index(label))
+    dcp.load({"train": cfg.CheckpointState(model, opt)}, checkpoint_id=str(ckpt), no_dist=True)
+    assert opt.param_groups[0] is opt.parts["adamw"].param_groups[0]
+    worker.train(model, [opt], data[worker.SAVE_AT :])
+    assert worker.rel_diff(worker.full(model), worker.full(ref)) <= TOL
+
+
+def test_tables_name_every_catalog_optimizer(tmp_path):
+    cfg = _load(_config_path(tmp_path, "adamw", None), "fsdp_cfg_tables")
+    tables = [cfg.ELEMENTWISE, cfg.WHOLE_MATRIX, set(cfg.NOT_SHARDABLE)]
+    assert sorted(n for t in tables for n in t) == sorted(catalog())
+
+
+def _tiny(cfg, seed=0):
+    from spectral.models import GPT
+
+    model = GPT(64, 2, block_size=8, multipliers=cfg)
+    torch.manual_seed(seed)
+    cfg.init_(model, 64, 2, 0.02)
+    return model
+
+
+def _steps(model, opt, total, start=0, sched=None):
+    """Steps start..total-1 of one fixed stream of batches."""
+    gen = torch.Generator().manual_seed(0)
+    for i in range(total):
+        x = torch.randint(0, 256, (4, 9), generator=gen)
+        if i < start:
+            continue
+        logits = model(x[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if sched is not None:
+            sched.step()
+
+
+def test_gathered_optimizer_on_plain_tensors_is_the_optimizer(tmp_path):
+    """Without DTensors, GatheredOptimizer steps the parameters in place: the same
+    numbers as the implementation, LR schedulers reach it, state_dict round-trips."""
+    cfg = _load(_config_path(tmp_path, "muon-kimi", "adamw"), "fsdp_cfg_plain")
+    models, opts, scheds = [], [], []
+    for wrap in (False, True):
+        model = _tiny(cfg)
+        groups = [
+            g for g in cfg.param_groups(model, 64, 2, lr=0.01) if g["optimizer"] == "muon-kimi"
+        ]
+        opt = (
+            cfg.GatheredOptimizer(cfg.make_muon_kimi, groups)
+            if wrap
+            else cfg.make_muon_kimi(groups)
+        )
+        models.append(model)
+        opts.append(opt)
+        scheds.append(torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5))
+    for model, opt, sched in zip(models, opts, scheds, strict=True):
+        _steps(model, opt, 3, sched=sched)
+    for (name, p), q in zip(models[0].named_parameters(), models[1].parameters(), strict=True):
+        assert torch.equal(p, q), name
+    plain, gathered = opts
+    assert gathered.param_groups[0]["lr"] == plain.param_groups[0]["lr"] == 0.01 / 8
+    assert gathered.inner.param_groups[0]["lr"] == 0.01 / 4  # the lr of step 3, copied in
+    again = cfg.GatheredOptimizer(cfg.make_muon_kimi, gathered.param_groups)
+    assert again.state == {}
+    again.load_state_dict(gathered.state_dict())
+    assert again.param_groups[0]["lr"] == 0.01 / 8
+    momentum = [s["momentum_buffer"] for s in again.state.values()]
+    want = [plain.state[p]["momentum_buffer"] for p in plain.param_groups[0]["params"]]
+    assert len(momentum) == 8
+    assert all(torch.equal(m, w) for m, w in zip(momentum, want, strict=True))
+
+
+def test_checkpoint_state_resumes_one_process(tmp_path):
+    """CheckpointState without any process group: a Shampoo + AdamW run saved after step
+    1 and loaded into a fresh model and optimizer continues bit for bit."""
+    cfg = _load(_config_path(tmp_path, "shampoo", "adamw"), "fsdp_cfg_ckpt")
+    ref = _tiny(cfg)
+    _steps(ref, cfg.build_optimizers(ref, 64, 2, lr=0.01), 2)
+    model = _tiny(cfg)
+    opt = cfg.build_optimizers(model, 64, 2, lr=0.01)
+    _steps(model, opt, 1)
+    dcp.save({"train": cfg.CheckpointState(model, opt)}, checkpoint_id=str(tmp_path / "c"))
+    fresh = _tiny(cfg, seed=3)
+    fresh_opt = cfg.build_optimizers(fresh, 64, 2, lr=0.01)
+    dcp.load({"train": cfg.CheckpointState(fresh, fresh_opt)}, checkpoint_id=str(tmp_path / "c"))
+    _steps(fresh, fresh_opt, 2, start=1)
+    for (name, p), q in zip(ref.named_parameters(), fresh.parameters(), strict=True):
+        assert torch.equal(p, q), name
