@@ -381,8 +381,8 @@ class Block(nn.Module):
 
 
 class VisionTransformer(nn.Module):
-    """timm's VisionTransformer (class token, learned position embedding, cls pooling):
-    h_0 = pos_drop(cat(cls_token, patch_embed(x)) + pos_embed)."""
+    """timm's VisionTransformer (class token, learned position embedding, class-token or
+    average pooling): h_0 = pos_drop(cat(cls_token, patch_embed(x)) + pos_embed)."""
 
     def __init__(
         self,
@@ -394,6 +394,7 @@ class VisionTransformer(nn.Module):
         in_chans: int = 3,
         num_classes: int = 10,
         head_bias: bool = True,
+        global_pool: str = "token",
     ):
         super().__init__()
         num_patches = (img_size // patch) ** 2
@@ -404,8 +405,11 @@ class VisionTransformer(nn.Module):
         self.patch_drop = nn.Identity()
         self.norm_pre = nn.Identity()
         self.blocks = nn.Sequential(*(Block(width) for _ in range(depth)))
-        self.norm = nn.LayerNorm(width, eps=1e-6)
-        self.fc_norm = nn.Identity()
+        # timm: the final norm on every token, or (average pooling) fc_norm after the pool
+        self.global_pool = global_pool
+        avg = global_pool == "avg"
+        self.norm = nn.Identity() if avg else nn.LayerNorm(width, eps=1e-6)
+        self.fc_norm = nn.LayerNorm(width, eps=1e-6) if avg else nn.Identity()
         self.head_drop = nn.Dropout(0.0)
         self.head = nn.Linear(width, num_classes, bias=head_bias)
 
@@ -416,11 +420,16 @@ class VisionTransformer(nn.Module):
     def forward(self, x):
         x = self.norm_pre(self.patch_drop(self._pos_embed(self.patch_embed(x))))
         x = self.norm(self.blocks(x))
-        return self.head(self.head_drop(self.fc_norm(x[:, 0])))
+        x = x[:, 1:].mean(dim=1) if self.global_pool == "avg" else x[:, 0]
+        return self.head(self.head_drop(self.fc_norm(x)))
 
 
 def vit(width: int, depth: int) -> nn.Module:
     return VisionTransformer(width, depth, head_bias=False)
+
+
+def vit_avg(width: int, depth: int) -> nn.Module:
+    return VisionTransformer(width, depth, head_bias=False, global_pool="avg")
 
 
 # ------------------------------------------------------------------------------------
@@ -572,6 +581,20 @@ CASES = {
         },
         images=True,
     ),
+    "vit-avgpool": Case(
+        vit_avg,
+        "vit",
+        1,
+        "norm",  # an Identity here, still the module whose input is h_L
+        {
+            "pos_embed": "input_weight",
+            "blocks.0.attn.qkv.weight": "hidden_weight",
+            "fc_norm.weight": "input_bias",
+            "fc_norm.bias": "input_bias",
+            "head.weight": "output_weight",
+        },
+        images=True,
+    ),
 }
 
 
@@ -676,6 +699,20 @@ def test_vit_head_bias_needs_a_role(configs):
     assert cfg.check(model, 64, 2, opt, patterns=patterns) == []
     [role] = [g["role"] for g in opt.param_groups if any(p is model.head.bias for p in g["params"])]
     assert role == "input_bias"
+
+
+def test_hf_gpt2_conv1d_fans(tmp_path):
+    """HF GPT-2's Conv1D stores its weight (in, out): SSO's compensation reads the fans
+    from the module, so c_fc (64 -> 256) gets lr * sqrt(256 / 64) and c_proj the inverse."""
+    cfg = load_generated("sso", "adamw", base_width=BASE_WIDTH, base_depth=1, folder=tmp_path)
+    model = hf_gpt2(64, 1)
+    assert tuple(model.transformer.h[0].mlp.c_fc.weight.shape) == (64, 256)  # (in, out)
+    base = cfg.hparams(64, 1, lr=1.0)["hidden_weight"]["lr"]
+    lr_of = {id(p): g["lr"] for g in cfg.param_groups(model, 64, 1, lr=1.0) for p in g["params"]}
+    mlp = model.transformer.h[0].mlp
+    assert lr_of[id(mlp.c_fc.weight)] == pytest.approx(base * 2)
+    assert lr_of[id(mlp.c_proj.weight)] == pytest.approx(base / 2)
+    assert lr_of[id(model.transformer.h[0].attn.c_proj.weight)] == pytest.approx(base)
 
 
 def test_detect_patterns_are_disjoint(configs):
