@@ -395,6 +395,8 @@ def load_generated(
         write_atomic(path, source, force=True)
     spec = importlib.util.spec_from_file_location(f"spectral_generated_{name}", path)
     module = importlib.util.module_from_spec(spec)
+    # registered like an import: torch.compile looks hook functions' modules up by name
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     _LOADED[key] = module
     return module
