@@ -371,6 +371,7 @@ def load_generated(
     """
     import hashlib
     import importlib.util
+    import sys
 
     from .catalog import catalog
 
