@@ -26,7 +26,10 @@ from .result import Exponent
 from .spec import OptimizerSpec
 from .transfer import DEFAULT_EPS, Plan, eps_place, plan
 
-__all__ = ["IMPLEMENTATIONS", "Implementation", "load_generated", "render", "write"]
+__all__ = ["FRAMEWORKS", "IMPLEMENTATIONS", "Implementation", "load_generated", "render", "write"]
+
+FRAMEWORKS = ("torch", "jax")
+"""What ``render(framework=...)`` writes a module for."""
 
 
 @dataclass(frozen=True)
@@ -248,17 +251,25 @@ def render(
     base_depth: int,
     catalog: Mapping[str, OptimizerSpec] | None = None,
     command: str | None = None,
+    framework: str = "torch",
 ) -> str:
     """The source of the config module (deterministic: same inputs, same bytes).
 
     ``hidden`` may be a :class:`~spectral.transfer.Plan` already derived (the CLI derives
     once); its own ``others``, ``k`` and catalog then apply.
+
+    ``framework="jax"`` renders the JAX / optax module (:mod:`spectral.codegen_jax`) from
+    the same rules and numbers; ``"torch"`` (the default) the PyTorch one.
     """
     for what, v in (("base width", base_width), ("base depth", base_depth)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             from .errors import SpecError
 
             raise SpecError(f"{what} must be a positive integer, got {v!r}")
+    if framework not in FRAMEWORKS:
+        from .errors import SpecError
+
+        raise SpecError(f"framework must be one of {', '.join(FRAMEWORKS)}, got {framework!r}")
     if isinstance(hidden, Plan):  # already derived (the CLI derives once)
         p, k = hidden, hidden.k
     else:
@@ -268,6 +279,8 @@ def render(
         if p.others:
             command += f" --others {p.others}"
         command += f" --k {k} --base-width {base_width} --base-depth {base_depth}"
+        if framework != "torch":
+            command += f" --framework {framework}"
     rules = []
     for r, hps in p.rules.items():
         rules.append(
@@ -324,7 +337,7 @@ def render(
             "parameters (init_ and param_groups raise otherwise, naming the parameter)."
         )
     env = _environment()
-    text = env.get_template("torch_config.py.j2").render(
+    context = dict(
         title=_title(p),
         command=for_docstring(command),  # holds user paths: keep the docstring closed
         version=_version(),
@@ -340,7 +353,11 @@ def render(
         uncovered_note=uncovered_note,
         scaling=_scaling_source(),
     )
-    return text
+    if framework == "jax":
+        from .codegen_jax import render_jax
+
+        return render_jax(env, context, p)
+    return env.get_template("torch_config.py.j2").render(**context)
 
 
 def write(path: str | Path, source: str, *, force: bool = False) -> Path:

@@ -149,6 +149,13 @@ def configure_codegen(p: argparse.ArgumentParser) -> None:
         "-o", "--output", metavar="FILE", help="write the module to FILE (default: stdout)"
     )
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.add_argument(
+        "--framework",
+        choices=("torch", "jax"),
+        default="torch",
+        help="torch (default): the PyTorch module; jax: the same rules as a JAX module "
+        "(jax + optax: labels(), init(), optimizer() over optax.multi_transform)",
+    )
 
 
 def run_codegen(args: argparse.Namespace) -> int:
@@ -162,7 +169,9 @@ def run_codegen(args: argparse.Namespace) -> int:
         p,
         base_width=args.base_width,
         base_depth=args.base_depth,
-        command=_command_line(args, p),
+        command=_command_line(args, p)
+        + ("" if args.framework == "torch" else f" --framework {args.framework}"),
+        framework=args.framework,
     )
     emit(source, args)
     if p.uncovered:
