@@ -14,7 +14,9 @@ batch per rank the gradient differs from the one-process one in its last bits (t
 summation order), as under DDP, and Adam's normalisation of entries whose gradient is
 rounding noise (key biases) or Muon's bfloat16 Newton-Schulz would show that instead.
 "control" also trains with the real optimizers stepping the shards directly (what
-build_optimizers did before), to show the comparison catches a different update.
+build_optimizers did before), to show the comparison catches a different update; "ddp"
+also trains with a different half of every batch on each rank, under DDP and sharded,
+which should agree with each other.
 
 The first GPT job also runs init_, classify, apply_multipliers and check on a sharded
 model. Where build_optimizers refuses the sharded model, the job records its error.
@@ -35,6 +37,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 WORLD = 2
 BLOCK, BATCH, STEPS, SAVE_AT = 16, 8, 5, 3
@@ -176,6 +179,19 @@ def run_job(cfg, job: dict, mesh, ckpt: str) -> dict:
         plain = shard(make_model(cfg, job), mesh)
         train(plain, on_shards(cfg, plain, width, depth), data)
         result["control_rel"] = rel_diff(full(plain), want)
+    if job.get("ddp"):  # each rank its own half of every batch, as in real training
+        rank, rows = dist.get_rank(), BATCH // WORLD
+        half = [
+            (x[rank * rows : (rank + 1) * rows], y[rank * rows : (rank + 1) * rows])
+            for x, y in data
+        ]
+        ddp_model = make_model(cfg, job)
+        ddp = DDP(ddp_model)
+        train(ddp, [cfg.build_optimizers(ddp, width, depth, **kwargs)], half)
+        fsdp = shard(make_model(cfg, job), mesh)
+        train(fsdp, [cfg.build_optimizers(fsdp, width, depth, **kwargs)], half)
+        result["split_fsdp_vs_ddp"] = rel_diff(full(fsdp), full(ddp_model))
+        result["split_ddp_vs_one"] = rel_diff(full(ddp_model), want)
     result["seconds"] = time.perf_counter() - t0
     return result
 
