@@ -367,6 +367,7 @@ def table(d: Derivation, *, explain: bool = False, input_kind: InputKind | None 
         )
     checks = Table(
         title=Text(f"Verification: {d.terms_checked} condition terms", style="bold"),
+        caption=Text(d.verification_summary, style="dim"),
         box=box.SIMPLE_HEAD,
     )
     for name, justify in (
