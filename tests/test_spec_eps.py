@@ -116,8 +116,9 @@ def test_catalog_places():
     specs = catalog()
     assert eps_place(specs["shampoo"]) == ("matrix_eps", None)
     assert eps_place(specs["adamw"]) == ("eps", None)
+    assert eps_place(specs["adafactor"]) == ("eps", 0)  # torch.optim.Adafactor(eps=(eps1, eps2))
     for name, spec in specs.items():
-        if name != "shampoo":
+        if name not in ("shampoo", "adafactor"):
             assert eps_place(spec) == ("eps", None), name
 
 

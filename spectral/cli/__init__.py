@@ -26,6 +26,7 @@ from ..errors import DerivationError, SpectralError
 from ..text import for_terminal
 from . import checks as _checks
 from . import codegen as cli_codegen
+from . import infer as cli_infer
 from .common import UsageError as _UsageError
 from .common import add_output_options as _add_output_options
 from .common import EXIT_DERIVATION, EXIT_OK, EXIT_USAGE, console, emit
@@ -187,6 +188,13 @@ COMMANDS["probe"] = Command(
     description="One step of the real implementation (unit lr, no weight decay) on a low-rank "
     "gradient for each role's shape and widths 64..1024; fit the exponent of ‖ΔW‖_R in n and "
     "compare it with the declared update_norm (mismatch > 0.1 fails).",
+)
+
+COMMANDS["infer"] = Command(
+    "measure a real optimizer class and write the declaration it fits (or say why none fits)",
+    cli_infer.configure_infer,
+    cli_infer.run_infer,
+    description=cli_infer.INFER_DESCRIPTION,
 )
 
 

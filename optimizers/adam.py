@@ -1,0 +1,28 @@
+"""Adam: ``A = m̂/(sqrt(v̂) + ε)``, idealised as ``sign(∇W)`` — AdamW without weight decay.
+
+Idealised update (Kingma & Ba 2015, Alg. 1; the paper's App. C.5 for AdamW): with
+``β₁ = β₂ = 0`` and ``ε = 0`` the step is sign descent, ``‖A‖_R = n_in`` for a low-rank
+gradient, and ε sits where AdamW's does, ``Θ(G / sqrt(n_in n_out))``. The declaration is
+AdamW's; what differs is weight decay. ``torch.optim.Adam(weight_decay=λ)`` is L2
+regularisation: ``λW`` is added to the gradient *before* the normalisation, so the decay
+term is divided by ``sqrt(v̂)`` and is not the ``-η λ W`` the rules assume. Use it with the
+default base weight decay 0; the generated module fixes ``decoupled_weight_decay=True`` so
+that a non-zero base value means what the weight-decay rule says (that is AdamW).
+Applies to weights and biases.
+"""
+
+import sympy as sp
+
+from spectral.spec import OptimizerSpec
+from spectral.symbols import G, n_in, n_out
+
+SPEC = OptimizerSpec(
+    name="adam",
+    update_norm=n_in,
+    eps=G / sp.sqrt(n_in * n_out),
+    eps_label="Adam ε",
+    applies_to="all",
+    summary="m̂ / (sqrt(v̂) + ε) ≈ sign(∇W), no weight decay (torch.optim.Adam)",
+    paper="Kingma & Ba 2015, Alg. 1; as AdamW, App. C.5",
+    doc=__doc__,
+)

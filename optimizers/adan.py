@@ -1,0 +1,27 @@
+"""Adan: Adam with Nesterov momentum from gradient differences.
+
+Idealised update (Xie et al. 2024, Alg. 1; implementation ``pytorch_optimizer.Adan``):
+``m`` averages ``∇W_t``, ``d`` averages ``∇W_t - ∇W_{t-1}``, ``v`` averages
+``(∇W_t + β₂(∇W_t - ∇W_{t-1}))²``, and ``ΔW = -η (m + β₂ d)/(sqrt(v) + ε)``. With the
+momenta at 0 and a steady gradient the step is ``sign(∇W)``: ``‖A‖_R = n_in`` for a
+low-rank gradient, as Adam's; ε is added to ``sqrt(v)``, the entrywise RMS of the gradient,
+``Θ(G / sqrt(n_in n_out))``. Weight decay is the paper's proximal form
+``W ← W/(1 + η λ)`` (``weight_decouple=False``, the default), which is ``(1 - η λ) W`` to
+first order in ``η λ``: decoupled, as assumed. Applies to weights and biases.
+"""
+
+import sympy as sp
+
+from spectral.spec import OptimizerSpec
+from spectral.symbols import G, n_in, n_out
+
+SPEC = OptimizerSpec(
+    name="adan",
+    update_norm=n_in,
+    eps=G / sp.sqrt(n_in * n_out),
+    eps_label="Adan ε",
+    applies_to="all",
+    summary="(m + β₂ d)/(sqrt(v) + ε), d the averaged gradient difference ≈ sign(∇W)",
+    paper="Xie et al. 2024, Alg. 1; as AdamW, App. C.5",
+    doc=__doc__,
+)

@@ -1,0 +1,28 @@
+"""ADOPT: Adam with the current gradient left out of its own normalisation.
+
+Idealised update (Taniguchi et al. 2024, Alg. 2; implementation ``pytorch_optimizer.ADOPT``):
+``m_t = β₁ m_{t-1} + (1-β₁) clip(∇W_t / max(sqrt(v_{t-1}), ε), t^¼)``, ``ΔW = -η m_t``, and
+only then ``v_t = β₂ v_{t-1} + (1-β₂) ∇W_t²``. With ``β₁ = β₂ = 0`` and a steady gradient
+the step is ``∇W/|∇W| = sign(∇W)``: ``‖A‖_R = n_in`` for a low-rank gradient, as Adam's.
+ε floors ``sqrt(v)``, the entrywise RMS of the gradient: ``Θ(G / sqrt(n_in n_out))``.
+The first step only initialises ``v`` (no update). pytorch-optimizer's default
+``weight_decouple=False`` adds ``λW`` to the gradient before the normalisation (coupled);
+the generated module fixes ``weight_decouple=True`` (``W ← (1 - η λ) W``), the decay the
+rules assume. Applies to weights and biases.
+"""
+
+import sympy as sp
+
+from spectral.spec import OptimizerSpec
+from spectral.symbols import G, n_in, n_out
+
+SPEC = OptimizerSpec(
+    name="adopt",
+    update_norm=n_in,
+    eps=G / sp.sqrt(n_in * n_out),
+    eps_label="ADOPT ε",
+    applies_to="all",
+    summary="momentum of ∇W / max(sqrt(v_{t-1}), ε) ≈ sign(∇W) (pytorch_optimizer.ADOPT)",
+    paper="Taniguchi et al. 2024, Alg. 2; as AdamW, App. C.5",
+    doc=__doc__,
+)

@@ -1,0 +1,31 @@
+"""MARS (AdamW form): AdamW on a variance-reduced gradient, matrices only.
+
+Idealised update (Yuan et al. 2024, Alg. 2, MARS-AdamW; implementation
+``pytorch_optimizer.MARS``, ``mars_type="adamw"``): the corrected gradient
+``c_t = ∇W_t + γ β₁/(1-β₁) (∇W_t - ∇W_{t-1})`` (rescaled to unit Frobenius norm when
+larger) feeds AdamW's moments, ``ΔW = -η m̂/(sqrt(v̂) + ε)``. With a steady gradient
+``c_t = ∇W_t`` and the step is ``sign(∇W)``: ``‖A‖_R = n_in`` for a low-rank gradient; ε
+is added to ``sqrt(v̂)``, ``Θ(G / sqrt(n_in n_out))`` (the clip rescales ``m`` and ``sqrt(v̂)``
+alike, so only ε sees it: a width-independent factor of at most 1 at a steady gradient).
+
+Matrices only, as in the paper: pytorch-optimizer steps 1-D parameters with its own AdamW
+at ``lr_1d`` and ``weight_decay_1d`` (unless ``optimize_1d=True``), ignoring the group's lr,
+so biases and norm gains go to another optimizer (``--others adamw``). Weight decay is
+decoupled (``W ← (1 - η λ) W``).
+"""
+
+import sympy as sp
+
+from spectral.spec import OptimizerSpec
+from spectral.symbols import G, n_in, n_out
+
+SPEC = OptimizerSpec(
+    name="mars",
+    update_norm=n_in,
+    eps=G / sp.sqrt(n_in * n_out),
+    eps_label="MARS ε",
+    applies_to="matrices",
+    summary="AdamW on the variance-reduced gradient ∇W_t + γ β₁/(1-β₁)(∇W_t - ∇W_{t-1})",
+    paper="Yuan et al. 2024, Alg. 2 (MARS-AdamW); as AdamW, App. C.5",
+    doc=__doc__,
+)

@@ -1,0 +1,26 @@
+"""NAdam: Adam with Nesterov momentum, ``A = (μ_{t+1} m̂ + (1-μ_t) ĝ)/(sqrt(v̂) + ε)``.
+
+Idealised update (Dozat 2016, Alg. 2; implementation ``torch.optim.NAdam``): the Nesterov
+look-ahead mixes the momentum and the current gradient with width-independent weights
+``μ_t = β₁(1 - ½·0.96^{tψ})``; with ``β₁ = β₂ = 0`` and ``ε = 0`` it is sign descent, as
+Adam: ``‖A‖_R = n_in`` for a low-rank gradient, and ε is added to ``sqrt(v̂)``, the
+entrywise RMS of the gradient, ``Θ(G / sqrt(n_in n_out))``. torch's ``weight_decay`` is
+coupled (L2) unless ``decoupled_weight_decay=True``, which the generated module fixes.
+Applies to weights and biases.
+"""
+
+import sympy as sp
+
+from spectral.spec import OptimizerSpec
+from spectral.symbols import G, n_in, n_out
+
+SPEC = OptimizerSpec(
+    name="nadam",
+    update_norm=n_in,
+    eps=G / sp.sqrt(n_in * n_out),
+    eps_label="NAdam ε",
+    applies_to="all",
+    summary="Adam with Nesterov momentum ≈ sign(∇W) (torch.optim.NAdam)",
+    paper="Dozat 2016, Alg. 2; as AdamW, App. C.5",
+    doc=__doc__,
+)

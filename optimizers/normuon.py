@@ -1,0 +1,34 @@
+"""NorMuon: Muon's orthogonalised momentum with its rows normalised, norm preserved.
+
+Idealised update (Li et al. 2025, Alg. 1; implementation ``pytorch_optimizer.NorMuon``,
+``update_scale="preserve_norm"``, its default and the official code's): ``O = NS(M) ≈ U Vᵀ``
+(``M`` the momentum), each row of ``O`` divided by its running RMS, then the result
+rescaled to ``‖O‖_F``. A wide matrix (``n_out ≤ n_in``) has orthonormal rows, all of the
+same norm, so the row normalisation changes nothing and the step is Muon's,
+``‖A‖_R = sqrt(n_in/n_out)``. A tall one (``n_out > n_in``) has orthonormal columns and
+rows of unequal norm; equalising them spreads the step evenly over the ``n_out`` outputs,
+and its RMS→RMS norm becomes ``Θ(1)``. Together:
+``‖A‖_R = sqrt(max(n_in, n_out)/n_out)``, i.e. ``max(1, sqrt(n_in/n_out))`` — Muon's on the
+output layer and on square hidden matrices, ``Θ(1)`` on the input layer.
+
+Matrices only: pytorch-optimizer steps parameters of groups without ``use_muon=True`` with
+its own AdamW at ``adamw_lr`` (ignoring the group's lr), so the generated module sets
+``use_muon=True`` on every group it builds, and biases go to another optimizer
+(``--others adamw``). Its ε (1e-10) guards the row normalisation and the rescaling; the
+paper tabulates none and it is not scaled. Weight decay is decoupled
+(``W ← (1 - η λ) W``).
+"""
+
+import sympy as sp
+
+from spectral.spec import OptimizerSpec
+from spectral.symbols import n_in, n_out
+
+SPEC = OptimizerSpec(
+    name="normuon",
+    update_norm=sp.sqrt(sp.Max(n_in, n_out) / n_out),
+    applies_to="matrices",
+    summary="row-normalised NS(momentum), rescaled to ‖NS(momentum)‖_F (preserve_norm)",
+    paper="Li et al. 2025, Alg. 1 (official code's preserve_norm); as Muon, App. C.2",
+    doc=__doc__,
+)

@@ -1,0 +1,31 @@
+"""RAdam: Adam with a rectified variance, ``A = r_t m̂/(sqrt(v̂) + ε)`` once ``ρ_t > 5``.
+
+Idealised update (Liu et al. 2020, Alg. 2; implementation ``torch.optim.RAdam``): once the
+rectification is on, the step is Adam's times ``r_t``, a width-independent factor that tends
+to 1, so ``‖A‖_R = n_in`` for a low-rank gradient and ε is Adam's,
+``Θ(G / sqrt(n_in n_out))``.
+
+Outside the declaration: while ``ρ_t ≤ 5`` — the first 5 steps at ``β₂ = 0.999`` — RAdam
+steps by the bias-corrected momentum ``m̂`` itself, un-normalised, which is SGD with
+momentum: ``‖A‖_R = sqrt(n_in/n_out) G`` there. The rules hold from step 6 on; during the
+first 5 steps the hidden and output learning rates (Adam's, ``∝ 1/n``) are smaller than
+SGD's rules would give, so those steps shrink with width — a slow start, not an
+instability. torch's ``weight_decay`` is coupled unless ``decoupled_weight_decay=True``,
+which the generated module fixes. Applies to weights and biases.
+"""
+
+import sympy as sp
+
+from spectral.spec import OptimizerSpec
+from spectral.symbols import G, n_in, n_out
+
+SPEC = OptimizerSpec(
+    name="radam",
+    update_norm=n_in,
+    eps=G / sp.sqrt(n_in * n_out),
+    eps_label="RAdam ε",
+    applies_to="all",
+    summary="rectified Adam ≈ sign(∇W) from step 6; un-normalised momentum before (torch.optim.RAdam)",
+    paper="Liu et al. 2020, Alg. 2; as AdamW, App. C.5",
+    doc=__doc__,
+)

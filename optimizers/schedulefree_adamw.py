@@ -1,0 +1,38 @@
+"""Schedule-Free AdamW: an AdamW step on ``z``, the parameter an average of the iterates.
+
+Idealised update (Defazio et al. 2024, Alg. 1; implementation
+``pytorch_optimizer.ScheduleFreeAdamW``): three sequences, the gradient taken at
+``y_t = (1-β₁) z_t + β₁ x_t``:
+
+    z_{t+1} = z_t - γ (∇W(y_t)/(sqrt(v̂) + ε) + λ y_t),    x_{t+1} = (1 - c_t) x_t + c_t z_{t+1},
+
+with ``c_t = 1/t`` at a constant lr (``r = 0``, no warm-up). The ``z`` step is AdamW's
+(``β₁ = 0`` in its numerator): ``≈ sign(∇W)``, ``‖A‖_R = n_in`` for a low-rank gradient,
+ε added to ``sqrt(v̂)``, ``Θ(G / sqrt(n_in n_out))``.
+
+Outside the framework's assumptions: the framework's step ``ΔW = -η (A + λW)`` acts on the
+weights the gradient is evaluated at; here those are ``y``, which moves by
+``(1-β₁) Δz + β₁ Δx`` — the current step plus an average over past steps. The rules hold
+for ``γ``, the step of ``z``; ``y`` (and ``x``) move by a fixed, width-independent mix of
+steps each of that size, so their width scaling is the declared one, but the framework says
+nothing about the averaging itself (it has no notion of iterate averages). The weights
+stored in the model during training are ``y``: call ``optimizer.eval()`` on this part
+(``opt.parts["schedulefree-adamw"]``) before evaluating and ``.train()`` after — the
+``x`` weights are the ones to evaluate. Applies to weights and biases.
+"""
+
+import sympy as sp
+
+from spectral.spec import OptimizerSpec
+from spectral.symbols import G, n_in, n_out
+
+SPEC = OptimizerSpec(
+    name="schedulefree-adamw",
+    update_norm=n_in,
+    eps=G / sp.sqrt(n_in * n_out),
+    eps_label="Schedule-Free AdamW ε",
+    applies_to="all",
+    summary="AdamW step on z, parameter y = (1-β₁) z + β₁ x, x the running average of z",
+    paper="Defazio et al. 2024, Alg. 1 (iterate averaging outside the framework: see the note)",
+    doc=__doc__,
+)

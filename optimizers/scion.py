@@ -1,0 +1,26 @@
+"""Scion: a step of unit size in a per-layer operator norm, ``A = lmo(m)``.
+
+Idealised update (Pethick et al. 2025, Sec. 3 and Table 2; implementation
+``pytorch_optimizer.SCION``, ``norm_type=AUTO``): the linear minimisation oracle of the
+RMS→RMS norm ball. For a matrix it is ``sqrt(n_out/n_in) U Vᵀ`` (``∇W = U Σ Vᵀ``), of RMS→RMS
+norm exactly 1; for a vector ``g/RMS(g)``, of RMS 1. So ``‖A‖_R = 1`` for every role —
+Scion's point. The paper's other layer norms (sign for the readout, column-normalised
+embeddings) are also of ``Θ(1)`` RMS→RMS size on a low-rank gradient, so the declaration does
+not depend on which one a layer uses. The unconstrained variant (``constraint=False``, the
+default) decays ``W ← (1 - η λ) W``: decoupled, as assumed; ``constraint=True`` replaces
+that by ``W ← (1 - η) W``, which is weight decay with ``λ = 1``. No ε (the ``1e-8`` inside
+the column and row normalisations guards a division). Applies to weights and biases.
+"""
+
+import sympy as sp
+
+from spectral.spec import OptimizerSpec
+
+SPEC = OptimizerSpec(
+    name="scion",
+    update_norm=sp.Integer(1),
+    applies_to="all",
+    summary="LMO of the RMS→RMS norm ball: sqrt(n_out/n_in) U Vᵀ (matrices), g/RMS(g) (vectors)",
+    paper="Pethick et al. 2025, Sec. 3, Table 2; as SSO, App. C.8",
+    doc=__doc__,
+)
