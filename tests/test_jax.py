@@ -675,3 +675,36 @@ def test_committed_jax_coord_check_numbers(run):
         if s["parameterization"] == "mup" and s["metric"] == "delta_h":
             assert abs(s["slope"]) <= 0.15, s
             assert f"{s['slope']:+.2f}".replace("-", "−") in doc
+
+
+def test_user_declaration_needs_transforms(tmp_path, capsys):
+    """--spec in the JAX module: no factory, refused by name until transforms= gives one,
+    which then gets the declaration's eps."""
+    from spectral.cli import main
+
+    spec = tmp_path / "mine.toml"
+    spec.write_text('name = "mine"\nupdate_norm = "n_in"\neps = "G / sqrt(n_in * n_out)"\n')
+    out = tmp_path / "cfg_mine.py"
+    assert main(["codegen", "muon-kimi", "--others", "mine", "--spec", str(spec),
+                 "--framework", "jax", "--base-width", "16", "--base-depth", "1",
+                 "-o", str(out)]) == 0
+    mod = load(out)
+    assert mod.NO_IMPLEMENTATION == {
+        "mine": "mine: a user declaration; no implementation is known."}
+    params = mlp_params()
+    with pytest.raises(ValueError, match=r"^mine: a user declaration; no implementation is "
+                       r"known\. Pass transforms=\{'mine': 'fn'\}"):
+        mod.optimizer(params, 32, 2, lr=0.01)
+    seen = []
+
+    def mine(*, learning_rate, weight_decay, eps):
+        seen.append((learning_rate, weight_decay, eps))
+        return optax.sgd(learning_rate)
+
+    tx = mod.optimizer(params, 32, 2, lr=0.01, eps=1e-3, transforms={"mine": mine})
+    hp = mod.hparams(32, 2, lr=0.01, eps=1e-3)
+    want = [(h["lr"], h["weight_decay"], h["eps"]) for r, h in hp.items()
+            if mod.OPTIMIZERS[r] == "mine"]
+    assert sorted(seen) == sorted(want) and len(want) == 4
+    updates, _ = jax.jit(tx.update)(jax.tree.map(jnp.ones_like, params), tx.init(params), params)
+    assert all(bool(jnp.all(jnp.isfinite(u))) for u in jax.tree.leaves(updates))
