@@ -4,7 +4,8 @@
 
 Each JOB is a JSON object: {"config": path, "model": "gpt" | "mlp", "width", "depth",
 and optionally "bias": bool (mlp), "mesh": [2] (fully_shard, the default) or [1, 2]
-(HSDP), "optimizer_kwargs": {...}, "control": bool}. Per job: trains the model
+(HSDP), "optimizer_kwargs": {...}, "user_factory": bool (the module's factories passed
+as factories=), "control": bool, "ddp": bool}. Per job: trains the model
 for 5 steps in one process (the reference: on every rank, no collectives) and sharded
 with fully_shard (per block, then the whole model); saves a DCP checkpoint at step 3,
 resumes it into a freshly built model and optimizer (other weights) and runs that to
@@ -24,6 +25,7 @@ model. Where build_optimizers refuses the sharded model, the job records its err
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import sys
@@ -140,6 +142,10 @@ def run_job(cfg, job: dict, mesh, ckpt: str) -> dict:
     t0 = time.perf_counter()
     width, depth = job["width"], job["depth"]
     kwargs = {**BASE, "optimizer_kwargs": job.get("optimizer_kwargs")}
+    if job.get("user_factory"):  # the module's factories, passed in as a user's own
+        kwargs["factories"] = {
+            kind: functools.partial(factory) for kind, factory in cfg.FACTORIES.items()
+        }
     data = batches(job)
 
     model = shard(make_model(cfg, job), mesh)

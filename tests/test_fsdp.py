@@ -46,6 +46,7 @@ JOBS: dict[str, tuple[tuple[str, str | None], dict]] = {
         {**MLP, "bias": True, "mesh": [1, 2]},
     ),
     "lion, cautious": (("lion", None), {**MLP, "optimizer_kwargs": {"lion": {"cautious": True}}}),
+    "adamw, user factory": (("adamw", None), {**MLP, "user_factory": True}),
 }
 # refused on sharded parameters: build_optimizers' error is the result
 REFUSED = {f"catalog: {name}" for name in ("sophia",) if name in catalog()}
@@ -135,9 +136,11 @@ def test_sharded_training_is_the_one_process_training(report, tables, label):
     options = JOBS[label][1].get("optimizer_kwargs", {})
     for kind, part in job["parts"].items():
         # whole-matrix optimizers (and element-wise ones given an option that mixes a
-        # tensor's entries) are stepped whole; element-wise ones on the shards
+        # tensor's entries, or built by a user's factory) are stepped whole; element-wise
+        # ones on the shards
         mixing = any(options.get(kind, {}).get(o) for o in tables.ENTRY_MIXING_OPTIONS)
-        whole = kind not in tables.ELEMENTWISE or mixing
+        user = JOBS[label][1].get("user_factory", False)
+        whole = kind not in tables.ELEMENTWISE or mixing or user
         assert part == ("GatheredOptimizer" if whole else job["inner"][kind]), kind
 
 
