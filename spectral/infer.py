@@ -207,8 +207,9 @@ class EpsFit:
     """Role → exponent in ``n`` of ``ε*`` (``G = 1``)."""
     G: Exponent | None = None
     thresholds: dict[str, tuple[float, ...]] = field(default_factory=dict)
-    """Role → ``ε*`` at each width."""
+    """Role → ``ε*`` at each of :attr:`widths`."""
     expression: str | None = None
+    widths: tuple[int, ...] = ()
 
     @property
     def place(self) -> str:
@@ -224,6 +225,7 @@ class EpsFit:
             "n": {r: e.to_dict() for r, e in self.roles.items()},
             "G": None if self.G is None else self.G.to_dict(),
             "thresholds": {r: [float(f"{x:.4g}") for x in v] for r, v in self.thresholds.items()},
+            "widths": list(self.widths),
             "expression": self.expression,
         }
 
@@ -340,6 +342,11 @@ class Inference:
             ]
         if self.eps is not None:
             lines += ["", f"ε ({self.eps.place}, default {self.eps.default!r}): {self.eps.why}"]
+            if self.eps.widths:
+                lines.append(
+                    f"  ε* at n = {', '.join(map(str, self.eps.widths))} (seed 0, ranks "
+                    f"{', '.join(map(str, RANKS))}):"
+                )
             for role, ex in self.eps.roles.items():
                 th = " ".join(f"{x:.3g}" for x in self.eps.thresholds.get(role, ()))
                 lines.append(f"  ε* {role:<14} n: {ex.text()}   ε* = {th}")
@@ -718,10 +725,16 @@ def _unrounded(e: Exponent, var: str) -> str:
     head = f"{e.value:+.3f} [{e.low:+.3f}, {e.high:+.3f}]: "
     half = (e.high - e.low) / 2
     if half > MAX_HALF_WIDTH:
+        why = (
+            "the seeds and gradient ranks disagree, or the local slope drifts across the "
+            "widths"
+            if var == "n"
+            else "the local slope drifts across G = 0.1, 1, 10 (a clip or a floor acting "
+            "in that range?)"
+        )
         return head + (
-            f"the interval (±{half:.2f}) is wider than ±{MAX_HALF_WIDTH} — the seeds and "
-            f"gradient ranks disagree, or the local slope drifts across the widths — so no "
-            f"power of {var} is supported (try more widths)"
+            f"the interval (±{half:.2f}) is wider than ±{MAX_HALF_WIDTH} — {why} — so no "
+            f"power of {var} is supported"
         )
     return head + (
         f"no fraction p/q with q ≤ {MAX_DENOMINATOR} in the interval, so it is not a simple "
@@ -800,10 +813,11 @@ def _classify_eps(meter: _Meter, cand: tuple[str, int | None, Any], width: int) 
             f"{max(abs(up), abs(down)):.1e} (hidden_weight, n = {width}); a guard against "
             "division by zero, not declared"
         )
-    if up > 0:
+    if up > -INERT:
         return False, (
-            f"a larger {place} gives a larger step (×{high / at:.4g} at ×1e3): not an ε that "
-            "regularises a denominator, not declared"
+            f"raising {place} ×1e3 from {default!r} does not shrink the step (×{high / at:.6g}; "
+            f"lowering it ×1e-3: ×{low / at:.4g}): it acts below the gradient's signal (on "
+            "noise), not as the regulariser of a denominator; not declared"
         )
     return True, f"regularises the step (×{high / at:.3g} at ×1e3 the default); declared"
 
@@ -899,7 +913,7 @@ def _fit_eps(meter: _Meter, cand, widths: Sequence[int], g_width: int) -> EpsFit
                     guess = math.log10(curves[-1][0])
                 th.append(_threshold(meter, cand, role, w, seed=s, rank=r, guess=guess))
             if not all(math.isfinite(t) and t > 0 for t in th):
-                return EpsFit(key, index, default, True, f"ε* not found for {role}", roles)
+                return EpsFit(key, index, default, True, f"ε* not found for {role}", roles, widths=widths)
             curves.append(th)
         thresholds[role] = tuple(
             math.exp(sum(math.log(c[i]) for c in curves) / len(curves)) for i in range(len(widths))
@@ -916,15 +930,20 @@ def _fit_eps(meter: _Meter, cand, widths: Sequence[int], g_width: int) -> EpsFit
                         guess=guess + math.log10(g)) for g in G_SCALES]
         )
     if not all(math.isfinite(t) and t > 0 for c in g_curves for t in c):
-        return EpsFit(key, index, default, True, "ε* not found in G", roles, None, thresholds)
+        return EpsFit(key, index, default, True, "ε* not found in G", roles, None, thresholds, widths=widths)
     g_fit = _exponent(G_SCALES, g_curves)
+    if g_fit.rounded is None:  # one G fit (hidden role) serves every role: say it once
+        why = f"ε* (hidden_weight) is G^{_unrounded(g_fit, 'G')}"
+        return EpsFit(key, index, default, True, why, roles, g_fit, thresholds, widths=widths)
     gs = {role: g_fit for role in roles}
     exps, problems = _fit_declaration(roles, gs, "ε*")
     if exps is None:
-        return EpsFit(key, index, default, True, "; ".join(problems), roles, g_fit, thresholds)
+        return EpsFit(
+            key, index, default, True, "; ".join(problems), roles, g_fit, thresholds, widths=widths
+        )
     expr = declaration(exps["a"], exps["b"], exps["c"], exps["g"])
     why = f"regularises the step; ε* (where ‖ΔW‖_R has halved) ∝ {expr}"
-    return EpsFit(key, index, default, True, why, roles, g_fit, thresholds, expr)
+    return EpsFit(key, index, default, True, why, roles, g_fit, thresholds, expr, widths)
 
 
 # --------------------------------------------------------------------------------------

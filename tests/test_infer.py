@@ -86,6 +86,20 @@ def test_cli_adamw_toml_derives_like_the_catalog(tmp_path, capsys):
     assert "exists; pass --force" in capsys.readouterr().err
 
 
+def test_cli_group_keys_normuon(tmp_path, capsys):
+    """NorMuon steps only groups with use_muon=True (the others with its own AdamW at
+    adamw_lr); --group sets it, and the inferred declaration derives the catalog's rules."""
+    out = tmp_path / "normuon.toml"
+    argv = ["infer", "pytorch_optimizer.NorMuon", "--group", '{"use_muon": true}', "-o", str(out)]
+    assert main([*argv, "--applies-to", "matrices", "--widths", "64,128,256", "--quiet"]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "param group use_muon=True" in text
+    assert 'update_norm = "sqrt(n_in)/sqrt(min(n_in, n_out))"' in text
+    from spectral.spec_file import load_spec
+
+    assert rules(load_spec(out)) == rules("normuon")
+
+
 def test_shampoo_biases_measure_consistently_so_auto_covers_them():
     """pytorch-optimizer's Shampoo on a vector steps by g/‖g‖ — the n × 1 case of its matrix
     step — so the measurement extends to biases; the catalog (the paper) declares matrices."""
