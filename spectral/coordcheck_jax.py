@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -373,6 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--alpha-base", type=float, default=DEFAULT_ALPHA_BASE["mlp"])
     p.add_argument("--json", metavar="FILE", help="write every point and slope as JSON")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --json FILE")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     args = p.parse_args(argv)
     try:
@@ -394,6 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SpecError, ValueError, KeyError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
+    if args.json and os.path.lexists(args.json) and not args.force:
+        sys.stderr.write(f"error: {args.json} exists; pass --force to overwrite it\n")
+        return 2
 
     def progress(line: str) -> None:
         if not args.quiet:
@@ -402,9 +407,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run_coord_check_jax(cfg, progress=progress)
     sys.stdout.write(slope_table(result))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1)
-            f.write("\n")
+        from .io import write_atomic
+
+        try:
+            write_atomic(args.json, json.dumps(result, indent=1) + "\n", force=args.force)
+        except SpecError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            return 2
     return 0 if result["pass"] else 1
 
 
