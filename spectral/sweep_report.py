@@ -2,12 +2,22 @@
 
 From ``OUT/runs.jsonl`` (:mod:`spectral.sweep`) this writes, into ``OUT``:
 
-* ``summary.md`` — every table (final validation loss per size × log2 LR, best per row in
-  bold), the optimum drift per parameterisation and axis, the data and the command;
-* ``tables.tex`` — the same tables in the paper's LaTeX style (booktabs);
-* ``drift.json`` — the drift numbers, machine-readable;
+* ``summary.md`` — first the transfer regret and the best loss per size and parameterisation,
+  then the optimum drift, then every table (final validation loss per size × log2 LR, best
+  per row in bold), the data and the command;
+* ``tables.tex`` — the regret / best-loss table and the loss tables in the paper's LaTeX
+  style (booktabs);
+* ``drift.json`` — the drift, regret and best-loss numbers, machine-readable;
 * ``lr_width.png`` / ``lr_depth.png`` — loss vs log2 LR, one curve per size, one panel per
-  parameterisation side by side (matplotlib, Agg backend).
+  parameterisation side by side, and a last panel of the best loss and the loss at the
+  base-optimal LR vs size (the gap is the regret) (matplotlib, Agg backend).
+
+Transfer regret (:func:`transfer_regret`): at each size, the loss at the base-optimal LR
+(the best log2 η_base at the base size of that axis) minus the best loss over the LR grid at
+that size — what a user who tunes at the base and transfers pays against re-tuning at every
+size. Drift alone can hide it (a one-step drift on a flat valley costs nothing; on a steep
+one, a lot) and best loss alone hides what transfer saves (SP re-tuned per size is a
+sweep per size).
 
 Drift, in grid steps of log2 η_base: ``end`` = argmin index at the largest size minus at the
 smallest; ``spread`` = max − min of the argmin index over all sizes. Diverged runs count as
@@ -32,6 +42,7 @@ __all__ = [
     "Table",
     "build_tables",
     "drift",
+    "transfer_regret",
     "render_markdown",
     "render_latex",
     "plot",
@@ -57,6 +68,9 @@ class Table:
     log2_lrs: list[int]
     values: list[list[float | None | str]]
     """``values[row][col]``: loss, ``"div"`` (diverged) or ``None`` (not run)."""
+    base_size: int | None = None
+    """The base model's width (width axis) or depth (depth axis): where the LR is tuned.
+    ``None``: unknown, the smallest size stands in for it."""
 
     def argmins(self) -> list[int | None]:
         out: list[int | None] = []
@@ -95,8 +109,9 @@ def build_tables(records: Iterable[dict[str, Any]], cfg: Any) -> list[Table]:
                     else:
                         row.append(float(r["val_loss"]))
                 values.append(row)
+            base = cfg.base_width if axis == "width" else cfg.base_depth
             tables.append(
-                Table(cfg.optimizer, axis, p, [w if axis == "width" else d for w, d in sizes], lrs, values)
+                Table(cfg.optimizer, axis, p, [w if axis == "width" else d for w, d in sizes], lrs, values, base)
             )
     return tables
 
@@ -115,6 +130,113 @@ def drift(table: Table) -> dict[str, Any]:
         "end": end,
         "spread": (max(known) - min(known)) if known else None,
     }
+
+
+def transfer_regret(table: Table) -> dict[str, Any]:
+    """Best loss and transfer regret at each size of one table (pure: no torch, no files).
+
+    The reference row is the base size (``table.base_size``; the smallest size when it is
+    ``None`` or not in the table). Its argmin is the base-optimal log2 η — what a user tunes
+    on the base model. At each size:
+
+    * ``best_loss`` — the lowest finite loss over the LR grid (``None``: no finite run);
+    * ``loss_at_base_lr`` — the loss at the base-optimal log2 η (``"div"`` if that run
+      diverged, ``None`` if it was not run);
+    * ``regret`` — ``loss_at_base_lr − best_loss`` (≥ 0; 0 at the base size by definition;
+      ``"div"`` when the transferred LR diverges; ``None`` when either side is missing or
+      the base size has no optimum).
+
+    Returns ``{"sizes", "base_size", "base_log2_lr", "best_loss", "loss_at_base_lr", "regret"}``
+    (lists aligned with ``sizes``).
+    """
+    am = table.argmins()
+    ref = table.sizes.index(table.base_size) if table.base_size in table.sizes else 0
+    base_col = am[ref] if am else None
+    best: list[float | None] = []
+    at_base: list[float | str | None] = []
+    regret: list[float | str | None] = []
+    for row, a in zip(table.values, am, strict=False):
+        b = row[a] if a is not None else None
+        v = row[base_col] if base_col is not None else None
+        best.append(b)
+        at_base.append(v)
+        if v == "div" and b is not None:
+            regret.append("div")
+        elif isinstance(v, float) and b is not None:
+            regret.append(v - b)
+        else:
+            regret.append(None)
+    return {
+        "sizes": table.sizes,
+        "base_size": table.sizes[ref] if table.sizes else None,
+        "base_log2_lr": table.log2_lrs[base_col] if base_col is not None else None,
+        "best_loss": best,
+        "loss_at_base_lr": at_base,
+        "regret": regret,
+    }
+
+
+def _fmt(v: float | str | None) -> str:
+    """A loss or regret cell: 3 decimals, ``div`` or ``–``."""
+    return "–" if v is None else ("div" if v == "div" else f"{v:.3f}")
+
+
+def regret_rows(tables: list[Table]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The regret / best-loss table: one row per (axis, size), ``best`` and ``regret`` per parameterisation.
+
+    Returns (parameterisations in column order, rows); a row is ``{"axis", "symbol", "size",
+    "base", "cells": [{"best", "regret"} text per parameterisation]}``.
+    """
+    params: list[str] = []
+    for t in tables:
+        if t.parameterization not in params:
+            params.append(t.parameterization)
+    rows = []
+    for axis in ("width", "depth"):
+        regs = {t.parameterization: transfer_regret(t) for t in tables if t.axis == axis}
+        if not regs:
+            continue
+        first = next(iter(regs.values()))
+        for i, size in enumerate(first["sizes"]):
+            cells = []
+            for p in params:
+                r = regs.get(p)
+                cells.append({"best": _fmt(r["best_loss"][i]) if r else "–",
+                              "regret": _fmt(r["regret"][i]) if r else "–"})
+            rows.append({"axis": axis, "symbol": _AXIS_META[axis]["symbol"], "size": size,
+                         "base": size == first["base_size"], "cells": cells})
+    return params, rows
+
+
+def _base_lrs(tables: list[Table]) -> list[dict[str, Any]]:
+    """Per axis: the base size and each parameterisation's base-optimal log2 η, for captions."""
+    out = []
+    for axis in ("width", "depth"):
+        regs = [(t.parameterization, transfer_regret(t)) for t in tables if t.axis == axis]
+        if regs:
+            out.append({
+                "axis": axis,
+                "symbol": _AXIS_META[axis]["symbol"],
+                "base_size": regs[0][1]["base_size"],
+                "lrs": ", ".join(f"{p} {'–' if r['base_log2_lr'] is None else r['base_log2_lr']}" for p, r in regs),
+            })
+    return out
+
+
+def render_regret_markdown(tables: list[Table]) -> str:
+    """The regret / best-loss table in markdown (``templates/sweep_regret.md.j2``)."""
+    params, rows = regret_rows(tables)
+    return _env(False).get_template("sweep_regret.md.j2").render(
+        params=params, rows=rows, bases=_base_lrs(tables))
+
+
+def render_regret_latex(tables: list[Table]) -> str:
+    """The regret / best-loss table in the paper's LaTeX style (``templates/sweep_regret.tex.j2``)."""
+    params, rows = regret_rows(tables)
+    optimizer = tables[0].optimizer if tables else ""
+    return _env(True).get_template("sweep_regret.tex.j2").render(
+        optimizer=optimizer, params=[_PARAM_TEX.get(p, p) for p in params], rows=rows,
+        bases=_base_lrs(tables), label=f"tab:sweep-{optimizer}-regret".replace("+", "-"))
 
 
 @cache
@@ -177,14 +299,21 @@ def render_latex(table: Table) -> str:
 
 
 def plot(tables: list[Table], axis: str, path: str | Path) -> Path:
-    """Loss vs log2 LR, one curve per size, one panel per parameterisation (SP beside μP)."""
+    """Loss vs log2 LR, one curve per size, one panel per parameterisation (SP beside μP).
+
+    A last panel shows, per parameterisation, the best loss vs size (solid) and the loss at
+    the base-optimal LR (dashed): the vertical gap is the transfer regret, and the regret at
+    the largest size is written beside the legend.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     panels = [t for t in tables if t.axis == axis]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(panels) + 1, figsize=(4.2 * (len(panels) + 1), 3.4), squeeze=False)
+    for ax in axes[0][1:len(panels)]:
+        ax.sharey(axes[0][0])
     finite = [v for t in panels for row in t.values for v in row if isinstance(v, float) and math.isfinite(v)]
     cmap = plt.get_cmap("viridis")
     for ax, t in zip(axes[0], panels, strict=False):
@@ -204,7 +333,8 @@ def plot(tables: list[Table], axis: str, path: str | Path) -> Path:
         lo = min(finite)
         hi = min(max(finite), lo + 2.0)  # keep the optimum region readable when some runs blow up
         axes[0][0].set_ylim(lo - 0.05 * (hi - lo + 1e-9), hi + 0.05 * (hi - lo + 1e-9))
-    axes[0][-1].legend(fontsize=8, loc="upper right")
+    axes[0][len(panels) - 1 if panels else 0].legend(fontsize=8, loc="upper right")
+    _plot_regret(axes[0][-1], panels, axis)
     fig.suptitle(f"{panels[0].optimizer if panels else ''}: {axis} scaling")
     fig.tight_layout()
     path = Path(path)
@@ -212,6 +342,37 @@ def plot(tables: list[Table], axis: str, path: str | Path) -> Path:
     plt.close(fig)
     path.with_suffix(".tmp.png").replace(path)
     return path
+
+
+_PARAM_COLOR = {"sp": "tab:red", "mup-k1": "tab:orange", "mup": "tab:blue"}
+
+
+def _plot_regret(ax: Any, tables: list[Table], axis: str) -> None:
+    """Best loss (solid) and loss at the base-optimal LR (dashed) vs size, one colour per parameterisation."""
+    sym = _AXIS_META[axis]["symbol"]
+    for t in tables:
+        r = transfer_regret(t)
+        color = _PARAM_COLOR.get(t.parameterization)
+        name = _PARAM_TITLE.get(t.parameterization, t.parameterization)
+        pts = [(s, b) for s, b in zip(r["sizes"], r["best_loss"], strict=False) if isinstance(b, float)]
+        last = r["regret"][-1] if r["regret"] else None
+        tag = "–" if last is None else ("div" if last == "div" else f"{last:.3f}")
+        if pts:
+            ax.plot(*zip(*pts, strict=False), "o-", color=color, ms=3.5, lw=1.4,
+                    label=f"{name}: regret at {sym}={r['sizes'][-1]}: {tag}")
+        pts = [(s, v) for s, v in zip(r["sizes"], r["loss_at_base_lr"], strict=False) if isinstance(v, float)]
+        if pts:
+            ax.plot(*zip(*pts, strict=False), "s--", color=color, ms=3, lw=1.0, alpha=0.8)
+    ax.set_xscale("log", base=2)
+    if tables:
+        ax.set_xticks(tables[0].sizes, [str(s) for s in tables[0].sizes])
+        ax.minorticks_off()
+    ax.set_xlabel(f"${sym}$")
+    ax.set_ylabel("final validation loss")
+    ax.set_title("best (—) vs at base-optimal η (--)", fontsize=10)
+    ax.grid(alpha=0.3)
+    if tables:
+        ax.legend(fontsize=7, loc="best")
 
 
 def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None = None) -> list[Path]:
@@ -226,7 +387,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
     if (out / META_FILE).is_file():
         meta = json.loads((out / META_FILE).read_text(encoding="utf-8"))
     tables = build_tables(records, cfg)
-    drifts = [drift(t) for t in tables]
+    drifts = [drift(t) | transfer_regret(t) for t in tables]
     images = []
     for axis in ("width", "depth"):
         images.append(plot(tables, axis, out / f"lr_{axis}.png").name)
@@ -240,6 +401,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
         data=data,
         hp_sources=hp_sources,
         command=meta.get("command"),
+        regret=render_regret_markdown(tables),
         drifts=[
             d | {"argmins": ", ".join("–" if a is None else str(a) for a in d["argmin_log2_lr"]),
                  "end": "–" if d["end"] is None else f"{d['end']:+d}",
@@ -249,7 +411,8 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
         tables=[{"title": t.title, "markdown": render_markdown(t)} for t in tables],
         images=images,
     )
-    tex = "% generated by spectral sweep; needs \\usepackage{booktabs}\n" + "\n".join(render_latex(t) for t in tables)
+    tex = "% generated by spectral sweep; needs \\usepackage{booktabs}\n" + "\n".join(
+        [render_regret_latex(tables), *(render_latex(t) for t in tables)])
     paths = [
         write_atomic(out / "summary.md", summary, force=True),
         write_atomic(out / "tables.tex", tex, force=True),
@@ -259,7 +422,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
 
 
 def write_index(root: str | Path, cfgs: list[Any]) -> Path:
-    """``root/README.md``: the drift of every optimizer's sweep under ``root`` and its plots."""
+    """``root/README.md``: best loss and transfer regret at the largest size, then the drift, of every optimizer's sweep under ``root``, and its plots."""
     root = Path(root)
     rows, optimizers = [], []
     for cfg in cfgs:
@@ -268,19 +431,24 @@ def write_index(root: str | Path, cfgs: list[Any]) -> Path:
         meta = json.loads((folder / "sweep.json").read_text(encoding="utf-8")) if (folder / "sweep.json").is_file() else {}
         for axis in ("width", "depth"):
             by_p = {d["parameterization"]: d for d in drifts if d["axis"] == axis}
-            cells = []
+            cells, regret_cells = [], []
             for p in ("sp", "mup-k1", "mup"):
                 d = by_p.get(p)
                 if d is None:
                     cells.append("not run")
+                    regret_cells.append("not run")
                 else:
                     end = "–" if d["end"] is None else f"{d['end']:+d}"
                     spread = "–" if d["spread"] is None else str(d["spread"])
                     cells.append(f"{end} / {spread}")
+                    # drift.json written before regret was reported has no regret keys
+                    best, reg = (d.get("best_loss") or [None])[-1], (d.get("regret") or [None])[-1]
+                    regret_cells.append(f"{_fmt(best)} / {_fmt(reg)}")
             sym = "n" if axis == "width" else "L"
             sizes = next(iter(by_p.values()))["sizes"] if by_p else []
             rows.append({"optimizer": cfg.optimizer, "folder": cfg.optimizer, "axis": axis,
-                         "sizes": f"{sym} = {', '.join(map(str, sizes))}", "cells": cells})
+                         "sizes": f"{sym} = {', '.join(map(str, sizes))}", "cells": cells,
+                         "largest": f"{sym} = {sizes[-1]}" if sizes else "–", "regret_cells": regret_cells})
         optimizers.append({"name": cfg.optimizer, "folder": cfg.optimizer, "command": meta.get("command") or "?"})
     text = _env(False).get_template("sweep_index.md.j2").render(rows=rows, optimizers=optimizers)
     return write_atomic(root / "README.md", text, force=True)

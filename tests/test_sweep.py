@@ -26,8 +26,12 @@ from spectral.sweep_report import (  # noqa: E402
     Table,
     build_tables,
     drift,
+    regret_rows,
     render_latex,
     render_markdown,
+    render_regret_latex,
+    render_regret_markdown,
+    transfer_regret,
     write_index,
     write_report,
 )
@@ -274,6 +278,70 @@ def test_drift_counts_grid_steps():
     assert drift(flat)["end"] == 0 and drift(flat)["spread"] == 0
 
 
+def _synthetic_runs(cfg: SweepConfig, losses: dict[tuple[str, int, int], list]) -> list[dict]:
+    """runs.jsonl records for ``losses[(param, width, depth)]`` = one loss (or "div") per log2 LR."""
+    out = []
+    for (p, w, d), row in losses.items():
+        for e, v in zip(sorted(cfg.log2_lrs), row, strict=True):
+            out.append({"optimizer": cfg.optimizer, "settings": cfg.settings(), "parameterization": p,
+                        "width": w, "depth": d, "log2_lr": e,
+                        "val_loss": None if v == "div" else v, "diverged": v == "div"})
+    return out
+
+
+def test_transfer_regret_on_synthetic_runs():
+    # base n = 64 (the middle row), so the base-optimal LR is not the smallest size's
+    cfg = SweepConfig(optimizer="adamw", parameterizations=("sp", "mup"), widths=(32, 64, 128), depth=2,
+                      depths=(2, 4), width=32, base_width=64, base_depth=2, log2_lrs=(-9, -8, -7))
+    runs = _synthetic_runs(cfg, {
+        ("sp", 32, 2): [3.0, 2.8, 2.5],     # best at -7
+        ("sp", 64, 2): [2.9, 2.4, 2.6],     # base: best at -8
+        ("sp", 128, 2): [2.1, 2.3, 2.9],    # best at -9: regret 2.3 - 2.1
+        ("mup", 32, 2): [3.0, 2.8, 2.5],
+        ("mup", 64, 2): [2.9, 2.4, 2.6],
+        ("mup", 128, 2): [2.5, 2.2, 2.3],   # transfers: regret 0
+        ("sp", 32, 4): [3.0, 2.7, 2.9],     # depth: base L = 2 is the (32, 2) row, best at -7
+        ("mup", 32, 4): [2.6, 2.65, 2.7],
+    })
+    # a rerun that diverged at -7 replaces the first (32, 4) SP record (last record wins);
+    # the μP (32, 4) run at -7 is not run at all
+    runs += _synthetic_runs(cfg, {("sp", 32, 4): [3.0, 2.7, "div"]})
+    runs = [r_ for r_ in runs if (r_["parameterization"], r_["depth"], r_["log2_lr"]) != ("mup", 4, -7)]
+    tables = {(t.axis, t.parameterization): t for t in build_tables(runs, cfg)}
+
+    r = transfer_regret(tables["width", "sp"])
+    assert r["base_size"] == 64 and r["base_log2_lr"] == -8
+    assert r["best_loss"] == [2.5, 2.4, 2.1]
+    assert r["loss_at_base_lr"] == [2.8, 2.4, 2.3]
+    assert r["regret"] == pytest.approx([0.3, 0.0, 0.2])
+    assert transfer_regret(tables["width", "mup"])["regret"] == pytest.approx([0.3, 0.0, 0.0])
+
+    d = transfer_regret(tables["depth", "sp"])  # transferred LR -7 diverges at L = 4
+    assert d["base_size"] == 2 and d["base_log2_lr"] == -7
+    assert d["best_loss"] == [2.5, 2.7] and d["regret"] == [0.0, "div"]
+    m = transfer_regret(tables["depth", "mup"])  # the transferred LR was not run at L = 4
+    assert m["regret"] == [0.0, None] and m["loss_at_base_lr"] == [2.5, None]
+    assert m["best_loss"] == [2.5, 2.6]
+
+    # no base row in the table: the smallest size stands in; a size with no finite run has no regret
+    t = Table("adamw", "width", "sp", [128, 256], [-9, -8], [[2.0, 2.5], ["div", "div"]], base_size=64)
+    assert transfer_regret(t) == {"sizes": [128, 256], "base_size": 128, "base_log2_lr": -9,
+                                  "best_loss": [2.0, None], "loss_at_base_lr": [2.0, "div"], "regret": [0.0, None]}
+
+    params, rows = regret_rows(list(tables.values()))
+    assert params == ["sp", "mup"]
+    assert [(r_["axis"], r_["size"], r_["base"]) for r_ in rows] == [
+        ("width", 32, False), ("width", 64, True), ("width", 128, False), ("depth", 2, True), ("depth", 4, False)]
+    assert rows[2]["cells"] == [{"best": "2.100", "regret": "0.200"}, {"best": "2.200", "regret": "0.000"}]
+    md = render_regret_markdown(list(tables.values()))
+    assert "| width | n = 64 (base) | 2.400 | 0.000 | 2.400 | 0.000 |" in md
+    assert "| depth | L = 4 | 2.700 | div | 2.600 | – |" in md
+    assert "width (n = 64): sp -8, mup -8" in md
+    tex = render_regret_latex(list(tables.values()))
+    assert r"width & $n=128$ & 2.100 & 0.200 & 2.200 & 0.000 \\" in tex
+    assert r"\multicolumn{2}{c}{SP}" in tex and r"\label{tab:sweep-adamw-regret}" in tex
+
+
 def test_report_on_two_run_toy_sweep(tmp_path: Path, corpus):
     cfg = _toy()
     run_sweep(cfg, tmp_path, corpus, progress=False, command="spectral sweep --toy")
@@ -289,6 +357,10 @@ def test_report_on_two_run_toy_sweep(tmp_path: Path, corpus):
     assert r"\textbf{" in tex and r"\begin{tabular}" in tex and r"\toprule" in tex
     drifts = json.loads((tmp_path / "drift.json").read_text())
     assert {d["axis"] for d in drifts} == {"width", "depth"}
+    # one size per axis: it is the base, so its regret is 0 and its best loss the row's minimum
+    assert all(d["regret"] == [0.0] and d["base_log2_lr"] in (-8, -6) for d in drifts)
+    assert md.index("## Transfer regret and best loss") < md.index("## Optimum drift")
+    assert "| width | n = 32 (base) |" in md and r"axis & size & best & regret \\" in tex
 
     tables = build_tables(read_runs(tmp_path / RUNS_FILE), cfg)
     best = tables[0].argmins()[0]
@@ -304,6 +376,13 @@ def test_index_lists_each_optimizer(tmp_path: Path, corpus):
     text = write_index(tmp_path, [cfg]).read_text()
     assert "[adamw](adamw/summary.md)" in text and "adamw/lr_width.png" in text
     assert "`spectral sweep --toy`" in text
+    best = json.loads((tmp_path / "adamw" / "drift.json").read_text())[0]["best_loss"][-1]
+    assert f"| [adamw](adamw/summary.md) | width | n = 32 | {best:.3f} / 0.000 | not run | not run |" in text
+    # a drift.json from before regret was reported still indexes, with – for the missing numbers
+    old = [{k: v for k, v in d.items() if k not in ("best_loss", "regret")}
+           for d in json.loads((tmp_path / "adamw" / "drift.json").read_text())]
+    (tmp_path / "adamw" / "drift.json").write_text(json.dumps(old))
+    assert "| width | n = 32 | – / – | not run | not run |" in write_index(tmp_path, [cfg]).read_text()
 
 
 # --------------------------------------------------------------------------------------
