@@ -223,3 +223,24 @@ def test_derive_does_not_import_torch():
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_coord_check_creates_the_plots_folder_and_refuses_empty_paths(tmp_path, capsys):
+    pytest.importorskip("torch")
+    from spectral.cli import main
+
+    tiny = ["coord-check", "--widths", "32,64", "--depths", "1,2", "--steps", "1", "--seeds", "1",
+            "--parameterizations", "mup", "--quiet"]
+    plots = tmp_path / "new" / "plots"
+    assert main([*tiny, "--plots", str(plots)]) == 0
+    assert sorted(p.name for p in plots.iterdir()) == ["mlp-adamw-depth.png", "mlp-adamw-width.png"]
+    capsys.readouterr()
+    for option in ("--json", "--plots"):
+        assert main([*tiny, option, ""]) == 2
+        assert capsys.readouterr().err == f"error: {option}: empty path\n"
+    blocker = tmp_path / "file"
+    blocker.write_text("keep")
+    assert main([*tiny, "--plots", str(blocker)]) == 2
+    assert "exists and is not a folder" in capsys.readouterr().err
+    assert blocker.read_text() == "keep"
+    assert main(["probe", "adamw", "--json", ""]) == 2

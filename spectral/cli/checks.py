@@ -59,6 +59,24 @@ def _add_user_optimizer_options(p: argparse.ArgumentParser, catalog_option: str)
     )
 
 
+def _check_outputs(args: argparse.Namespace, *names: str) -> None:
+    """An output option given as '' is a mistake, not a request for no output."""
+    for name in names:
+        if getattr(args, name, None) == "":
+            raise SpecError(f"--{name}: empty path")
+
+
+def _make_folder(path: str, option: str) -> None:
+    """Create an output folder (with parents) when missing; a file in the way is an error."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise SpecError(f"{option} {path}: exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecError(f"{option} {path}: cannot create it ({exc.strerror or exc})") from None
+
+
 # --------------------------------------------------------------------------------------
 # spectral coord-check
 # --------------------------------------------------------------------------------------
@@ -281,8 +299,9 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
         seq_len=args.seq_len,
         device=args.device,
     )
-    if args.plots and not Path(args.plots).is_dir():
-        raise SpecError(f"--plots {args.plots}: no such folder")
+    _check_outputs(args, "json", "plots")
+    if args.plots:
+        _make_folder(args.plots, "--plots")
     if args.json and Path(args.json).exists() and not args.force:
         raise SpecError(f"{args.json} exists; pass --force to overwrite it")
     total = len(sweep_runs(cfg))
@@ -470,6 +489,7 @@ def run_probe_cmd(args: argparse.Namespace) -> int:
         if names == ["all"]:
             names = [n for n in catalog() if n in IMPLEMENTATIONS]
         optimizers = [resolve(n) for n in names]
+    _check_outputs(args, "json", "markdown", "plot")
     for path in (args.json, args.markdown, args.plot):
         if path and Path(path).exists() and not args.force:
             raise SpecError(f"{path} exists; pass --force to overwrite it")
