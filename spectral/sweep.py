@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable
 
+from .cli.codegen import parse_base_value
 from .errors import SpecError
 
 __all__ = [
@@ -126,6 +127,11 @@ class SweepConfig:
     init_std: float = 0.02
     weight_decay: float = 0.0
     eps: float = 1e-16
+    multiplier: float | dict[str, float] = 1.0
+    """Base block multiplier(s) α at (base_width, base_depth), as the generated module's
+    ``multiplier=`` takes them: a number, or a dict keyed by layer (``{"output": 0.5}`` is
+    microsoft/mup's ``output_mult``), role, optimizer or ``default``. Every
+    parameterisation gets it (SP too: SP is the recipe evaluated at the base size)."""
     grad_clip: float = 1.0
     seed: int = 0
     device: str = "cpu"
@@ -136,8 +142,13 @@ class SweepConfig:
         return self.warmup if self.warmup is not None else max(1, self.steps // 10)
 
     def settings(self) -> dict[str, Any]:
-        """What every run of this sweep shares (besides the data): part of each run key."""
-        return {
+        """What every run of this sweep shares (besides the data): part of each run key.
+
+        ``multiplier`` is there only when it is not the default 1.0, so that the keys of
+        runs recorded before it existed (all at α = 1) still match and resume.
+        """
+        extra = {} if self.multiplier == 1.0 else {"multiplier": self.multiplier}
+        return extra | {
             "optimizer": self.optimizer,
             "base_width": self.base_width,
             "base_depth": self.base_depth,
@@ -301,11 +312,11 @@ class GeneratedRecipe:
         m = self.module
         return (m.BASE_WIDTH, m.BASE_DEPTH) if self.sp else (width, depth)
 
-    def hparams(self, width: int, depth: int, **base: float) -> dict[str, Any]:
+    def hparams(self, width: int, depth: int, **base: Any) -> dict[str, Any]:
         return self.module.hparams(*self._size(width, depth), **base)
 
-    def multipliers(self, width: int, depth: int) -> dict[str, float]:
-        return dict(self.module.multipliers(*self._size(width, depth)))
+    def multipliers(self, width: int, depth: int, multiplier: Any = 1.0) -> dict[str, float]:
+        return dict(self.module.multipliers(*self._size(width, depth), multiplier))
 
     def init_stds(self, model: Any, width: int, depth: int, init_std: float) -> dict[str, float | None]:
         w, d = self._size(width, depth)
@@ -317,7 +328,7 @@ class GeneratedRecipe:
         # the generated init_ starts biases at 0, the paper's base (App. E.1), and norm gains at 1
         self.module.init_(model, *self._size(width, depth), init_std)
 
-    def build_optimizers(self, model: Any, width: int, depth: int, **base: float) -> list[Any]:
+    def build_optimizers(self, model: Any, width: int, depth: int, **base: Any) -> list[Any]:
         opt = self.module.build_optimizers(
             model, *self._size(width, depth), optimizer_kwargs=_OPTIMIZER_KWARGS, **base
         )
@@ -370,12 +381,13 @@ def _build(job: Job, cfg: SweepConfig, rec: Any, vocab_size: int, device: str):
         vocab_size=vocab_size,
         block_size=cfg.block_size,
         head_dim=cfg.head_dim,
-        multipliers=rec.multipliers(job.width, job.depth),
+        multipliers=rec.multipliers(job.width, job.depth, cfg.multiplier),
     )
     rec.init_(model, job.width, job.depth, cfg.init_std)
     model.to(device)
     opts = rec.build_optimizers(
-        model, job.width, job.depth, lr=job.lr, weight_decay=cfg.weight_decay, eps=cfg.eps
+        model, job.width, job.depth, lr=job.lr, weight_decay=cfg.weight_decay, eps=cfg.eps,
+        multiplier=cfg.multiplier,
     )
     return model, opts
 
@@ -626,6 +638,10 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-batches", type=int)
     p.add_argument("--init-std", type=float, default=0.02)
     p.add_argument("--eps", type=float, default=1e-16, help="base AdamW ε (the paper: 1e-16)")
+    p.add_argument("--multiplier", type=parse_base_value, default=1.0, metavar="ALPHA",
+                   help="base block multiplier(s) at the base size, for every parameterisation: "
+                        "a number or KEY=VALUE pairs, KEY a layer (input, hidden, output), a role, "
+                        "an optimizer or default; e.g. output=0.5 (microsoft/mup's output_mult)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data", default="stdlib",
                    help="'stdlib' (default: the standard library's .py sources), a text file, "
@@ -641,6 +657,16 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="results folder, created if missing (one subfolder per optimizer)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
     p.add_argument("--report-only", action="store_true", help="render tables and plots from runs.jsonl; train nothing")
+
+
+def _check_multiplier(value: Any, optimizer: str) -> None:
+    """Refuse a negative ``--multiplier`` or a key that names nothing for this optimizer,
+    before any training (the same check as ``spectral transfer --multiplier``)."""
+    from .cli.codegen import _check_base
+    from .transfer import plan as transfer_plan
+
+    hidden, others = _split_optimizer(optimizer)
+    _check_base(value, transfer_plan(hidden, None if others == hidden else others, 2), "multiplier")
 
 
 def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
@@ -670,6 +696,7 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         eval_batches=pick("eval_batches"),
         init_std=args.init_std,
         eps=args.eps,
+        multiplier=args.multiplier,
         seed=args.seed,
         device=device,
         threads=args.threads,
@@ -679,6 +706,7 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
             raise SpecError(f"width {n} is not a multiple of --head-dim {base.head_dim}")
     out = []
     for o in args.optimizer or ["adamw"]:
+        _check_multiplier(base.multiplier, o)
         lrs = args.log2_lrs if args.log2_lrs is not None else preset["log2_lrs"][o]
         out.append(replace(base, optimizer=o, log2_lrs=tuple(lrs)))
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -517,3 +518,81 @@ def test_report_only_renders_what_is_there(tmp_path: Path, no_training):
     assert _cli("--out", str(tmp_path), "--report-only") == 0
     assert no_training["load_data"] == [] and no_training["run_sweep"] == []
     assert no_training["write_report"] == [tmp_path / "adamw"]
+
+
+# --------------------------------------------------------------------------------------
+# base multipliers (--multiplier): config, run key, parser; no training
+# --------------------------------------------------------------------------------------
+
+
+def test_default_multiplier_keeps_the_old_settings_and_keys():
+    # runs recorded before --multiplier existed (all at α = 1) must still resume
+    assert "multiplier" not in SweepConfig().settings()
+    assert SweepConfig(multiplier=1.0).settings() == SweepConfig().settings()
+    assert SweepConfig(multiplier={"output": 0.5}).settings()["multiplier"] == {"output": 0.5}
+
+
+def _meta_fingerprint(cfg: SweepConfig, parameterization: str, width: int) -> tuple[str, dict]:
+    from spectral.sweep import Job, _build, _fingerprint
+
+    job = Job(parameterization, width, cfg.depth, -8)
+    rec = recipe(cfg.optimizer, parameterization, cfg)
+    with torch.device("meta"):
+        model, opts = _build(job, cfg, rec, 256, "meta")
+    mults = {"input": model.alpha_input, "hidden": model.alpha_hidden, "output": model.alpha_output}
+    return _fingerprint(job, cfg, rec, model, opts, "data"), mults
+
+
+def test_output_multiplier_reaches_every_parameterization_and_the_key():
+    cfg = _toy(base_depth=2, depth=2)
+    half = replace(cfg, multiplier={"output": 0.5})
+    fp1, m1 = _meta_fingerprint(cfg, "sp", 64)
+    fp_half, m_half = _meta_fingerprint(half, "sp", 64)
+    # SP: the base value at every size
+    assert m1 == {"input": 1.0, "hidden": 1.0, "output": 1.0}
+    assert m_half == {"input": 1.0, "hidden": 1.0, "output": 0.5}
+    assert fp1 != fp_half  # a resumed sweep never mixes α_out settings
+    # μP at 2× the base width: α_out = 0.5 × (n_base / n) = 0.25; the rest untouched
+    fp_mup, m_mup = _meta_fingerprint(half, "mup", 64)
+    assert m_mup == {"input": 1.0, "hidden": 1.0, "output": 0.25}
+    assert fp_mup != fp_half
+    # the same α_out given as a number for every layer scales input and hidden too
+    _, m_all = _meta_fingerprint(replace(cfg, multiplier=0.5), "sp", 64)
+    assert m_all == {"input": 0.5, "hidden": 0.5, "output": 0.5}
+
+
+def test_multiplier_flag_is_parsed_into_the_configs():
+    import argparse
+
+    from spectral.sweep import configs_from_args, configure_parser
+
+    p = argparse.ArgumentParser()
+    configure_parser(p)
+    args = p.parse_args(["--out", "x", "--device", "cpu", "--multiplier", "output=0.5,hidden=2",
+                         "-O", "adamw", "-O", "muon-kimi+adamw"])
+    cfgs = configs_from_args(args)
+    assert [c.multiplier for c in cfgs] == [{"output": 0.5, "hidden": 2.0}] * 2
+    assert cfgs[0].settings()["multiplier"] == {"output": 0.5, "hidden": 2.0}
+    assert configs_from_args(p.parse_args(["--out", "x", "--device", "cpu"]))[0].multiplier == 1.0
+    assert configs_from_args(p.parse_args(["--out", "x", "--device", "cpu", "--multiplier", "2"]))[0].multiplier == 2.0
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("ouput=0.5", "error: --multiplier: unknown key(s) ouput;"),
+        ("output=-1", "error: --multiplier: expected a number >= 0, got output=-1\n"),
+        ("muon-kimi=2", "error: --multiplier: unknown key(s) muon-kimi;"),
+    ],
+)
+def test_bad_multiplier_is_one_line_before_any_work(tmp_path: Path, capsys, no_training, value, message):
+    out = tmp_path / "out"
+    assert _cli("--out", str(out), "--multiplier", value) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1
+    assert no_training == {"load_data": [], "run_sweep": [], "write_report": []} and not out.exists()
+
+
+def test_bad_multiplier_syntax_is_a_usage_error(capsys, no_training):
+    assert _cli("--out", "x", "--multiplier", "output") == 2
+    assert "--multiplier: expected a number, got 'output'" in capsys.readouterr().err
