@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import os
 import sys
 import time
 import warnings
@@ -261,6 +262,12 @@ def worker(rank: int, port: int, out: str, ckpt: str, jobs: list[dict]) -> None:
     # ("terminate called without an active exception") if a peer leaves mid-collective.
     dist.barrier()
     dist.destroy_process_group()
+    # Leave without running C++ destructors: gloo's background threads can still be
+    # joinable at interpreter exit, and std::terminate then aborts a rank that has
+    # finished its work ("terminate called without an active exception", seen in CI).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
