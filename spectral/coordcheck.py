@@ -80,6 +80,7 @@ __all__ = [
     "fit_slope",
     "slope_passes",
     "aggregate",
+    "record_step",
     "compute_slopes",
     "CoordCheckConfig",
     "run_coord_check",
@@ -130,6 +131,37 @@ def fit_slope(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
 def slope_passes(slope: float, tolerance: float = SLOPE_TOLERANCE) -> bool:
     """``|slope| ≤ tolerance``; ``nan`` (a diverged or degenerate fit) fails."""
     return math.isfinite(slope) and abs(slope) <= tolerance
+
+
+def record_step(
+    points: list[dict[str, Any]],
+    run: tuple[str, str, int, int, int],
+    t: int,
+    steps: int,
+    values: dict[str, float],
+) -> bool:
+    """Append the point of step ``t`` of one run; True when the run stops there.
+
+    ``run`` is ``(parameterization, axis, width, depth, seed)``, ``values`` the metrics.
+    A non-finite value is stored as ``inf`` (the slope fit drops that point). A run stops at
+    its last step, or when ``h`` diverged; then the remaining steps are padded with the
+    last point, so that every step has one.
+    """
+    param, axis, width, depth, seed = run
+    point: dict[str, Any] = {
+        "parameterization": param,
+        "axis": axis,
+        "width": width,
+        "depth": depth,
+        "seed": seed,
+        "step": t,
+    }
+    point.update({k: v if math.isfinite(v) else math.inf for k, v in values.items()})
+    points.append(point)
+    if t < steps and math.isfinite(point["h"]):
+        return False
+    points.extend({**point, "step": tt} for tt in range(t + 1, steps + 1))
+    return True
 
 
 def aggregate(values: Iterable[float]) -> float:
@@ -885,26 +917,14 @@ def _train_user(
             h = caught[-1] if s.final is not None else out
             if t == 0:
                 out0, h0 = out.detach().clone(), h.detach().clone()
-            point = {
-                "parameterization": param,
-                "axis": axis,
-                "width": width,
-                "depth": depth,
-                "seed": seed,
-                "step": t,
+            values = {
                 "h": _rms(h),
                 "delta_h": _rms(h - h0),
                 "out": _rms(out),
                 "delta_out": _rms(out - out0),
                 "loss": loss,
             }
-            for key in ("h", "delta_h", "out", "delta_out", "loss"):
-                if not math.isfinite(point[key]):
-                    point[key] = math.inf
-            points.append(point)
-            if t == cfg.steps or not math.isfinite(point["h"]):
-                for tt in range(t + 1, cfg.steps + 1):  # diverged: pad the remaining steps
-                    points.append({**point, "step": tt})
+            if record_step(points, (param, axis, width, depth, seed), t, cfg.steps, values):
                 break
             for opt in s.optimizers:
                 opt.zero_grad(set_to_none=True)
@@ -951,13 +971,7 @@ def train_one(
             loss = float(loss_of(out))
         if t == 0:
             out0, h0 = out.detach().clone(), h.detach().clone()
-        point = {
-            "parameterization": param,
-            "axis": axis,
-            "width": width,
-            "depth": depth,
-            "seed": seed,
-            "step": t,
+        values = {
             "h": _rms(h),
             "delta_h": _rms(h - h0),
             "out": _rms(out),
@@ -965,15 +979,8 @@ def train_one(
             "loss": loss,
         }
         if cfg.model == "mlp":
-            point["delta_top"] = _top_order_term(model, inp, weights0)
-        for key in ("h", "delta_h", "out", "delta_out", "loss", "delta_top"):
-            if key in point and not math.isfinite(point[key]):
-                point[key] = math.inf
-        points.append(point)
-        if t == cfg.steps or not math.isfinite(point["h"]):
-            if t < cfg.steps:  # diverged: pad the remaining steps so every step has a point
-                for tt in range(t + 1, cfg.steps + 1):
-                    points.append({**point, "step": tt})
+            values["delta_top"] = _top_order_term(model, inp, weights0)
+        if record_step(points, (param, axis, width, depth, seed), t, cfg.steps, values):
             break
         for opt in s.optimizers:
             opt.zero_grad(set_to_none=True)

@@ -40,6 +40,7 @@ from .coordcheck import (
     PARAMETERIZATIONS,
     SLOPE_TOLERANCE,
     compute_slopes,
+    record_step,
 )
 from .errors import SpecError
 
@@ -238,22 +239,7 @@ def _train_point(
         out0, h0 = forward(state, x)
         for t in range(cfg.steps + 1):
             values = {k: float(v) for k, v in measure(state, start, x, y, out0, h0).items()}
-            for k, v in values.items():
-                if not math.isfinite(v):
-                    values[k] = math.inf
-            point = {
-                "parameterization": param,
-                "axis": axis,
-                "width": width,
-                "depth": depth,
-                "seed": seed,
-                "step": t,
-                **values,
-            }
-            points.append(point)
-            if t == cfg.steps or not math.isfinite(point["h"]):
-                # diverged: pad the remaining steps so that every step has a point
-                points += [{**point, "step": tt} for tt in range(t + 1, cfg.steps + 1)]
+            if record_step(points, (param, axis, width, depth, seed), t, cfg.steps, values):
                 break
             state, opt_state = step(state, opt_state, x, y)
     return points
