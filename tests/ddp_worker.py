@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+from gloo_exit import leave  # a sibling file: these workers run as scripts from tests/
 
 WORLD = 2
 WIDTH, DEPTH = 64, 2
@@ -67,16 +68,7 @@ def worker(rank: int, config: str, port: int, out: str) -> None:
                 },
                 fh,
             )
-    # Every rank reaches this point before any tears down: gloo aborts the process
-    # ("terminate called without an active exception") if a peer leaves mid-collective.
-    dist.barrier()
-    dist.destroy_process_group()
-    # Leave without running C++ destructors: gloo's background threads can still be
-    # joinable at interpreter exit, and std::terminate then aborts a rank that has
-    # finished its work ("terminate called without an active exception", seen in CI).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave()  # barrier, teardown, exit without C++ destructors (gloo_exit.py)
 
 
 if __name__ == "__main__":

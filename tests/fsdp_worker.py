@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-import os
 import sys
 import time
 import warnings
@@ -41,6 +40,8 @@ import torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+from gloo_exit import leave  # a sibling file: these workers run as scripts from tests/
 
 WORLD = 2
 BLOCK, BATCH, STEPS, SAVE_AT = 16, 8, 5, 3
@@ -258,16 +259,7 @@ def worker(rank: int, port: int, out: str, ckpt: str, jobs: list[dict]) -> None:
     if rank == 0:
         with open(out, "w") as fh:
             json.dump(result, fh)
-    # Every rank reaches this point before any tears down: gloo aborts the process
-    # ("terminate called without an active exception") if a peer leaves mid-collective.
-    dist.barrier()
-    dist.destroy_process_group()
-    # Leave without running C++ destructors: gloo's background threads can still be
-    # joinable at interpreter exit, and std::terminate then aborts a rank that has
-    # finished its work ("terminate called without an active exception", seen in CI).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave()  # barrier, teardown, exit without C++ destructors (gloo_exit.py)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ process on the same global batches and compares.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from typing import Any
 
@@ -20,6 +19,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
+
+from gloo_exit import leave  # a sibling file: these workers run as scripts from tests/
 
 WORLD = 2
 WIDTH, DEPTH, VOCAB = 128, 2, 128
@@ -98,16 +99,7 @@ def worker(rank: int, config: str, port: int, out: str) -> None:
     if rank == 0:
         result["max_rank_diff"] = max((g - gathered[0]).abs().max().item() for g in gathered)
         torch.save(result, out)
-    # Every rank reaches this point before any tears down: gloo aborts the process if a
-    # peer leaves mid-collective.
-    dist.barrier()
-    dist.destroy_process_group()
-    # Leave without running C++ destructors: gloo's background threads can still be
-    # joinable at interpreter exit, and std::terminate then aborts a rank that has
-    # finished its work ("terminate called without an active exception", seen in CI).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave()  # barrier, teardown, exit without C++ destructors (gloo_exit.py)
 
 
 if __name__ == "__main__":
