@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable, Iterable, Sequence
 
+from .errors import first_line
 from .spec import OptimizerSpec
 
 __all__ = [
@@ -611,10 +612,6 @@ def _data(cfg: CoordCheckConfig, seed: int):
 # --------------------------------------------------------------------------------------
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
 
 def make_user_model(cfg: CoordCheckConfig, width: int, depth: int) -> Any:
     """``cfg.model_factory(width, depth)``, checked: an exception it raises or a result that
@@ -627,7 +624,7 @@ def make_user_model(cfg: CoordCheckConfig, width: int, depth: int) -> Any:
     try:
         model = cfg.model_factory(width, depth)
     except Exception as exc:  # the user's code: any failure is bad input
-        raise SpecError(f"{call} raised {_first_line(exc)}") from None
+        raise SpecError(f"{call} raised {first_line(exc)}") from None
     if not isinstance(model, torch.nn.Module):
         raise SpecError(f"{call} returned {type(model).__name__}, not a torch.nn.Module")
     return model
@@ -644,7 +641,7 @@ def _generated(cfg: CoordCheckConfig, what: str, fn: Callable[..., Any], *args, 
         raise
     except (ValueError, TypeError) as exc:
         raise SpecError(
-            f"model factory {cfg.factory_name('model')}: {what}: {_first_line(exc)}"
+            f"model factory {cfg.factory_name('model')}: {what}: {first_line(exc)}"
         ) from None
 
 
@@ -735,7 +732,7 @@ def user_batch(cfg: CoordCheckConfig, seed: int, vocab_size: int | None) -> tupl
     try:
         got = cfg.batch_factory(cfg.batch, seed)
     except Exception as exc:  # the user's code: any failure is bad input
-        raise SpecError(f"{call} raised {_first_line(exc)}") from None
+        raise SpecError(f"{call} raised {first_line(exc)}") from None
     inputs, targets = got if isinstance(got, tuple) and len(got) == 2 else (got, None)
     if not isinstance(inputs, (torch.Tensor, dict, list, tuple)):
         raise SpecError(
@@ -912,7 +909,7 @@ def _train_user(
                 except (RuntimeError, ValueError, IndexError) as exc:
                     raise SpecError(
                         f"the loss on the output of model factory {cfg.factory_name('model')} "
-                        f"(shape {tuple(out.shape)}) failed: {_first_line(exc)}"
+                        f"(shape {tuple(out.shape)}) failed: {first_line(exc)}"
                     ) from None
             h = caught[-1] if s.final is not None else out
             if t == 0:

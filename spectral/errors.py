@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "first_line",
     "SpectralError",
     "SpecError",
     "UnknownOptimizerError",
@@ -37,3 +38,10 @@ class IncomparableError(DerivationError):
 
 class VerificationError(DerivationError):
     """A derived rule failed a condition term on substitution; it is never output."""
+
+
+def first_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` — how an exception from user code (a factory, a
+    model, an imported module) is quoted inside a one-line error."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from .errors import SpecError
+from .errors import SpecError, first_line
 from .probe import D0, _SHAPES
 
 __all__ = [
@@ -387,10 +387,6 @@ def _jsonable(value: Any) -> Any:
 # --------------------------------------------------------------------------------------
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
 
 @dataclass(frozen=True)
 class Target:
@@ -422,7 +418,7 @@ class Target:
         try:
             return self.cls(groups, **kwargs)
         except Exception as exc:  # the user's class: any failure is bad input
-            raise SpecError(f"{self.label}({_kw_text(kwargs)}) raised {_first_line(exc)}") from None
+            raise SpecError(f"{self.label}({_kw_text(kwargs)}) raised {first_line(exc)}") from None
 
     def defaults(self) -> dict[str, Any]:
         return _defaults(self.cls)
@@ -480,9 +476,9 @@ def load_target(
     except ModuleNotFoundError as exc:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
             raise SpecError(f"{text}: no module named {exc.name!r} (is it installed?)") from None
-        raise SpecError(f"{text}: importing {module_name} raised {_first_line(exc)}") from None
+        raise SpecError(f"{text}: importing {module_name} raised {first_line(exc)}") from None
     except Exception as exc:
-        raise SpecError(f"{text}: importing {module_name} raised {_first_line(exc)}") from None
+        raise SpecError(f"{text}: importing {module_name} raised {first_line(exc)}") from None
     cls = getattr(module, attr, None)
     if cls is None:
         found = sorted(
@@ -627,7 +623,7 @@ class _Meter:
             except SpecError:
                 raise
             except Exception as exc:
-                raise _StepFailed(_first_line(exc)) from None
+                raise _StepFailed(first_line(exc)) from None
             out.append(rms_norm(p.detach() - before, torch) / lr)
         return out
 

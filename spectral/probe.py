@@ -37,7 +37,7 @@ from typing import Any
 from collections.abc import Callable, Sequence
 
 from .coordcheck import fit_slope
-from .errors import SpecError
+from .errors import SpecError, first_line
 from .spec import OptimizerSpec
 
 __all__ = [
@@ -96,10 +96,6 @@ def factory_label(factory: Callable[..., Any]) -> str:
     return f"{module}:{qual}" if module and qual else repr(factory)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
 
 def checked_factory(factory: Callable[..., Any], label: str) -> Callable[..., Any]:
     """``factory`` whose failures are one-line :class:`SpecError`\ s naming ``label``: an
@@ -111,7 +107,7 @@ def checked_factory(factory: Callable[..., Any], label: str) -> Callable[..., An
         try:
             opt = factory(groups, **kwargs)
         except Exception as exc:  # the user's code: any failure is bad input
-            raise SpecError(f"factory {label} raised {_first_line(exc)}") from None
+            raise SpecError(f"factory {label} raised {first_line(exc)}") from None
         if not isinstance(opt, torch.optim.Optimizer):
             raise SpecError(
                 f"factory {label} returned {type(opt).__name__}, not a torch.optim.Optimizer; "
@@ -474,7 +470,7 @@ def measure(
             if not impl.user:
                 raise
             raise SpecError(
-                f"{impl.name}: step() of {type(opt).__name__} raised {_first_line(exc)}"
+                f"{impl.name}: step() of {type(opt).__name__} raised {first_line(exc)}"
             ) from None
     return rms_operator_norm(p.detach() - before, torch)
 

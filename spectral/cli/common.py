@@ -11,7 +11,7 @@ import math
 import sys
 from typing import Any
 
-from ..errors import SpecError, SpectralError
+from ..errors import SpecError, SpectralError, first_line
 
 __all__ = [
     "EXIT_DERIVATION",
@@ -125,10 +125,6 @@ def load_callable(text: str, *, option: str = "--factory") -> Any:
 
     def fail(why: str) -> SpecError:
         return SpecError(f"{option} {text}: {why}")
-
-    def first_line(exc: BaseException) -> str:
-        lines = str(exc).strip().splitlines()
-        return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
     module_text, colon, attr = text.strip().rpartition(":")
     if not colon or not module_text or not attr:
