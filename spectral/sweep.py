@@ -43,6 +43,7 @@ from collections.abc import Iterable
 
 from .cli.codegen import parse_base_value
 from .errors import SpecError
+from .sweep_tune import base_configs, candidates, choose, label, parse_tune
 
 __all__ = [
     "PARAMETERIZATIONS",
@@ -478,6 +479,92 @@ def _resolve_device(device: str) -> str:
     return device
 
 
+def _keyed_plan(cfg: SweepConfig, folder: Path | None, corpus: Any) -> list[tuple[Job, Any, str, str]]:
+    """Every job of ``cfg`` with its recipe, fingerprint and key, planned on the meta device
+    (a run's key needs its HPs, not its weights). The config modules go to ``folder``
+    (``None``: a temporary folder)."""
+    import torch
+
+    data_sha = corpus.description.get("sha256") or _digest(corpus.description)
+    recipes = {p: recipe(cfg.optimizer, p, cfg, folder) for p in cfg.parameterizations}
+    planned = []
+    for job in plan(cfg):
+        rec = recipes[job.parameterization]
+        with torch.device("meta"):
+            model, opts = _build(job, cfg, rec, corpus.vocab_size, "meta")
+        fp = _fingerprint(job, cfg, rec, model, opts, data_sha)
+        planned.append((job, rec, fp, _digest([fp, job.parameterization, cfg.optimizer])))
+    return planned
+
+
+def estimate(cfgs: list[SweepConfig], out: str | os.PathLike[str], corpus: Any, *, log: Any = None) -> dict[str, Any]:
+    """The runs that ``cfgs`` (run in this order) would train, and their wall time measured here.
+
+    Runs already in ``out/runs.jsonl`` and runs whose HPs equal an earlier one's (reused) are
+    not counted. At each distinct size one short run of ``n1`` and one of ``n2`` steps (after a
+    throwaway run that pays for the device's start) give ``seconds(steps) = a + b·steps``: ``b``
+    is the time per training step, ``a`` the fixed part (evaluation; the model build is timed
+    and added). Trains nothing that is recorded; writes nothing.
+    """
+    import torch
+
+    out = Path(out)
+    cfg0 = cfgs[0]
+    device = _resolve_device(cfg0.device)
+    if cfg0.threads:
+        torch.set_num_threads(cfg0.threads)
+    existing = read_runs(out / RUNS_FILE)
+    known_keys = {r["key"] for r in existing}
+    known_fps = {r["fingerprint"] for r in existing if not r.get("reused_from")}
+    sizes: dict[tuple[int, int], int] = {}
+    steps_of: dict[tuple[int, int], list[int]] = {}
+    for cfg in cfgs:
+        for job, _, fp, key in _keyed_plan(cfg, None, corpus):
+            if key in known_keys or fp in known_fps:
+                continue
+            known_fps.add(fp)
+            size = (job.width, job.depth)
+            sizes[size] = sizes.get(size, 0) + 1
+            steps_of.setdefault(size, []).append(cfg.steps)
+    n1, n2 = 3, 13
+    rows = []
+    say = log or (lambda msg: None)
+    first = True
+    for size in sorted(sizes, key=lambda wd: (wd[1], wd[0])):
+        job = Job("mup", size[0], size[1], min(cfg0.log2_lrs))
+        rec = recipe(cfg0.optimizer, "mup", cfg0)
+        times = {}
+        for n in ((n1,) if first else ()) + (n1, n2):
+            c = replace(cfg0, steps=n, warmup=1)
+            t0 = time.perf_counter()
+            model, opts = _build(job, c, rec, corpus.vocab_size, device)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            build = time.perf_counter() - t0
+            res = _train(job, c, model, opts, corpus, device)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            times[n] = (build, res["seconds"])
+        first = False
+        per_step = max(0.0, (times[n2][1] - times[n1][1]) / (n2 - n1))
+        fixed = max(0.0, times[n2][1] - per_step * n2) + times[n2][0]
+        total = sum(fixed + per_step * st for st in steps_of[size])
+        rows.append({"width": size[0], "depth": size[1], "runs": sizes[size], "steps": sum(steps_of[size]),
+                     "ms_per_step": round(per_step * 1e3, 3), "fixed_s": round(fixed, 3), "seconds": round(total, 1)})
+        say(f"n={size[0]:<5d} L={size[1]:<3d} {sizes[size]:4d} runs  {per_step * 1e3:8.2f} ms/step  "
+            f"+{fixed:.2f} s/run  → {total:7.1f} s")
+    return {
+        "optimizer": cfg0.optimizer,
+        "device": device,
+        "device_name": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
+        "torch": torch.__version__,
+        "runs": sum(r["runs"] for r in rows),
+        "steps": sum(r["steps"] for r in rows),
+        "seconds": round(sum(r["seconds"] for r in rows), 1),
+        "sizes": rows,
+    }
+
+
 def run_sweep(
     cfg: SweepConfig,
     out: str | os.PathLike[str],
@@ -514,17 +601,7 @@ def run_sweep(
     existing = read_runs(runs_path)
     by_key = {r["key"]: r for r in existing}
     by_fp = {r["fingerprint"]: r for r in existing if not r.get("reused_from")}
-    recipes = {p: recipe(cfg.optimizer, p, cfg, out / "generated") for p in cfg.parameterizations}
-
-    # plan on the meta device: a run's key needs its HPs, not its weights
-    planned = []
-    for job in plan(cfg):
-        rec = recipes[job.parameterization]
-        with torch.device("meta"):
-            model, opts = _build(job, cfg, rec, corpus.vocab_size, "meta")
-        fp = _fingerprint(job, cfg, rec, model, opts, data_sha)
-        key = _digest([fp, job.parameterization, cfg.optimizer])
-        planned.append((job, rec, fp, key))
+    planned = _keyed_plan(cfg, out / "generated", corpus)
     pending = [t for t in planned if t[3] not in by_key]
 
     results: list[dict[str, Any]] = [by_key[k] for *_, k in planned if k in by_key]
@@ -642,7 +719,16 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="base block multiplier(s) at the base size, for every parameterisation: "
                         "a number or KEY=VALUE pairs, KEY a layer (input, hidden, output), a role, "
                         "an optimizer or default; e.g. output=0.5 (microsoft/mup's output_mult)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, help="init and batch seed (default 0)")
+    p.add_argument("--seeds", type=_ints, metavar="S1,S2,…",
+                   help="several seeds: every run once per seed; reports use the seed-mean loss")
+    p.add_argument("--tune", action="append", type=parse_tune, default=[], metavar="KEY=V1,V2,…",
+                   help="tune these base multiplier values × the log2 η grid at the base size only, then "
+                        "run the transfer sweep with the winner (seed-mean loss); KEY as in --multiplier, "
+                        "e.g. output=1,4,16,64; repeat for several keys (all combinations)")
+    p.add_argument("--estimate", action="store_true",
+                   help="train nothing: time a few steps at each size on --device and print the plan "
+                        "(runs × steps) with its estimated wall time")
     p.add_argument("--data", default="stdlib",
                    help="'stdlib' (default: the standard library's .py sources), a text file, "
                         "or a folder of nanoGPT uint16 .bin token shards (with --vocab-size)")
@@ -697,7 +783,7 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         init_std=args.init_std,
         eps=args.eps,
         multiplier=args.multiplier,
-        seed=args.seed,
+        seed=_seeds(args)[0],
         device=device,
         threads=args.threads,
     )
@@ -707,9 +793,22 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
     out = []
     for o in args.optimizer or ["adamw"]:
         _check_multiplier(base.multiplier, o)
+        for c in candidates(base.multiplier, args.tune) if args.tune else []:
+            _check_multiplier(c, o)
         lrs = args.log2_lrs if args.log2_lrs is not None else preset["log2_lrs"][o]
         out.append(replace(base, optimizer=o, log2_lrs=tuple(lrs)))
     return out
+
+
+def _seeds(args: argparse.Namespace) -> tuple[int, ...]:
+    """``--seeds``, or ``--seed`` (default 0); not both."""
+    if args.seeds is not None and args.seed is not None:
+        raise SpecError("give --seed or --seeds, not both")
+    if args.seeds is not None:
+        if len(set(args.seeds)) != len(args.seeds):
+            raise SpecError(f"--seeds: a seed is given twice in {','.join(map(str, args.seeds))}")
+        return tuple(args.seeds)
+    return (0 if args.seed is None else args.seed,)
 
 
 def _out_dirs(args: argparse.Namespace, cfgs: list[SweepConfig]) -> list[Path]:
@@ -761,13 +860,39 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
         from .data import load_data
 
         corpus = load_data(args.data, n_bytes=n_bytes, val_fraction=args.val_fraction, vocab_size=args.vocab_size)
+    seeds = _seeds(args)
+    if args.estimate:
+        return _print_estimates(args, cfgs, seeds, out_root, corpus, command)
     _make_dirs(dirs)
     for cfg in cfgs:
         out = out_root / cfg.optimizer
-        if corpus is not None:
-            run_sweep(cfg, out, corpus, progress=not args.no_progress, command=command,
-                      log=lambda m: print(m, flush=True))
-        paths = write_report(out, cfg)
+
+        def train(c: SweepConfig, out: Path = out) -> None:
+            if corpus is not None:
+                run_sweep(c, out, corpus, progress=not args.no_progress, command=command, log=_print)
+
+        choice = None
+        if args.tune:  # stage 1: the base size only, every candidate × η × seed
+            cands = candidates(cfg.multiplier, args.tune)
+            keys = tuple(k for k, _ in args.tune)
+            for c in cands:
+                for sc in base_configs(cfg, c, seeds):
+                    train(sc)
+            choice = choose(read_runs(out / RUNS_FILE), cfg, cands, seeds, keys)
+            if not choice.complete:
+                raise SpecError(f"--tune: {out / RUNS_FILE} lacks some base-size runs of the tuning grid; "
+                                "run the sweep (without --report-only) to finish them")
+            if choice.winner is None:
+                raise SpecError(f"--tune: no candidate reached a finite loss at the base size "
+                                f"({cfg.base_width} × {cfg.base_depth}); widen --log2-lrs or the --tune values")
+            cfg = replace(cfg, multiplier=choice.multiplier)
+            best = choice.mean[choice.winner][choice.best_col[choice.winner]]
+            print(f"{cfg.optimizer}: tuned at the base size {cfg.base_width} × {cfg.base_depth}: "
+                  f"{label(choice.multiplier, keys)} (seed-mean loss {best:.4f} at log2 η "
+                  f"{choice.log2_lrs[choice.best_col[choice.winner]]}); transferring it", flush=True)
+        for s in seeds:  # stage 2 (the only stage without --tune): both axes
+            train(replace(cfg, seed=s))
+        paths = write_report(out, cfg, seeds=seeds, choice=choice)
         for pth in paths:
             print(f"wrote {pth}")
     # the index covers every optimizer folder under --out that has a report
@@ -775,6 +900,38 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
     if known:
         print(f"wrote {write_index(out_root, known)}")
     return 0
+
+
+def _print(message: str) -> None:
+    print(message, flush=True)
+
+
+def _print_estimates(args: argparse.Namespace, cfgs: list[SweepConfig], seeds: tuple[int, ...],
+                     out_root: Path, corpus: Any, command: str) -> int:
+    """``--estimate``: the plan of each optimizer (stage 1 and 2 as the sweep would run them;
+    the first ``--tune`` candidate stands in for the winner) and its measured wall time."""
+    if args.report_only:
+        raise SpecError("--estimate and --report-only exclude each other")
+    total = 0.0
+    for cfg in cfgs:
+        cands = candidates(cfg.multiplier, args.tune) if args.tune else []
+        stage1 = [sc for c in cands for sc in base_configs(cfg, c, seeds)]
+        winner = cands[0] if cands else cfg.multiplier
+        stage2 = [replace(cfg, multiplier=winner, seed=s) for s in seeds]
+        print(f"{cfg.optimizer}: timing each size on {_resolve_device(cfg.device)} …", flush=True)
+        est = estimate(stage1 + stage2, out_root / cfg.optimizer, corpus, log=lambda m: print("  " + m, flush=True))
+        total += est["seconds"]
+        print(f"{cfg.optimizer}: {est['runs']} runs, {est['steps']} steps, estimated {_mmss(est['seconds'])} "
+              f"on {est['device_name']}", flush=True)
+        print(json.dumps({"estimate": est, "command": command}, sort_keys=True), flush=True)
+    if len(cfgs) > 1:
+        print(f"all: estimated {_mmss(total)}")
+    return 0
+
+
+def _mmss(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m} min {s:02d} s"
 
 
 def main(argv: list[str] | None = None) -> int:

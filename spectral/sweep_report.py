@@ -30,17 +30,19 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterable
 
 from .io import write_atomic
+from .sweep_tune import label, mean_cell
 
 __all__ = [
     "Table",
     "build_tables",
+    "mean_tables",
     "drift",
     "transfer_regret",
     "render_markdown",
@@ -114,6 +116,54 @@ def build_tables(records: Iterable[dict[str, Any]], cfg: Any) -> list[Table]:
                 Table(cfg.optimizer, axis, p, [w if axis == "width" else d for w, d in sizes], lrs, values, base)
             )
     return tables
+
+
+def mean_tables(per_seed: list[list[Table]]) -> list[Table]:
+    """The seed-mean of aligned tables (one list per seed, the same tables in each):
+    each cell the mean loss, ``"div"`` if any seed diverged, ``None`` if any is missing."""
+    out = []
+    for group in zip(*per_seed, strict=True):
+        first = group[0]
+        values = [
+            [mean_cell([t.values[i][j] for t in group]) for j in range(len(row))]
+            for i, row in enumerate(first.values)
+        ]
+        out.append(replace(first, values=values))
+    return out
+
+
+def seed_rows(per_seed: dict[int, list[Table]]) -> list[dict[str, Any]]:
+    """Per (axis, parameterisation): each seed's best loss (its log2 η) and regret at the
+    largest size, and the gap between the seeds' best losses — how far apart seeds are,
+    against which a difference between parameterisations is read."""
+    rows = []
+    seeds = list(per_seed)
+    for i, t in enumerate(per_seed[seeds[0]]):
+        cells, bests = [], []
+        for s in seeds:
+            ts = per_seed[s][i]
+            r = transfer_regret(ts)
+            am = ts.argmins()[-1] if ts.values else None
+            b = r["best_loss"][-1] if r["best_loss"] else None
+            bests.append(b)
+            where = "" if am is None else f" ({ts.log2_lrs[am]})"
+            cells.append(f"{_fmt(b)}{where} / {_fmt(r['regret'][-1] if r['regret'] else None)}")
+        finite = [b for b in bests if isinstance(b, float)]
+        gap = _fmt(max(finite) - min(finite)) if len(finite) == len(bests) and finite else "–"
+        rows.append({"axis": t.axis, "symbol": _AXIS_META[t.axis]["symbol"], "size": t.sizes[-1] if t.sizes else "–",
+                     "parameterization": t.parameterization, "cells": cells, "gap": gap})
+    return rows
+
+
+def tuning_rows(choice: Any) -> list[dict[str, Any]]:
+    """The base-tuning table: one row per candidate, the seed-mean loss per log2 η (its
+    minimum in bold) and whether it won."""
+    rows = []
+    for ci, c in enumerate(choice.candidates):
+        best = choice.best_col[ci]
+        cells = [{"text": _fmt(v), "best": j == best} for j, v in enumerate(choice.mean[ci])]
+        rows.append({"label": label(c, choice.keys), "cells": cells, "winner": ci == choice.winner})
+    return rows
 
 
 def drift(table: Table) -> dict[str, Any]:
@@ -375,8 +425,15 @@ def _plot_regret(ax: Any, tables: list[Table], axis: str) -> None:
         ax.legend(fontsize=7, loc="best")
 
 
-def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None = None) -> list[Path]:
-    """Render ``summary.md``, ``tables.tex``, ``drift.json`` and the plots into ``out``."""
+def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None = None,
+                 seeds: tuple[int, ...] | None = None, choice: Any = None) -> list[Path]:
+    """Render ``summary.md``, ``tables.tex``, ``drift.json`` and the plots into ``out``.
+
+    ``seeds``: the tables are the seed-mean of each seed's (default: ``cfg.seed`` alone), and
+    a per-seed table shows each seed's best and regret at the largest size. ``choice``: the
+    base tuning of ``--tune`` (:func:`spectral.sweep_tune.choose`), shown first and written
+    to ``tuning.json``.
+    """
     from .sweep import META_FILE, RUNS_FILE, read_runs
 
     out = Path(out)
@@ -386,18 +443,31 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
     meta = {}
     if (out / META_FILE).is_file():
         meta = json.loads((out / META_FILE).read_text(encoding="utf-8"))
-    tables = build_tables(records, cfg)
-    drifts = [drift(t) | transfer_regret(t) for t in tables]
+    seeds = tuple(seeds) if seeds else (cfg.seed,)
+    per_seed = {s: build_tables(records, replace(cfg, seed=s)) for s in seeds}
+    tables = per_seed[seeds[0]] if len(seeds) == 1 else mean_tables(list(per_seed.values()))
+    drifts = [drift(t) | transfer_regret(t) | {"seeds": list(seeds)} for t in tables]
+    if len(seeds) > 1:
+        for i, d in enumerate(drifts):
+            d["per_seed"] = {str(s): transfer_regret(per_seed[s][i]) for s in seeds}
     images = []
     for axis in ("width", "depth"):
         images.append(plot(tables, axis, out / f"lr_{axis}.png").name)
     data = meta.get("data") or {}
     settings = cfg.settings()
-    hp_sources = sorted({r.get("hp_source", "?") for r in records if r.get("settings") == settings and r.get("optimizer") == cfg.optimizer})
+    all_settings = [replace(cfg, seed=s).settings() for s in seeds]
+    hp_sources = sorted({r.get("hp_source", "?") for r in records
+                         if r.get("settings") in all_settings and r.get("optimizer") == cfg.optimizer})
     summary = _env(False).get_template("sweep_summary.md.j2").render(
         optimizer=cfg.optimizer,
         token="byte" if data.get("vocab_size", 256) == 256 else "token",
         settings=settings,
+        seeds=", ".join(map(str, seeds)),
+        n_seeds=len(seeds),
+        seed_rows=seed_rows(per_seed) if len(seeds) > 1 else [],
+        seed_list=list(seeds),
+        tuning=None if choice is None else {"rows": tuning_rows(choice), "log2_lrs": list(choice.log2_lrs),
+                                            "tuned": ", ".join(choice.keys), "winner": label(choice.multiplier, choice.keys)},
         data=data,
         hp_sources=hp_sources,
         command=meta.get("command"),
@@ -418,6 +488,8 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
         write_atomic(out / "tables.tex", tex, force=True),
         write_atomic(out / "drift.json", json.dumps(drifts, indent=2) + "\n", force=True),
     ]
+    if choice is not None:
+        paths.append(write_atomic(out / "tuning.json", json.dumps(choice.as_json(), indent=2) + "\n", force=True))
     return paths + [out / img for img in images]
 
 

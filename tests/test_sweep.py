@@ -409,7 +409,7 @@ def no_training(monkeypatch):
         calls["run_sweep"].append((cfg.optimizer, Path(out), corpus))
         return []
 
-    def write_report(out, cfg, records=None):
+    def write_report(out, cfg, records=None, **kwargs):
         calls["write_report"].append(Path(out))
         return []
 

@@ -1,0 +1,189 @@
+"""Base tuning for a sweep: tune chosen base multipliers × η at the base size only, then transfer.
+
+μP practice tunes a few base values on the base model (microsoft/mup's ``output_mult``,
+CompleteP's input/output α) and transfers them with the learning rate. ``spectral sweep
+--tune output=1,4,16`` does exactly that in one command:
+
+1. **At the base size** ``(base_width, base_depth)``, every candidate — each combination of
+   the ``--tune`` values, on top of ``--multiplier`` — × every log2 η of the grid × every
+   seed. At the base size every parameterisation is the same model, so these are ``sp`` runs.
+2. **Choose** the candidate whose seed-mean loss curve has the lowest minimum over η
+   (:func:`choose`); a diverged seed makes that η +∞ for the candidate.
+3. **Transfer:** the usual sweep over both axes at the winning multiplier, every seed. Its
+   base-size runs are the winner's stage-1 runs (same key), so nothing is trained twice.
+
+This module is pure (no torch, no files): candidates, the stage-1 configurations, and the
+choice from recorded runs. :mod:`spectral.sweep` runs the stages; :mod:`spectral.sweep_report`
+renders the choice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+from collections.abc import Iterable, Sequence
+
+__all__ = ["parse_tune", "candidates", "label", "base_configs", "Choice", "choose", "mean_cell"]
+
+
+def parse_tune(text: str) -> tuple[str, tuple[float, ...]]:
+    """``output=1,4,16`` → ``("output", (1.0, 4.0, 16.0))``; values are finite numbers > 0.
+
+    Parsed by hand (no ``eval``); the key is checked against the optimizer's roles later,
+    with ``--multiplier``'s check.
+    """
+    key, sep, values = text.partition("=")
+    key = key.strip().lower()
+    if not sep or not key or "," in key:
+        raise argparse.ArgumentTypeError(f"expected KEY=V1,V2,… (e.g. output=1,4,16), got {text!r}")
+    out: list[float] = []
+    for part in values.split(","):
+        part = part.strip()
+        try:
+            v = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{key}: {part!r} is not a number") from None
+        if not math.isfinite(v) or v <= 0:
+            raise argparse.ArgumentTypeError(f"{key}: expected numbers > 0, got {part!r}")
+        if v in out:
+            raise argparse.ArgumentTypeError(f"{key}: {part} is given twice")
+        out.append(v)
+    return key, tuple(out)
+
+
+def candidates(base: float | dict[str, float], tune: Sequence[tuple[str, tuple[float, ...]]]) -> list[float | dict[str, float]]:
+    """Every combination of the tuned values, each on top of ``base`` (``--multiplier``).
+
+    Order: the ``--tune`` options' order, each option's values as given (so ties go to the
+    first given). A number ``base`` becomes the ``default`` key of each candidate dict.
+    """
+    keys = [k for k, _ in tune]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise argparse.ArgumentTypeError(f"--tune {dup} is given twice")
+    start: dict[str, float] = dict(base) if isinstance(base, dict) else ({} if base == 1.0 else {"default": float(base)})
+    out: list[float | dict[str, float]] = []
+    for combo in itertools.product(*(values for _, values in tune)):
+        out.append(start | dict(zip(keys, combo, strict=True)))
+    return out
+
+
+def label(multiplier: float | dict[str, float], keys: Iterable[str] | None = None) -> str:
+    """``output=16`` (only ``keys`` when given), or ``1`` for a plain number."""
+    if not isinstance(multiplier, dict):
+        return f"{multiplier:g}"
+    items = [(k, v) for k, v in multiplier.items() if keys is None or k in keys]
+    return ",".join(f"{k}={v:g}" for k, v in items)
+
+
+def base_configs(cfg: Any, multiplier: float | dict[str, float], seeds: Sequence[int]) -> list[Any]:
+    """Stage 1: one :class:`~spectral.sweep.SweepConfig` per seed that trains only the base size
+    (``sp``: at the base size every parameterisation is the same model) at ``multiplier``."""
+    return [
+        replace(cfg, parameterizations=("sp",), widths=(cfg.base_width,), depth=cfg.base_depth,
+                depths=(cfg.base_depth,), width=cfg.base_width, multiplier=multiplier, seed=s)
+        for s in seeds
+    ]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The stage-1 result: each candidate's seed-mean loss per log2 η, and the winner."""
+
+    keys: tuple[str, ...]
+    """The tuned keys (``--tune`` order)."""
+    candidates: tuple[Any, ...]
+    log2_lrs: tuple[int, ...]
+    seeds: tuple[int, ...]
+    mean: tuple[tuple[float | str | None, ...], ...]
+    """``mean[c][j]``: seed-mean loss of candidate c at log2 η j; ``"div"`` if any seed
+    diverged, ``None`` if any seed's run is missing."""
+    per_seed: tuple[tuple[tuple[float | str | None, ...], ...], ...]
+    """``per_seed[c][s][j]``: seed s's loss (or ``"div"`` / ``None``)."""
+    winner: int | None
+    """Index of the chosen candidate (``None``: no candidate has a finite mean)."""
+    best_col: tuple[int | None, ...]
+    """Per candidate, the column of its lowest finite mean loss."""
+
+    @property
+    def multiplier(self) -> Any:
+        return None if self.winner is None else self.candidates[self.winner]
+
+    @property
+    def complete(self) -> bool:
+        return all(v is not None for row in self.mean for v in row)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "keys": list(self.keys),
+            "candidates": [label(c, self.keys) for c in self.candidates],
+            "log2_lrs": list(self.log2_lrs),
+            "seeds": list(self.seeds),
+            "mean_val_loss": [list(r) for r in self.mean],
+            "per_seed_val_loss": [[list(r) for r in c] for c in self.per_seed],
+            "winner": None if self.winner is None else label(self.candidates[self.winner], self.keys),
+            "winner_log2_lr": None if self.winner is None or self.best_col[self.winner] is None
+            else self.log2_lrs[self.best_col[self.winner]],
+        }
+
+
+def mean_cell(cells: Sequence[float | str | None]) -> float | str | None:
+    """The seed mean of one grid cell: ``None`` if a seed's run is missing, ``"div"`` if a
+    seed diverged (a learning rate that diverges for one seed in two is not usable)."""
+    if any(v is None for v in cells):
+        return None
+    if any(v == "div" for v in cells):
+        return "div"
+    return sum(cells) / len(cells)  # type: ignore[arg-type]
+
+
+def _cell(record: dict[str, Any] | None) -> float | str | None:
+    if record is None:
+        return None
+    if record.get("diverged") or record.get("val_loss") is None:
+        return "div"
+    return float(record["val_loss"])
+
+
+def choose(records: Iterable[dict[str, Any]], cfg: Any, cands: Sequence[Any], seeds: Sequence[int], keys: Sequence[str]) -> Choice:
+    """The winner among ``cands`` from the recorded base-size runs (pure).
+
+    A record counts when its optimizer and settings equal a stage-1 config's (the seed and
+    multiplier are part of the settings) and it is the base size; ``sp`` or any
+    parameterisation reusing the same run will do, since at the base size they coincide.
+    """
+    index: dict[tuple[int, int, int], dict[str, Any]] = {}
+    wanted = {}
+    for ci, c in enumerate(cands):
+        for s, sc in zip(seeds, base_configs(cfg, c, seeds), strict=True):
+            wanted[_freeze(sc.settings())] = (ci, s)
+    for r in records:
+        if r.get("optimizer") != cfg.optimizer or (r.get("width"), r.get("depth")) != (cfg.base_width, cfg.base_depth):
+            continue
+        hit = wanted.get(_freeze(r.get("settings")))
+        if hit is not None:
+            index[(*hit, r["log2_lr"])] = r  # last wins
+    lrs = tuple(sorted(cfg.log2_lrs))
+    per_seed, mean, best_col = [], [], []
+    for ci, _ in enumerate(cands):
+        rows = [tuple(_cell(index.get((ci, s, e))) for e in lrs) for s in seeds]
+        per_seed.append(tuple(rows))
+        m = [mean_cell([row[j] for row in rows]) for j in range(len(lrs))]
+        mean.append(tuple(m))
+        finite = [(v, j) for j, v in enumerate(m) if isinstance(v, float) and math.isfinite(v)]
+        best_col.append(min(finite)[1] if finite else None)
+    scored = [(mean[ci][j], ci) for ci, j in enumerate(best_col) if j is not None]
+    winner = min(scored)[1] if scored else None
+    return Choice(tuple(keys), tuple(cands), lrs, tuple(seeds), tuple(mean), tuple(per_seed), winner, tuple(best_col))
+
+
+def _freeze(obj: Any) -> Any:
+    """A hashable, order-independent form of a settings dict (for lookup)."""
+    if isinstance(obj, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in obj.items()))
+    if isinstance(obj, (list, tuple)):
+        return tuple(_freeze(v) for v in obj)
+    return obj
