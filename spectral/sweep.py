@@ -101,6 +101,27 @@ PRESETS: dict[str, dict[str, Any]] = {
         eval_batches=32,
         n_bytes=64 * 2**20,
     ),
+    # the μP-vs-SP comparison at 4-8x the CPU widths in one command of at most 8 minutes on
+    # one H100/H200 (the plan timed by --estimate there: docs/sweep/gpu/); a preset may also
+    # name the optimizer, the parameterisations and the base tuning, used unless given
+    "gpu-8min": dict(
+        optimizers=("muon-kimi+adamw",),
+        params=("sp", "mup"),
+        tune=(("output", (1.0, 4.0, 16.0)),),
+        widths=(128, 256, 512, 1024),
+        depth=2,
+        depths=(2, 4, 8, 16),
+        width=128,
+        base_width=128,
+        base_depth=2,
+        head_dim=64,
+        log2_lrs={"adamw": (-12, -11, -10, -9, -8, -7, -6), "muon-kimi+adamw": (-9, -8, -7, -6, -5, -4, -3)},
+        steps=200,
+        batch_size=32,
+        block_size=256,
+        eval_batches=8,
+        n_bytes=16 * 2**20,
+    ),
 }
 
 
@@ -725,7 +746,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tune", action="append", type=parse_tune, default=[], metavar="KEY=V1,V2,…",
                    help="tune these base multiplier values × the log2 η grid at the base size only, then "
                         "run the transfer sweep with the winner (seed-mean loss); KEY as in --multiplier, "
-                        "e.g. output=1,4,16,64; repeat for several keys (all combinations)")
+                        "e.g. output=1,4,16,64; repeat for several keys (all combinations); "
+                        "'none': no tuning, also where the preset tunes")
     p.add_argument("--estimate", action="store_true",
                    help="train nothing: time a few steps at each size on --device and print the plan "
                         "(runs × steps) with its estimated wall time")
@@ -759,14 +781,14 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
     device = args.device
     if device == "auto":
         device = _resolve_device("auto")
-    preset = PRESETS[args.preset or ("gpu" if device.startswith("cuda") else "cpu")]
+    preset = _preset(args)
 
     def pick(name: str, attr: str | None = None):
         v = getattr(args, attr or name, None)
         return preset[name] if v is None else v
 
     base = SweepConfig(
-        parameterizations=tuple(args.params or PARAMETERIZATIONS),
+        parameterizations=tuple(args.params or preset.get("params", PARAMETERIZATIONS)),
         widths=tuple(pick("widths")),
         depth=pick("depth"),
         depths=tuple(pick("depths")),
@@ -791,13 +813,26 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         if n % base.head_dim:
             raise SpecError(f"width {n} is not a multiple of --head-dim {base.head_dim}")
     out = []
-    for o in args.optimizer or ["adamw"]:
+    for o in args.optimizer or preset.get("optimizers", ["adamw"]):
         _check_multiplier(base.multiplier, o)
-        for c in candidates(base.multiplier, args.tune) if args.tune else []:
+        for c in candidates(base.multiplier, _tune(args)) if _tune(args) else []:
             _check_multiplier(c, o)
         lrs = args.log2_lrs if args.log2_lrs is not None else preset["log2_lrs"][o]
         out.append(replace(base, optimizer=o, log2_lrs=tuple(lrs)))
     return out
+
+
+def _preset(args: argparse.Namespace) -> dict[str, Any]:
+    """``--preset``, or ``gpu`` on a CUDA device and ``cpu`` otherwise."""
+    device = _resolve_device(args.device)
+    return PRESETS[args.preset or ("gpu" if device.startswith("cuda") else "cpu")]
+
+
+def _tune(args: argparse.Namespace) -> list[tuple[str, tuple[float, ...]]]:
+    """``--tune``, or the preset's base tuning (``--tune none`` turns it off)."""
+    if any(k == "none" for k, _ in args.tune):
+        return []
+    return list(args.tune) or list(_preset(args).get("tune", ()))
 
 
 def _seeds(args: argparse.Namespace) -> tuple[int, ...]:
@@ -852,7 +887,7 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
     if words[:1] == ["sweep"]:  # called as `spectral sweep ...`
         words = words[1:]
     command = "spectral sweep " + shlex.join(words)
-    n_bytes = args.n_bytes if args.n_bytes is not None else PRESETS["gpu" if cfgs[0].device.startswith("cuda") else "cpu"]["n_bytes"]
+    n_bytes = args.n_bytes if args.n_bytes is not None else _preset(args)["n_bytes"]
     dirs = _out_dirs(args, cfgs)
     out_root = dirs[0]
     corpus = None
@@ -872,9 +907,9 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
                 run_sweep(c, out, corpus, progress=not args.no_progress, command=command, log=_print)
 
         choice = None
-        if args.tune:  # stage 1: the base size only, every candidate × η × seed
-            cands = candidates(cfg.multiplier, args.tune)
-            keys = tuple(k for k, _ in args.tune)
+        if _tune(args):  # stage 1: the base size only, every candidate × η × seed
+            cands = candidates(cfg.multiplier, _tune(args))
+            keys = tuple(k for k, _ in _tune(args))
             for c in cands:
                 for sc in base_configs(cfg, c, seeds):
                     train(sc)
@@ -914,7 +949,7 @@ def _print_estimates(args: argparse.Namespace, cfgs: list[SweepConfig], seeds: t
         raise SpecError("--estimate and --report-only exclude each other")
     total = 0.0
     for cfg in cfgs:
-        cands = candidates(cfg.multiplier, args.tune) if args.tune else []
+        cands = candidates(cfg.multiplier, _tune(args)) if _tune(args) else []
         stage1 = [sc for c in cands for sc in base_configs(cfg, c, seeds)]
         winner = cands[0] if cands else cfg.multiplier
         stage2 = [replace(cfg, multiplier=winner, seed=s) for s in seeds]

@@ -30,11 +30,14 @@ __all__ = ["parse_tune", "candidates", "label", "base_configs", "Choice", "choos
 
 
 def parse_tune(text: str) -> tuple[str, tuple[float, ...]]:
-    """``output=1,4,16`` → ``("output", (1.0, 4.0, 16.0))``; values are finite numbers > 0.
+    """``output=1,4,16`` → ``("output", (1.0, 4.0, 16.0))``; values are finite numbers > 0;
+    ``none`` → ``("none", ())``.
 
     Parsed by hand (no ``eval``); the key is checked against the optimizer's roles later,
     with ``--multiplier``'s check.
     """
+    if text.strip().lower() == "none":  # turns off a preset's tuning
+        return "none", ()
     key, sep, values = text.partition("=")
     key = key.strip().lower()
     if not sep or not key or "," in key:

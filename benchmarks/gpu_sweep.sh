@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The GPU preset on a lent GPU machine (the library's `device` tool), in one call of under
+# 10 minutes: time the plan with --estimate, then run it under a hard limit, and bring back
+# the raw runs and the logs ($OUT: at most 8 files). Reports are rendered afterwards, on the
+# CPU, from the raw runs: `spectral sweep --preset gpu-8min --out docs/sweep/gpu --report-only`.
+#
+#   usage (device): bash benchmarks/gpu_sweep.sh      (carry .whl: pydantic & pytorch-optimizer wheels)
+set -uo pipefail
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+if ! python3 -c "import pydantic, pytorch_optimizer" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site
+fi
+export PYTHONUNBUFFERED=1
+LIMIT=${LIMIT:-480}         # seconds for the sweep itself
+RUN=/tmp/gpu-sweep          # results folder (copied to $OUT at the end)
+rm -rf "$RUN"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
+
+# 1. the plan, timed here: per-step seconds at every size × runs × steps
+python3 -m spectral sweep --preset gpu-8min --out "$RUN" --estimate ${SMOKE:-} 2>&1 | tee "$OUT/estimate.txt"
+
+# 2. the sweep; if the estimate overshoots LIMIT, the depth axis stops at 8 (the width axis is
+#    the point of a GPU); killed at LIMIT s if the estimate was wrong (what finished is kept)
+est=$(python3 -c 'import json,sys; print(int(max(json.loads(l)["estimate"]["seconds"] for l in sys.stdin if l.startswith("{"))))' < "$OUT/estimate.txt")
+extra=()
+if [ "${est:-999999}" -gt "$LIMIT" ]; then extra=(--depths 2,4,8); fi
+echo "estimated ${est} s against a limit of ${LIMIT} s; extra flags: ${extra[*]:-none}" | tee "$OUT/log.txt"
+start=$(date +%s)
+timeout "$LIMIT" python3 -m spectral sweep --preset gpu-8min --out "$RUN" --no-progress "${extra[@]}" ${SMOKE:-} 2>&1 | tee -a "$OUT/log.txt"
+echo "exit $? after $(( $(date +%s) - start )) s" | tee -a "$OUT/log.txt"
+
+o="$RUN/muon-kimi+adamw"
+cp "$o/runs.jsonl" "$o/sweep.json" "$OUT/" 2>/dev/null
+ls -la "$OUT"
