@@ -925,9 +925,12 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
             print(f"{cfg.optimizer}: tuned at the base size {cfg.base_width} × {cfg.base_depth}: "
                   f"{label(choice.multiplier, keys)} (seed-mean loss {best:.4f} at log2 η "
                   f"{choice.log2_lrs[choice.best_col[choice.winner]]}); transferring it", flush=True)
+            for edge in choice.edges(dict(_tune(args))):
+                print(f"warning: {cfg.optimizer}: {edge}", flush=True)
         for s in seeds:  # stage 2 (the only stage without --tune): both axes
             train(replace(cfg, seed=s))
-        paths = write_report(out, cfg, seeds=seeds, choice=choice)
+        paths = write_report(out, cfg, seeds=seeds, choice=choice,
+                             edges=choice.edges(dict(_tune(args))) if choice is not None else None)
         for pth in paths:
             print(f"wrote {pth}")
     # the index covers every optimizer folder under --out that has a report

@@ -119,6 +119,24 @@ class Choice:
     def complete(self) -> bool:
         return all(v is not None for row in self.mean for v in row)
 
+    def edges(self, values: dict[str, tuple[float, ...]]) -> list[str]:
+        """Where the winner sits on an edge of what was tried — its optimum may lie beyond.
+
+        ``values``: each tuned key's values (``--tune``). One sentence per edge."""
+        if self.winner is None:
+            return []
+        out = []
+        win = self.candidates[self.winner]
+        for key in self.keys:
+            tried = values.get(key, ())
+            if len(tried) > 1 and win[key] in (min(tried), max(tried)):
+                side = "smallest" if win[key] == min(tried) else "largest"
+                out.append(f"{key}={win[key]:g} is the {side} value tried; its optimum may lie beyond")
+        col, lrs = self.best_col[self.winner], self.log2_lrs
+        if col is not None and len(lrs) > 1 and col in (0, len(lrs) - 1):
+            out.append(f"the winner's best log2 η ({lrs[col]}) is at the edge of --log2-lrs")
+        return out
+
     def as_json(self) -> dict[str, Any]:
         return {
             "keys": list(self.keys),
