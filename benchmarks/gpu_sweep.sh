@@ -22,14 +22,9 @@ python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/gpu.
 # 1. the plan, timed here: per-step seconds at every size × runs × steps
 python3 -m spectral sweep --preset gpu-8min --out "$RUN" --estimate ${SMOKE:-} 2>&1 | tee "$OUT/estimate.txt"
 
-# 2. the sweep; if the estimate overshoots LIMIT, the depth axis stops at 8 (the width axis is
-#    the point of a GPU); killed at LIMIT s if the estimate was wrong (what finished is kept)
-est=$(python3 -c 'import json,sys; print(int(max(json.loads(l)["estimate"]["seconds"] for l in sys.stdin if l.startswith("{"))))' < "$OUT/estimate.txt")
-extra=()
-if [ "${est:-999999}" -gt "$LIMIT" ]; then extra=(--depths 2,4,8); fi
-echo "estimated ${est} s against a limit of ${LIMIT} s; extra flags: ${extra[*]:-none}" | tee "$OUT/log.txt"
+# 2. the sweep, killed at LIMIT s if the estimate was wrong (resumable: what finished is kept)
 start=$(date +%s)
-timeout "$LIMIT" python3 -m spectral sweep --preset gpu-8min --out "$RUN" --no-progress "${extra[@]}" ${SMOKE:-} 2>&1 | tee -a "$OUT/log.txt"
+timeout "$LIMIT" python3 -m spectral sweep --preset gpu-8min --out "$RUN" --no-progress ${SMOKE:-} 2>&1 | tee "$OUT/log.txt"
 echo "exit $? after $(( $(date +%s) - start )) s" | tee -a "$OUT/log.txt"
 
 o="$RUN/muon-kimi+adamw"

@@ -102,15 +102,16 @@ PRESETS: dict[str, dict[str, Any]] = {
         n_bytes=64 * 2**20,
     ),
     # the μP-vs-SP comparison at 4-8x the CPU widths in one command of at most 8 minutes on
-    # one H100/H200 (the plan timed by --estimate there: docs/sweep/gpu/); a preset may also
-    # name the optimizer, the parameterisations and the base tuning, used unless given
+    # one H100/H200: --estimate timed it at 5.6 min on an H200, and it ran in 7.1 min wall
+    # (docs/sweep/gpu/); depth 16 would add 2.8 min. A preset may also name the optimizer,
+    # the parameterisations and the base tuning, used unless given.
     "gpu-8min": dict(
         optimizers=("muon-kimi+adamw",),
         params=("sp", "mup"),
         tune=(("output", (1.0, 4.0, 16.0)),),
         widths=(128, 256, 512, 1024),
         depth=2,
-        depths=(2, 4, 8, 16),
+        depths=(2, 4, 8),
         width=128,
         base_width=128,
         base_depth=2,
@@ -525,7 +526,9 @@ def estimate(cfgs: list[SweepConfig], out: str | os.PathLike[str], corpus: Any, 
     not counted. At each distinct size one short run of ``n1`` and one of ``n2`` steps (after a
     throwaway run that pays for the device's start) give ``seconds(steps) = a + b·steps``: ``b``
     is the time per training step, ``a`` the fixed part (evaluation; the model build is timed
-    and added). Trains nothing that is recorded; writes nothing.
+    and added). The planning itself (every run's HPs, on the meta device) is timed too and
+    added once (``overhead_s``). Loading the data is not counted. Trains nothing that is
+    recorded; writes nothing.
     """
     import torch
 
@@ -539,6 +542,7 @@ def estimate(cfgs: list[SweepConfig], out: str | os.PathLike[str], corpus: Any, 
     known_fps = {r["fingerprint"] for r in existing if not r.get("reused_from")}
     sizes: dict[tuple[int, int], int] = {}
     steps_of: dict[tuple[int, int], list[int]] = {}
+    t_plan = time.perf_counter()  # the sweep plans the same way before it trains: part of its time
     for cfg in cfgs:
         for job, _, fp, key in _keyed_plan(cfg, None, corpus):
             if key in known_keys or fp in known_fps:
@@ -547,7 +551,8 @@ def estimate(cfgs: list[SweepConfig], out: str | os.PathLike[str], corpus: Any, 
             size = (job.width, job.depth)
             sizes[size] = sizes.get(size, 0) + 1
             steps_of.setdefault(size, []).append(cfg.steps)
-    n1, n2 = 3, 13
+    overhead = time.perf_counter() - t_plan
+    n1, n2 = 3, 23
     rows = []
     say = log or (lambda msg: None)
     first = True
@@ -581,7 +586,8 @@ def estimate(cfgs: list[SweepConfig], out: str | os.PathLike[str], corpus: Any, 
         "torch": torch.__version__,
         "runs": sum(r["runs"] for r in rows),
         "steps": sum(r["steps"] for r in rows),
-        "seconds": round(sum(r["seconds"] for r in rows), 1),
+        "seconds": round(sum(r["seconds"] for r in rows) + overhead, 1),
+        "overhead_s": round(overhead, 1),
         "sizes": rows,
     }
 
