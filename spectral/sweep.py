@@ -530,9 +530,15 @@ def estimate(cfgs: list[SweepConfig], out: str | os.PathLike[str], corpus: Any, 
     added once (``overhead_s``). Loading the data is not counted. Trains nothing that is
     recorded; writes nothing.
     """
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="spectral-estimate-") as tmp:
+        return _estimate(cfgs, Path(out), corpus, Path(tmp), log)
+
+
+def _estimate(cfgs: list[SweepConfig], out: Path, corpus: Any, tmp: Path, log: Any) -> dict[str, Any]:
     import torch
 
-    out = Path(out)
     cfg0 = cfgs[0]
     device = _resolve_device(cfg0.device)
     if cfg0.threads:
@@ -544,7 +550,7 @@ def estimate(cfgs: list[SweepConfig], out: str | os.PathLike[str], corpus: Any, 
     steps_of: dict[tuple[int, int], list[int]] = {}
     t_plan = time.perf_counter()  # the sweep plans the same way before it trains: part of its time
     for cfg in cfgs:
-        for job, _, fp, key in _keyed_plan(cfg, None, corpus):
+        for job, _, fp, key in _keyed_plan(cfg, tmp, corpus):
             if key in known_keys or fp in known_fps:
                 continue
             known_fps.add(fp)
@@ -556,9 +562,9 @@ def estimate(cfgs: list[SweepConfig], out: str | os.PathLike[str], corpus: Any, 
     rows = []
     say = log or (lambda msg: None)
     first = True
+    rec = recipe(cfg0.optimizer, "mup", cfg0, tmp)  # SP and μP cost the same per step
     for size in sorted(sizes, key=lambda wd: (wd[1], wd[0])):
         job = Job("mup", size[0], size[1], min(cfg0.log2_lrs))
-        rec = recipe(cfg0.optimizer, "mup", cfg0)
         times = {}
         for n in ((n1,) if first else ()) + (n1, n2):
             c = replace(cfg0, steps=n, warmup=1)

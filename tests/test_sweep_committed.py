@@ -6,6 +6,7 @@ reads old runs the same way)."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -38,5 +39,21 @@ def test_committed_tables_come_from_the_raw_runs(tmp_path: Path, folder: str, ca
         shutil.copy(src / name, dst / name)
     assert main(["sweep", "--device", "cpu", "--out", str(root), *CASES[folder], "--report-only"]) == 0
     capsys.readouterr()
-    for name in ("summary.md", "drift.json", "tuning.json"):
+    for name in ("summary.md", "drift.json", "tuning.json", "tables.tex"):
         assert (dst / name).read_text(encoding="utf-8") == (src / name).read_text(encoding="utf-8"), name
+
+
+@pytest.mark.parametrize("folder", sorted(CASES))
+def test_committed_latex_compiles(tmp_path: Path, folder: str):
+    from test_render import _pdflatex
+
+    exe = _pdflatex()
+    tables = (ROOT / "docs" / "sweep" / folder / "tables.tex").read_text(encoding="utf-8")
+    doc = ("\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n"
+           "\\usepackage[margin=1cm]{geometry}\n\\begin{document}\n" + tables + "\n\\clearpage\n\\end{document}\n")
+    (tmp_path / "t.tex").write_text(doc, encoding="utf-8")
+    proc = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "t.tex"],
+                          cwd=tmp_path, capture_output=True, text=True, errors="replace", timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "base tuning" in tables
