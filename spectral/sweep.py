@@ -43,7 +43,7 @@ from collections.abc import Iterable
 
 from .cli.codegen import parse_base_value
 from .errors import SpecError
-from .sweep_tune import base_configs, candidates, choose, label, parse_tune
+from .sweep_tune import apply, base_configs, candidates, choose, label, parse_tune
 
 __all__ = [
     "PARAMETERIZATIONS",
@@ -155,6 +155,11 @@ class SweepConfig:
     ``multiplier=`` takes them: a number, or a dict keyed by layer (``{"output": 0.5}`` is
     microsoft/mup's ``output_mult``), role, optimizer or ``default``. Every
     parameterisation gets it (SP too: SP is the recipe evaluated at the base size)."""
+    lr_scale: dict[str, float] | None = None
+    """Per-role (or per-optimizer) factors on the grid's base learning rate, as
+    ``{"input_weight": 0.25}``: that role's base η is ``0.25 × 2^log2_lr``, every other
+    role's the grid's (the generated module's ``lr={"default": η, role: …}``). ``None``: one
+    base η for all."""
     grad_clip: float = 1.0
     seed: int = 0
     device: str = "cpu"
@@ -171,6 +176,8 @@ class SweepConfig:
         runs recorded before it existed (all at α = 1) still match and resume.
         """
         extra = {} if self.multiplier == 1.0 else {"multiplier": self.multiplier}
+        if self.lr_scale:
+            extra["lr_scale"] = self.lr_scale
         return extra | {
             "optimizer": self.optimizer,
             "base_width": self.base_width,
@@ -408,8 +415,11 @@ def _build(job: Job, cfg: SweepConfig, rec: Any, vocab_size: int, device: str):
     )
     rec.init_(model, job.width, job.depth, cfg.init_std)
     model.to(device)
+    lr: float | dict[str, float] = job.lr
+    if cfg.lr_scale:
+        lr = {"default": job.lr} | {k: job.lr * v for k, v in cfg.lr_scale.items()}
     opts = rec.build_optimizers(
-        model, job.width, job.depth, lr=job.lr, weight_decay=cfg.weight_decay, eps=cfg.eps,
+        model, job.width, job.depth, lr=lr, weight_decay=cfg.weight_decay, eps=cfg.eps,
         multiplier=cfg.multiplier,
     )
     return model, opts
@@ -752,13 +762,17 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="base block multiplier(s) at the base size, for every parameterisation: "
                         "a number or KEY=VALUE pairs, KEY a layer (input, hidden, output), a role, "
                         "an optimizer or default; e.g. output=0.5 (microsoft/mup's output_mult)")
+    p.add_argument("--lr-scale", type=parse_base_value, metavar="ROLE=F,…",
+                   help="factors on the grid's base η for some roles or optimizers, e.g. "
+                        "input_weight=0.25 (the embedding's base η is a quarter of the grid's)")
     p.add_argument("--seed", type=int, help="init and batch seed (default 0)")
     p.add_argument("--seeds", type=_ints, metavar="S1,S2,…",
                    help="several seeds: every run once per seed; reports use the seed-mean loss")
     p.add_argument("--tune", action="append", type=parse_tune, default=[], metavar="KEY=V1,V2,…",
                    help="tune these base multiplier values × the log2 η grid at the base size only, then "
                         "run the transfer sweep with the winner (seed-mean loss); KEY as in --multiplier, "
-                        "e.g. output=1,4,16,64; repeat for several keys (all combinations); "
+                        "e.g. output=1,4,16,64, or lr.ROLE for a factor on that role's base η as in --lr-scale "
+                        "(lr.input_weight=0.25,1,4); repeat for several keys (all combinations); "
                         "'none': no tuning, also where the preset tunes")
     p.add_argument("--estimate", action="store_true",
                    help="train nothing: time a few steps at each size on --device and print the plan "
@@ -779,14 +793,19 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report-only", action="store_true", help="render tables and plots from runs.jsonl; train nothing")
 
 
-def _check_multiplier(value: Any, optimizer: str) -> None:
-    """Refuse a negative ``--multiplier`` or a key that names nothing for this optimizer,
-    before any training (the same check as ``spectral transfer --multiplier``)."""
+def _check_base_values(cfg: SweepConfig) -> None:
+    """Refuse a negative ``--multiplier`` / ``--lr-scale`` or a key that names nothing for this
+    optimizer, before any training (the same check as ``spectral transfer --multiplier``)."""
     from .cli.codegen import _check_base
     from .transfer import plan as transfer_plan
 
-    hidden, others = _split_optimizer(optimizer)
-    _check_base(value, transfer_plan(hidden, None if others == hidden else others, 2), "multiplier")
+    hidden, others = _split_optimizer(cfg.optimizer)
+    p = transfer_plan(hidden, None if others == hidden else others, 2)
+    _check_base(cfg.multiplier, p, "multiplier")
+    if cfg.lr_scale is not None:
+        if not isinstance(cfg.lr_scale, dict):
+            raise SpecError("--lr-scale: expected ROLE=FACTOR pairs, e.g. input_weight=0.25")
+        _check_base(cfg.lr_scale, p, "lr_scale")
 
 
 def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
@@ -817,6 +836,7 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         init_std=args.init_std,
         eps=args.eps,
         multiplier=args.multiplier,
+        lr_scale=args.lr_scale,
         seed=_seeds(args)[0],
         device=device,
         threads=args.threads,
@@ -826,11 +846,11 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
             raise SpecError(f"width {n} is not a multiple of --head-dim {base.head_dim}")
     out = []
     for o in args.optimizer or preset.get("optimizers", ["adamw"]):
-        _check_multiplier(base.multiplier, o)
+        cfg = replace(base, optimizer=o, log2_lrs=tuple(preset["log2_lrs"][o] if args.log2_lrs is None else args.log2_lrs))
+        _check_base_values(cfg)
         for c in candidates(base.multiplier, _tune(args)) if _tune(args) else []:
-            _check_multiplier(c, o)
-        lrs = args.log2_lrs if args.log2_lrs is not None else preset["log2_lrs"][o]
-        out.append(replace(base, optimizer=o, log2_lrs=tuple(lrs)))
+            _check_base_values(apply(cfg, c))
+        out.append(cfg)
     return out
 
 
@@ -932,7 +952,7 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
             if choice.winner is None:
                 raise SpecError(f"--tune: no candidate reached a finite loss at the base size "
                                 f"({cfg.base_width} × {cfg.base_depth}); widen --log2-lrs or the --tune values")
-            cfg = replace(cfg, multiplier=choice.multiplier)
+            cfg = apply(cfg, choice.multiplier)
             best = choice.mean[choice.winner][choice.best_col[choice.winner]]
             print(f"{cfg.optimizer}: tuned at the base size {cfg.base_width} × {cfg.base_depth}: "
                   f"{label(choice.multiplier, keys)} (seed-mean loss {best:.4f} at log2 η "
@@ -966,8 +986,8 @@ def _print_estimates(args: argparse.Namespace, cfgs: list[SweepConfig], seeds: t
     for cfg in cfgs:
         cands = candidates(cfg.multiplier, _tune(args)) if _tune(args) else []
         stage1 = [sc for c in cands for sc in base_configs(cfg, c, seeds)]
-        winner = cands[0] if cands else cfg.multiplier
-        stage2 = [replace(cfg, multiplier=winner, seed=s) for s in seeds]
+        winner = cands[0] if cands else None
+        stage2 = [replace(apply(cfg, winner) if cands else cfg, seed=s) for s in seeds]
         print(f"{cfg.optimizer}: timing each size on {_resolve_device(cfg.device)} …", flush=True)
         est = estimate(stage1 + stage2, out_root / cfg.optimizer, corpus, log=lambda m: print("  " + m, flush=True))
         total += est["seconds"]

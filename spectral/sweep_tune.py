@@ -26,7 +26,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 from collections.abc import Iterable, Sequence
 
-__all__ = ["parse_tune", "candidates", "label", "base_configs", "Choice", "choose", "mean_cell"]
+LR_PREFIX = "lr."
+"""A ``--tune`` key ``lr.ROLE`` is a factor on that role's base η (``--lr-scale``); any other
+key is a multiplier key (``--multiplier``)."""
+
+__all__ = ["parse_tune", "candidates", "label", "apply", "base_configs", "Choice", "choose", "mean_cell"]
 
 
 def parse_tune(text: str) -> tuple[str, tuple[float, ...]]:
@@ -61,13 +65,16 @@ def candidates(base: float | dict[str, float], tune: Sequence[tuple[str, tuple[f
     """Every combination of the tuned values, each on top of ``base`` (``--multiplier``).
 
     Order: the ``--tune`` options' order, each option's values as given (so ties go to the
-    first given). A number ``base`` becomes the ``default`` key of each candidate dict.
+    first given). A number ``base`` becomes the ``default`` key of each candidate dict; when
+    only ``lr.`` keys are tuned, ``base`` is left out (:func:`apply` keeps ``--multiplier``).
     """
     keys = [k for k, _ in tune]
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
         raise argparse.ArgumentTypeError(f"--tune {dup} is given twice")
-    start: dict[str, float] = dict(base) if isinstance(base, dict) else ({} if base == 1.0 else {"default": float(base)})
+    start: dict[str, float] = {}
+    if any(not k.startswith(LR_PREFIX) for k in keys):  # the candidates carry the multiplier
+        start = dict(base) if isinstance(base, dict) else ({} if base == 1.0 else {"default": float(base)})
     out: list[float | dict[str, float]] = []
     for combo in itertools.product(*(values for _, values in tune)):
         out.append(start | dict(zip(keys, combo, strict=True)))
@@ -82,14 +89,24 @@ def label(multiplier: float | dict[str, float], keys: Iterable[str] | None = Non
     return ",".join(f"{k}={v:g}" for k, v in items)
 
 
-def base_configs(cfg: Any, multiplier: float | dict[str, float], seeds: Sequence[int]) -> list[Any]:
+def apply(cfg: Any, candidate: float | dict[str, float]) -> Any:
+    """``cfg`` with a candidate's values: its ``lr.ROLE`` keys go to ``lr_scale`` (on top of
+    ``cfg.lr_scale``), the others are the multiplier (``cfg.multiplier`` stays when there are
+    none, so that untuned runs keep their keys)."""
+    if not isinstance(candidate, dict):
+        return replace(cfg, multiplier=candidate)
+    mult = {k: v for k, v in candidate.items() if not k.startswith(LR_PREFIX)}
+    lrs = {k[len(LR_PREFIX):]: v for k, v in candidate.items() if k.startswith(LR_PREFIX)}
+    out = replace(cfg, multiplier=mult) if mult else cfg
+    return replace(out, lr_scale=(cfg.lr_scale or {}) | lrs) if lrs else out
+
+
+def base_configs(cfg: Any, candidate: float | dict[str, float], seeds: Sequence[int]) -> list[Any]:
     """Stage 1: one :class:`~spectral.sweep.SweepConfig` per seed that trains only the base size
-    (``sp``: at the base size every parameterisation is the same model) at ``multiplier``."""
-    return [
-        replace(cfg, parameterizations=("sp",), widths=(cfg.base_width,), depth=cfg.base_depth,
-                depths=(cfg.base_depth,), width=cfg.base_width, multiplier=multiplier, seed=s)
-        for s in seeds
-    ]
+    (``sp``: at the base size every parameterisation is the same model) with ``candidate``."""
+    base = replace(cfg, parameterizations=("sp",), widths=(cfg.base_width,), depth=cfg.base_depth,
+                   depths=(cfg.base_depth,), width=cfg.base_width)
+    return [replace(apply(base, candidate), seed=s) for s in seeds]
 
 
 @dataclass(frozen=True)

@@ -303,6 +303,8 @@ SIGNAL_SCRIPT = textwrap.dedent(
     from spectral import io as sio
 
     target, sig, race = sys.argv[1], getattr(signal, sys.argv[2]), sys.argv[3] == "race"
+    if sig != signal.SIGINT:  # under nohup SIGHUP is ignored (and rightly stays so): start from the default
+        signal.signal(sig, signal.SIG_DFL)
     real_fsync = os.fsync
 
     def interrupted_fsync(fd):

@@ -305,3 +305,63 @@ def test_seed_mean_report_matches_one_seed_report_for_one_seed(tmp_path: Path, t
     assert [r["key"] for r in r1] == [r["key"] for r in r2]
     assert all(math.isfinite(r["val_loss"]) for r in r1)
     assert replace(_toy(), seed=3).settings()["seed"] == 3
+
+
+# --------------------------------------------------------------------------------------
+# per-role learning-rate factors (--lr-scale, --tune lr.ROLE=…)
+# --------------------------------------------------------------------------------------
+
+
+def test_lr_scale_reaches_the_role_and_the_key():
+    from spectral.sweep import Job, _build, recipe
+
+    cfg = _toy(lr_scale={"input_weight": 0.25})
+    assert cfg.settings()["lr_scale"] == {"input_weight": 0.25}
+    assert "lr_scale" not in _toy().settings()  # unset: old keys still match
+    rec = recipe(cfg.optimizer, "mup", cfg)
+    model, (opt,) = _build(Job("mup", 64, 1, -6), cfg, rec, 256, "cpu")
+    names = {id(p): n for n, p in model.named_parameters()}
+    lrs = {names[id(p)]: g["lr"] for g in opt.param_groups for p in g["params"]}
+    plain_model, (plain,) = _build(Job("mup", 64, 1, -6), _toy(), rec, 256, "cpu")
+    plain_lrs = {n: g["lr"] for g in plain.param_groups for p in g["params"] for n, q in plain_model.named_parameters() if q is p}
+    emb = [n for n in lrs if rec.module.classify(n, dict(model.named_parameters())[n]) == "input_weight"]
+    assert emb
+    for n in lrs:
+        factor = 0.25 if n in emb else 1.0
+        assert lrs[n] == pytest.approx(factor * plain_lrs[n], rel=1e-12), n
+
+
+def test_tune_splits_lr_keys_from_multiplier_keys():
+    from spectral.sweep_tune import apply
+
+    cands = candidates(1.0, [("lr.input_weight", (0.25, 1.0))])
+    assert cands == [{"lr.input_weight": 0.25}, {"lr.input_weight": 1.0}]
+    cfg = apply(_toy(multiplier={"output": 4.0}), cands[0])
+    assert cfg.multiplier == {"output": 4.0} and cfg.lr_scale == {"input_weight": 0.25}
+    both = candidates({"output": 4.0}, [("output", (2.0,)), ("lr.output_weight", (0.5,))])
+    cfg = apply(_toy(lr_scale={"input_weight": 2.0}), both[0])
+    assert cfg.multiplier == {"output": 2.0} and cfg.lr_scale == {"input_weight": 2.0, "output_weight": 0.5}
+
+
+def test_tuning_an_lr_factor_in_one_command(tmp_path: Path, text: Path, capsys):
+    out = tmp_path / "o"
+    assert _sweep(out, text, "--tune", "lr.input_weight=0.5,2", "--widths", "32,64", "--depths", "1") == 0
+    tuning = json.loads((out / "adamw" / "tuning.json").read_text())
+    assert tuning["keys"] == ["lr.input_weight"] and tuning["winner"] in ("lr.input_weight=0.5", "lr.input_weight=2")
+    factor = float(tuning["winner"].split("=")[1])
+    recs = read_runs(out / "adamw" / RUNS_FILE)
+    wide = [r for r in recs if r["width"] == 64]
+    assert wide and all(r["settings"]["lr_scale"] == {"input_weight": factor} for r in wide)
+    assert f"base η factors: input_weight={factor:g}" in (out / "adamw" / "summary.md").read_text()
+
+
+def test_bad_lr_scale_is_one_line_before_any_work(tmp_path: Path, text: Path, capsys):
+    out = tmp_path / "o"
+    assert _sweep(out, text, "--lr-scale", "embedding=2") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --lr-scale: unknown key(s) embedding;") and err.count("\n") == 1
+    assert _sweep(out, text, "--lr-scale", "0.5") == 2
+    assert capsys.readouterr().err == "error: --lr-scale: expected ROLE=FACTOR pairs, e.g. input_weight=0.25\n"
+    assert _sweep(out, text, "--tune", "lr.bogus=1,2") == 2
+    assert capsys.readouterr().err.startswith("error: --lr-scale: unknown key(s) bogus;")
+    assert not out.exists()
