@@ -24,6 +24,12 @@ CASES = {
                               "--widths", "32,64,128,256", "--depths", "2,4,8,16",
                               "--log2-lrs=-9,-8,-7,-6,-5,-4,-3", "--seeds", "0,1", "--tune", "output=1,4,16,32,64"],
     "gpu/muon-kimi+adamw": ["--preset", "gpu-8min", "--tune", "output=0.25,0.5,1,4,16"],
+    "cpu-long/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", "--widths", "32,128",
+                                 "--depths", "2", "--batch-size", "16", "--block-size", "256", "--steps", "200",
+                                 "--tune", "output=1,4", "--log2-lrs=-8,-7,-6,-5,-4,-3"],
+    "cpu-base128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", "--widths", "128,512",
+                                    "--depths", "2", "--width", "128", "--base-width", "128", "--base-depth", "2",
+                                    "--head-dim", "64", "--tune", "output=0.5,1,4", "--log2-lrs=-9,-8,-7,-6,-5,-4"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
     "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
 }
