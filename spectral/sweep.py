@@ -784,7 +784,11 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--val-fraction", type=float, default=0.1)
     p.add_argument("--vocab-size", type=int, help="token vocabulary of --data DIR shards")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, … (default: cuda if present)")
-    p.add_argument("--preset", choices=sorted(PRESETS), help="default grid (default: gpu if the device is cuda)")
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="defaults for everything not given: cpu (minutes on 2 cores), gpu (the paper's "
+                        "base 256 × 4, 1000 steps), gpu-8min (Muon-Kimi+AdamW, SP against μP with α_out "
+                        "tuned at the base, widths 128-1024, in under 8 minutes on one H100/H200); "
+                        "default: gpu on a CUDA device, else cpu")
     p.add_argument("--threads", type=int, help="torch.set_num_threads (CPU)")
     # required: a bare `spectral sweep` must not start a 126-run sweep in a folder of its choosing
     p.add_argument("--out", "-o", required=True, metavar="DIR",
