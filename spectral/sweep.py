@@ -943,26 +943,8 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
                 run_sweep(c, out, corpus, progress=not args.no_progress, command=command, log=_print)
 
         choice = None
-        if _tune(args):  # stage 1: the base size only, every candidate × η × seed
-            cands = candidates(cfg.multiplier, _tune(args))
-            keys = tuple(k for k, _ in _tune(args))
-            for c in cands:
-                for sc in base_configs(cfg, c, seeds):
-                    train(sc)
-            choice = choose(read_runs(out / RUNS_FILE), cfg, cands, seeds, keys)
-            if not choice.complete:
-                raise SpecError(f"--tune: {out / RUNS_FILE} lacks some base-size runs of the tuning grid; "
-                                "run the sweep (without --report-only) to finish them")
-            if choice.winner is None:
-                raise SpecError(f"--tune: no candidate reached a finite loss at the base size "
-                                f"({cfg.base_width} × {cfg.base_depth}); widen --log2-lrs or the --tune values")
-            cfg = apply(cfg, choice.multiplier)
-            best = choice.mean[choice.winner][choice.best_col[choice.winner]]
-            print(f"{cfg.optimizer}: tuned at the base size {cfg.base_width} × {cfg.base_depth}: "
-                  f"{label(choice.multiplier, keys)} (seed-mean loss {best:.4f} at log2 η "
-                  f"{choice.log2_lrs[choice.best_col[choice.winner]]}); transferring it", flush=True)
-            for edge in choice.edges(dict(_tune(args))):
-                print(f"warning: {cfg.optimizer}: {edge}", flush=True)
+        if _tune(args):
+            cfg, choice = _tune_at_base(cfg, _tune(args), seeds, out, train)
         for s in seeds:  # stage 2 (the only stage without --tune): both axes
             train(replace(cfg, seed=s))
         paths = write_report(out, cfg, seeds=seeds, choice=choice,
@@ -974,6 +956,31 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
     if known:
         print(f"wrote {write_index(out_root, known)}")
     return 0
+
+
+def _tune_at_base(cfg: SweepConfig, tune: list[tuple[str, tuple[float, ...]]], seeds: tuple[int, ...],
+                  out: Path, train: Any) -> tuple[SweepConfig, Any]:
+    """Stage 1 of ``--tune``: every candidate × η × seed at the base size only, then the
+    winner (:func:`spectral.sweep_tune.choose`). Returns ``cfg`` with the winner's values."""
+    cands = candidates(cfg.multiplier, tune)
+    keys = tuple(k for k, _ in tune)
+    for c in cands:
+        for sc in base_configs(cfg, c, seeds):
+            train(sc)
+    choice = choose(read_runs(out / RUNS_FILE), cfg, cands, seeds, keys)
+    if not choice.complete:
+        raise SpecError(f"--tune: {out / RUNS_FILE} lacks some base-size runs of the tuning grid; "
+                        "run the sweep (without --report-only) to finish them")
+    if choice.winner is None:
+        raise SpecError(f"--tune: no candidate reached a finite loss at the base size "
+                        f"({cfg.base_width} × {cfg.base_depth}); widen --log2-lrs or the --tune values")
+    best = choice.mean[choice.winner][choice.best_col[choice.winner]]
+    print(f"{cfg.optimizer}: tuned at the base size {cfg.base_width} × {cfg.base_depth}: "
+          f"{label(choice.chosen, keys)} (seed-mean loss {best:.4f} at log2 η "
+          f"{choice.log2_lrs[choice.best_col[choice.winner]]}); transferring it", flush=True)
+    for edge in choice.edges(dict(tune)):
+        print(f"warning: {cfg.optimizer}: {edge}", flush=True)
+    return apply(cfg, choice.chosen), choice
 
 
 def _print(message: str) -> None:

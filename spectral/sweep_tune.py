@@ -129,7 +129,8 @@ class Choice:
     """Per candidate, the column of its lowest finite mean loss."""
 
     @property
-    def multiplier(self) -> Any:
+    def chosen(self) -> Any:
+        """The winning candidate (its multiplier and ``lr.`` keys; :func:`apply` sets them)."""
         return None if self.winner is None else self.candidates[self.winner]
 
     @property

@@ -109,7 +109,7 @@ def test_choose_takes_the_lowest_seed_mean_minimum():
     })
     ch = choose(recs, cfg, cands, [0, 1], ["output"])
     assert ch.mean[2][1] == "div" and ch.mean[2][2] == pytest.approx(2.1)
-    assert ch.winner == 2 and ch.best_col[2] == 2 and ch.multiplier == {"output": 16.0}
+    assert ch.winner == 2 and ch.best_col[2] == 2 and ch.chosen == {"output": 16.0}
     assert ch.complete
     assert ch.edges({"output": (1.0, 4.0, 16.0)}) == [
         "output=16 is the largest value tried; its optimum may lie beyond",
@@ -182,8 +182,8 @@ def test_tune_then_transfer_in_one_command(tmp_path: Path, text: Path, monkeypat
     recs = read_runs(out / "adamw" / RUNS_FILE)
     cfg = configs_from_args(_args(out, text, "--seeds", "0,1"))[0]
     ch = choose(recs, cfg, candidates(1.0, [("output", (1.0, 4.0))]), [0, 1], ["output"])
-    assert tuning["winner"] == label(ch.multiplier, ["output"])
-    assert all(m == ch.multiplier for _, m, _ in trained[8:]) and {s for *_, s in trained[8:]} == {0, 1}
+    assert tuning["winner"] == label(ch.chosen, ["output"])
+    assert all(m == ch.chosen for _, m, _ in trained[8:]) and {s for *_, s in trained[8:]} == {0, 1}
     drift = json.loads((out / "adamw" / "drift.json").read_text())
     assert all(d["seeds"] == [0, 1] and set(d["per_seed"]) == {"0", "1"} for d in drift)
     summary = (out / "adamw" / "summary.md").read_text()
@@ -195,7 +195,7 @@ def test_tune_then_transfer_in_one_command(tmp_path: Path, text: Path, monkeypat
     # the seed mean in drift.json is the mean of the two seeds' tables
     width_sp = next(d for d in drift if d["axis"] == "width" and d["parameterization"] == "sp")
     by_seed = {s: {(r["log2_lr"]): r["val_loss"] for r in recs
-                   if r["settings"].get("multiplier") == ch.multiplier and r["settings"]["seed"] == s
+                   if r["settings"].get("multiplier") == ch.chosen and r["settings"]["seed"] == s
                    and r["parameterization"] == "sp" and (r["width"], r["depth"]) == (64, 1)} for s in (0, 1)}
     means = [(by_seed[0][e] + by_seed[1][e]) / 2 for e in (-8, -6)]
     assert width_sp["best_loss"][-1] == pytest.approx(min(means))
