@@ -176,8 +176,9 @@ class SweepConfig:
         runs recorded before it existed (all at α = 1) still match and resume.
         """
         extra = {} if self.multiplier == 1.0 else {"multiplier": self.multiplier}
-        if self.lr_scale:
-            extra["lr_scale"] = self.lr_scale
+        scale = {k: v for k, v in (self.lr_scale or {}).items() if v != 1.0}  # a factor 1 changes nothing
+        if scale:
+            extra["lr_scale"] = scale
         return extra | {
             "optimizer": self.optimizer,
             "base_width": self.base_width,

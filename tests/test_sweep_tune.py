@@ -365,3 +365,9 @@ def test_bad_lr_scale_is_one_line_before_any_work(tmp_path: Path, text: Path, ca
     assert _sweep(out, text, "--tune", "lr.bogus=1,2") == 2
     assert capsys.readouterr().err.startswith("error: --lr-scale: unknown key(s) bogus;")
     assert not out.exists()
+
+
+def test_an_lr_factor_of_one_is_the_untuned_run():
+    # --tune lr.X=…,1,… reuses the runs made without it: same settings, same key
+    assert _toy(lr_scale={"hidden_weight": 1.0}).settings() == _toy().settings()
+    assert _toy(lr_scale={"hidden_weight": 1.0, "input_weight": 2.0}).settings()["lr_scale"] == {"input_weight": 2.0}
