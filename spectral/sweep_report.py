@@ -247,6 +247,7 @@ def regret_rows(tables: list[Table]) -> tuple[list[str], list[dict[str, Any]]]:
         if not regs:
             continue
         first = next(iter(regs.values()))
+        base = next(t.base_size for t in tables if t.axis == axis)  # the true base, which may not be in the table
         for i, size in enumerate(first["sizes"]):
             cells = []
             for p in params:
@@ -254,7 +255,7 @@ def regret_rows(tables: list[Table]) -> tuple[list[str], list[dict[str, Any]]]:
                 cells.append({"best": _fmt(r["best_loss"][i]) if r else "–",
                               "regret": _fmt(r["regret"][i]) if r else "–"})
             rows.append({"axis": axis, "symbol": _AXIS_META[axis]["symbol"], "size": size,
-                         "base": size == first["base_size"], "cells": cells})
+                         "base": size == base, "cells": cells})
     return params, rows
 
 
