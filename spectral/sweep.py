@@ -512,10 +512,9 @@ def _resolve_device(device: str) -> str:
     return device
 
 
-def _keyed_plan(cfg: SweepConfig, folder: Path | None, corpus: Any) -> list[tuple[Job, Any, str, str]]:
+def _keyed_plan(cfg: SweepConfig, folder: Path, corpus: Any) -> list[tuple[Job, Any, str, str]]:
     """Every job of ``cfg`` with its recipe, fingerprint and key, planned on the meta device
-    (a run's key needs its HPs, not its weights). The config modules go to ``folder``
-    (``None``: a temporary folder)."""
+    (a run's key needs its HPs, not its weights). The config modules go to ``folder``."""
     import torch
 
     data_sha = corpus.description.get("sha256") or _digest(corpus.description)
@@ -850,10 +849,11 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         if n % base.head_dim:
             raise SpecError(f"width {n} is not a multiple of --head-dim {base.head_dim}")
     out = []
+    tune = _tune(args)
     for o in args.optimizer or preset.get("optimizers", ["adamw"]):
         cfg = replace(base, optimizer=o, log2_lrs=tuple(preset["log2_lrs"][o] if args.log2_lrs is None else args.log2_lrs))
         _check_base_values(cfg)
-        for c in candidates(base.multiplier, _tune(args)) if _tune(args) else []:
+        for c in candidates(base.multiplier, tune) if tune else []:
             _check_base_values(apply(cfg, c))
         out.append(cfg)
     return out
@@ -919,7 +919,10 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
 
     from .sweep_report import write_index, write_report
 
+    if args.estimate and args.report_only:
+        raise SpecError("--estimate and --report-only exclude each other")
     cfgs = configs_from_args(args)
+    tune = _tune(args)
     words = list(argv) if argv is not None else sys.argv[1:]
     if words[:1] == ["sweep"]:  # called as `spectral sweep ...`
         words = words[1:]
@@ -934,7 +937,7 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
         corpus = load_data(args.data, n_bytes=n_bytes, val_fraction=args.val_fraction, vocab_size=args.vocab_size)
     seeds = _seeds(args)
     if args.estimate:
-        return _print_estimates(args, cfgs, seeds, out_root, corpus, command)
+        return _print_estimates(cfgs, tune, seeds, out_root, corpus, command)
     _make_dirs(dirs)
     for cfg in cfgs:
         out = out_root / cfg.optimizer
@@ -944,12 +947,11 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
                 run_sweep(c, out, corpus, progress=not args.no_progress, command=command, log=_print)
 
         choice = None
-        if _tune(args):
-            cfg, choice = _tune_at_base(cfg, _tune(args), seeds, out, train)
+        if tune:
+            cfg, choice = _tune_at_base(cfg, tune, seeds, out, train)
         for s in seeds:  # stage 2 (the only stage without --tune): both axes
             train(replace(cfg, seed=s))
-        paths = write_report(out, cfg, seeds=seeds, choice=choice,
-                             edges=choice.edges(dict(_tune(args))) if choice is not None else None)
+        paths = write_report(out, cfg, seeds=seeds, choice=choice)
         for pth in paths:
             print(f"wrote {pth}")
     # the index covers every optimizer folder under --out that has a report
@@ -979,7 +981,7 @@ def _tune_at_base(cfg: SweepConfig, tune: list[tuple[str, tuple[float, ...]]], s
     print(f"{cfg.optimizer}: tuned at the base size {cfg.base_width} × {cfg.base_depth}: "
           f"{label(choice.chosen, keys)} (seed-mean loss {best:.4f} at log2 η "
           f"{choice.log2_lrs[choice.best_col[choice.winner]]}); transferring it", flush=True)
-    for edge in choice.edges(dict(tune)):
+    for edge in choice.edges():
         print(f"warning: {cfg.optimizer}: {edge}", flush=True)
     return apply(cfg, choice.chosen), choice
 
@@ -988,15 +990,13 @@ def _print(message: str) -> None:
     print(message, flush=True)
 
 
-def _print_estimates(args: argparse.Namespace, cfgs: list[SweepConfig], seeds: tuple[int, ...],
+def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float, ...]]], seeds: tuple[int, ...],
                      out_root: Path, corpus: Any, command: str) -> int:
     """``--estimate``: the plan of each optimizer (stage 1 and 2 as the sweep would run them;
     the first ``--tune`` candidate stands in for the winner) and its measured wall time."""
-    if args.report_only:
-        raise SpecError("--estimate and --report-only exclude each other")
     total = 0.0
     for cfg in cfgs:
-        cands = candidates(cfg.multiplier, _tune(args)) if _tune(args) else []
+        cands = candidates(cfg.multiplier, tune) if tune else []
         stage1 = [sc for c in cands for sc in base_configs(cfg, c, seeds)]
         winner = cands[0] if cands else None
         stage2 = [replace(apply(cfg, winner) if cands else cfg, seed=s) for s in seeds]

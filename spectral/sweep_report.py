@@ -427,8 +427,7 @@ def _plot_regret(ax: Any, tables: list[Table], axis: str) -> None:
 
 
 def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None = None,
-                 seeds: tuple[int, ...] | None = None, choice: Any = None,
-                 edges: list[str] | None = None) -> list[Path]:
+                 seeds: tuple[int, ...] | None = None, choice: Any = None) -> list[Path]:
     """Render ``summary.md``, ``tables.tex``, ``drift.json`` and the plots into ``out``.
 
     ``seeds``: the tables are the seed-mean of each seed's (default: ``cfg.seed`` alone), and
@@ -473,7 +472,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
         seed_list=list(seeds),
         tuning=None if choice is None else {"rows": tuning_rows(choice), "log2_lrs": list(choice.log2_lrs),
                                             "tuned": ", ".join(choice.keys), "winner": label(choice.chosen, choice.keys),
-                                            "edges": list(edges or [])},
+                                            "edges": choice.edges()},
         data=data,
         hp_sources=hp_sources,
         command=meta.get("command"),
@@ -499,8 +498,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
         write_atomic(out / "drift.json", json.dumps(drifts, indent=2) + "\n", force=True),
     ]
     if choice is not None:
-        tuning = choice.as_json() | {"edges": list(edges or [])}
-        paths.append(write_atomic(out / "tuning.json", json.dumps(tuning, indent=2) + "\n", force=True))
+        paths.append(write_atomic(out / "tuning.json", json.dumps(choice.as_json(), indent=2) + "\n", force=True))
     return paths + [out / img for img in images]
 
 

@@ -137,16 +137,15 @@ class Choice:
     def complete(self) -> bool:
         return all(v is not None for row in self.mean for v in row)
 
-    def edges(self, values: dict[str, tuple[float, ...]]) -> list[str]:
+    def edges(self) -> list[str]:
         """Where the winner sits on an edge of what was tried — its optimum may lie beyond.
-
-        ``values``: each tuned key's values (``--tune``). One sentence per edge."""
+        One sentence per edge."""
         if self.winner is None:
             return []
         out = []
         win = self.candidates[self.winner]
         for key in self.keys:
-            tried = values.get(key, ())
+            tried = {c[key] for c in self.candidates}
             if len(tried) > 1 and win[key] in (min(tried), max(tried)):
                 side = "smallest" if win[key] == min(tried) else "largest"
                 out.append(f"{key}={win[key]:g} is the {side} value tried; its optimum may lie beyond")
@@ -166,6 +165,7 @@ class Choice:
             "winner": None if self.winner is None else label(self.candidates[self.winner], self.keys),
             "winner_log2_lr": None if self.winner is None or self.best_col[self.winner] is None
             else self.log2_lrs[self.best_col[self.winner]],
+            "edges": self.edges(),
         }
 
 
