@@ -32,7 +32,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from bench_step import load_config, step  # benchmarks/ is on sys.path when run as a script
+from bench_step import add_model_args, load_config, step  # benchmarks/ is on sys.path when run as a script
 
 from spectral.models import GPT
 
@@ -85,19 +85,7 @@ def time_steps(state, n: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--optimizer", default="muon-kimi")
-    ap.add_argument("--others", default="adamw", help="'none' for a single optimizer")
-    ap.add_argument("--width", type=int, default=256)
-    ap.add_argument("--depth", type=int, default=8)
-    ap.add_argument("--base-width", type=int, default=64)
-    ap.add_argument("--base-depth", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--block", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--steps", type=int, default=5, help="timed steps per round")
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    add_model_args(ap, depth=8, steps=5, rounds=15)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     if args.threads:

@@ -83,21 +83,26 @@ def time_steps(state, n: int, clock) -> float:
     return (clock() - t0) / n
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_model_args(ap: argparse.ArgumentParser, *, depth: int, steps: int, rounds: int) -> None:
+    """The model, optimizer and timing options this benchmark shares with bench_hooks.py."""
     ap.add_argument("--optimizer", default="muon-kimi")
     ap.add_argument("--others", default="adamw", help="'none' for a single optimizer")
     ap.add_argument("--width", type=int, default=256)
-    ap.add_argument("--depth", type=int, default=4)
+    ap.add_argument("--depth", type=int, default=depth)
     ap.add_argument("--base-width", type=int, default=64)
     ap.add_argument("--base-depth", type=int, default=2)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--block", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--steps", type=int, default=3, help="timed steps per round")
+    ap.add_argument("--steps", type=int, default=steps, help="timed steps per round")
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--rounds", type=int, default=rounds)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_model_args(ap, depth=4, steps=3, rounds=21)
     ap.add_argument(
         "--clock",
         choices=("cpu", "wall"),
