@@ -25,6 +25,7 @@ as assumed.
 
 import sympy as sp
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -40,3 +41,28 @@ SPEC = OptimizerSpec(
     paper="Shazeer & Stern 2018, Alg. 4; as AdamW, App. C.5",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="torch.optim.Adafactor",
+    defaults={"eps": (None, 1.0)},
+    default_eps=1.1920928955078125e-07,
+    sharding="gathered",
+    notes=(
+        "Adafactor: torch.optim.Adafactor. Idealised: grad / sqrt(factored v_hat),",
+        "which is sign(grad) for a rank-1 gradient. eps1 = eps[0] floors sqrt(v_hat)",
+        "and is scaled per role (base default 1.19e-7, torch's float32 machine eps for",
+        "eps1=None); build_optimizers writes it into the tuple. torch scales each step",
+        "by max(eps2, RMS(W)) (relative step size), a dependence on the weights that the",
+        "rules cannot follow; eps2 = 1 is the default here, which turns it off for",
+        "weights of RMS <= 1. Pass optimizer_kwargs={"adafactor": {"eps": (None,",
+        "1e-3)}} for torch's default, and the step is then lr * RMS(W) * ... instead.",
+        "The step is also capped by min(lr, 1/sqrt(t)) (width-independent). Decay is",
+        "decoupled, W *= 1 - lr * wd.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="no optax factory is set up for it",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

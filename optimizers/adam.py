@@ -13,6 +13,7 @@ Applies to weights and biases.
 
 import sympy as sp
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -26,3 +27,24 @@ SPEC = OptimizerSpec(
     paper="Kingma & Ba 2015, Alg. 1; as AdamW, App. C.5",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="torch.optim.Adam",
+    fixed={"decoupled_weight_decay": True},
+    default_eps=1e-08,
+    sharding="elementwise",
+    notes=(
+        "Adam: torch.optim.Adam. Idealised (beta1 = beta2 = 0, eps = 0): sign(grad).",
+        "eps is added to sqrt(v_hat), the declared place, scaled per role (group key",
+        ""eps"; base default 1e-8). torch's weight_decay is L2 by default (added to the",
+        "gradient before the normalisation, so not the -eta lambda W the rules assume);",
+        "decoupled_weight_decay=True is fixed here, so with the default base weight",
+        "decay 0 this is plain Adam and a non-zero one is decoupled (AdamW).",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="no optax factory is set up for it",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

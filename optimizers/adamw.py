@@ -8,6 +8,7 @@ low-rank gradient ``‖sign(∇W)‖_2 = Θ(‖sign(∇W)‖_F) = Θ(sqrt(n_in n
 
 import sympy as sp
 
+from spectral.optimizers.entry import JaxImpl, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -21,3 +22,31 @@ SPEC = OptimizerSpec(
     paper="App. C.5 (Table adamw-mup); k = 1: App. D.4",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="torch.optim.AdamW",
+    default_eps=1e-08,
+    sharding="elementwise",
+    notes=(
+        "AdamW: torch.optim.AdamW. Idealised (beta1 = beta2 = 0, eps = 0): sign(grad),",
+        "dW = -eta (A + lambda W). torch decays decoupled, theta *= 1 - lr * wd, as",
+        "assumed; eps is added to sqrt(v_hat), the declared place, and is scaled per",
+        "role (group key "eps"; base default 1e-8). Momentum and bias correction keep",
+        "the entries of the step Theta(1), so they do not change the scaling. torch's",
+        "default weight_decay=0.01 is replaced by each group's value.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = JaxImpl(
+    transform="optax.adamw",
+    notes=(
+        "AdamW: optax.adamw = scale_by_adam, add_decayed_weights, scale by -lr:",
+        "dW = -eta (m_hat / (sqrt(v_hat) + eps) + lambda W), the step of",
+        "torch.optim.AdamW (decoupled decay, eps outside the square root, the declared",
+        "place; b1 = 0.9, b2 = 0.999 in both). eps is scaled per role (base default",
+        "1e-8, optax"s and torch"s). optax's default weight_decay=1e-4 is replaced by",
+        "each role's value.",
+    ),
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

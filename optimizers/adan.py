@@ -12,6 +12,7 @@ first order in ``η λ``: decoupled, as assumed. Applies to weights and biases.
 
 import sympy as sp
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -25,3 +26,22 @@ SPEC = OptimizerSpec(
     paper="Xie et al. 2024, Alg. 1; as AdamW, App. C.5",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="pytorch_optimizer.Adan",
+    default_eps=1e-08,
+    sharding="gathered",
+    coupling_option="max_grad_norm",
+    notes=(
+        "Adan: pytorch_optimizer.Adan, (m + beta2 d) / (sqrt(v) + eps) with d the",
+        "averaged gradient difference: sign-like at a steady gradient. eps is added to",
+        "sqrt(v) and scaled per role (base default 1e-8). Decay is the paper's proximal",
+        "W / (1 + lr * wd) (weight_decouple=False), = (1 - lr * wd) W to first order.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="no optax factory is set up for it",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

@@ -13,6 +13,7 @@ rules assume. Applies to weights and biases.
 
 import sympy as sp
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -26,3 +27,22 @@ SPEC = OptimizerSpec(
     paper="Taniguchi et al. 2024, Alg. 2; as AdamW, App. C.5",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="pytorch_optimizer.ADOPT",
+    fixed={"weight_decouple": True},
+    default_eps=1e-06,
+    sharding="gathered",
+    notes=(
+        "ADOPT: pytorch_optimizer.ADOPT, momentum of grad / max(sqrt(v_prev), eps):",
+        "sign-like. Its first step only initialises v. eps floors sqrt(v) and is scaled",
+        "per role (base default 1e-6). Its default weight_decouple=False adds lambda W",
+        "to the gradient before the normalisation; weight_decouple=True is fixed here.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="no optax factory is set up for it",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

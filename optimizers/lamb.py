@@ -22,6 +22,7 @@ biases.
 
 import sympy as sp
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -35,3 +36,24 @@ SPEC = OptimizerSpec(
     paper="You et al. 2020, Alg. 2 (trust ratio outside the framework: see the note)",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="pytorch_optimizer.Lamb",
+    default_eps=1e-06,
+    sharding="gathered",
+    coupling_option="pre_norm",
+    notes=(
+        "LAMB: pytorch_optimizer.Lamb steps by lr * min(|W|_F, 10) * u / |u|_F, u",
+        "Adam's step. The declaration takes the trust-ratio numerator as 1: the rules",
+        "set lr in units of min(|W|_F, 10), which depends on the weights (at muP init",
+        "|W|_F grows like sqrt(n) on hidden and input weights) and is outside the",
+        "framework; divide each role's lr by its |W|_F at init to follow them",
+        "literally. eps (base default 1e-6) is Adam's, scaled per role. Decoupled decay.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="no optax factory is set up for it",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

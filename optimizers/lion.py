@@ -4,6 +4,7 @@ Idealised update (App. C.5, Lion): without momentum this is sign descent, as for
 ``‖A‖_R = n_in`` for a low-rank gradient. Lion has no ε. Applies to weights and biases.
 """
 
+from spectral.optimizers.entry import JaxImpl, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import n_in
 
@@ -15,3 +16,26 @@ SPEC = OptimizerSpec(
     paper="App. C.5 Lion (Table adamw-mup); k = 1: App. D.4",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="pytorch_optimizer.Lion",
+    fixed={"weight_decouple": True},
+    sharding="elementwise",
+    notes=(
+        "Lion: pytorch_optimizer.Lion, sign(beta1 m + (1 - beta1) g) with decoupled",
+        "weight decay (lr * wd; weight_decouple=True, its default): the idealised",
+        "sign step. Lion has no eps.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = JaxImpl(
+    transform="optax.lion",
+    notes=(
+        "Lion: optax.lion, sign(b1 m + (1 - b1) g) with decoupled weight decay (lr *",
+        "wd), b1 = 0.9, b2 = 0.99: the idealised sign step, and the step of",
+        "pytorch_optimizer.Lion. optax's default weight_decay=1e-3 is replaced by each",
+        "role's value. Lion has no eps.",
+    ),
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

@@ -16,6 +16,7 @@ decoupled (``W ← (1 - η λ) W``).
 
 import sympy as sp
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -29,3 +30,23 @@ SPEC = OptimizerSpec(
     paper="Yuan et al. 2024, Alg. 2 (MARS-AdamW); as AdamW, App. C.5",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="pytorch_optimizer.MARS",
+    fixed={"mars_type": "adamw"},
+    default_eps=1e-08,
+    sharding="gathered",
+    notes=(
+        "MARS: pytorch_optimizer.MARS(mars_type="adamw"), AdamW on the variance-reduced",
+        "gradient g_t + gamma beta1/(1 - beta1) (g_t - g_(t-1)): sign-like. eps (base",
+        "default 1e-8) is added to sqrt(v_hat), scaled per role. Matrices only: it",
+        "steps 1-D parameters with its own AdamW at lr_1d (ignoring the group lr), so",
+        "biases and norm gains need another optimizer (--others adamw).",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="no optax factory is set up for it",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

@@ -11,6 +11,7 @@ Applies to weights and biases.
 
 import sympy as sp
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -24,3 +25,22 @@ SPEC = OptimizerSpec(
     paper="Dozat 2016, Alg. 2; as AdamW, App. C.5",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="torch.optim.NAdam",
+    fixed={"decoupled_weight_decay": True},
+    default_eps=1e-08,
+    sharding="elementwise",
+    notes=(
+        "NAdam: torch.optim.NAdam, Adam with Nesterov momentum (width-independent",
+        "momentum schedule); idealised as sign(grad). eps is added to sqrt(v_hat) and",
+        "scaled per role (base default 1e-8). Coupled L2 decay would be divided by",
+        "sqrt(v_hat): decoupled_weight_decay=True is fixed here.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="no optax factory is set up for it",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

@@ -21,6 +21,7 @@ paper tabulates none and it is not scaled. Weight decay is decoupled
 
 import sympy as sp
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import n_in, n_out
 
@@ -32,3 +33,23 @@ SPEC = OptimizerSpec(
     paper="Li et al. 2025, Alg. 1 (official code's preserve_norm); as Muon, App. C.2",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="pytorch_optimizer.NorMuon",
+    group_defaults={"use_muon": True},
+    sharding="gathered",
+    notes=(
+        "NorMuon: pytorch_optimizer.NorMuon (update_scale="preserve_norm"): NS(m) with",
+        "its rows normalised, rescaled to |NS(m)|_F; RMS->RMS norm sqrt(max(n_in,",
+        "n_out) / n_out): Muon's on wide matrices, 1 on tall ones. use_muon=True is set",
+        "on every group (without it NorMuon uses adamw_lr and ignores the group lr).",
+        "Matrices only. Its eps (1e-10) guards a division and is not scaled. Decoupled",
+        "weight decay.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="no optax factory is set up for it",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

@@ -16,6 +16,7 @@ which the generated module fixes. Applies to weights and biases.
 
 import sympy as sp
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -29,3 +30,23 @@ SPEC = OptimizerSpec(
     paper="Liu et al. 2020, Alg. 2; as AdamW, App. C.5",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="torch.optim.RAdam",
+    fixed={"decoupled_weight_decay": True},
+    default_eps=1e-08,
+    sharding="elementwise",
+    notes=(
+        "RAdam: torch.optim.RAdam. From step 6 (rho_t > 5 at beta2 = 0.999) the step is",
+        "Adam's times a rectification factor that tends to 1: the declared sign-like",
+        "step. Steps 1-5 are un-normalised momentum (SGD-like, not declared): with",
+        "Adam's lr rules they shrink with width, a slower start at large width. eps",
+        "(base default 1e-8) is scaled per role; decoupled_weight_decay=True is fixed.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="no optax factory is set up for it",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

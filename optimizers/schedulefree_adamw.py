@@ -10,7 +10,7 @@ with ``c_t = 1/t`` at a constant lr (``r = 0``, no warm-up). The ``z`` step is A
 (``β₁ = 0`` in its numerator): ``≈ sign(∇W)``, ``‖A‖_R = n_in`` for a low-rank gradient,
 ε added to ``sqrt(v̂)``, ``Θ(G / sqrt(n_in n_out))``.
 
-Outside the framework's assumptions: the framework's step ``ΔW = -η (A + λW)`` acts on the
+Outside the framework"s assumptions: the framework"s step ``ΔW = -η (A + λW)`` acts on the
 weights the gradient is evaluated at; here those are ``y``, which moves by
 ``(1-β₁) Δz + β₁ Δx`` — the current step plus an average over past steps. The rules hold
 for ``γ``, the step of ``z``; ``y`` (and ``x``) move by a fixed, width-independent mix of
@@ -23,6 +23,7 @@ stored in the model during training are ``y``: call ``optimizer.eval()`` on this
 
 import sympy as sp
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -36,3 +37,24 @@ SPEC = OptimizerSpec(
     paper="Defazio et al. 2024, Alg. 1 (iterate averaging outside the framework: see the note)",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="pytorch_optimizer.ScheduleFreeAdamW",
+    default_eps=1e-08,
+    sharding="elementwise",
+    notes=(
+        "Schedule-Free AdamW: pytorch_optimizer.ScheduleFreeAdamW. The lr is the step of",
+        "z (AdamW's sign-like step, eps added to sqrt(v_hat), scaled per role, base",
+        "default 1e-8); the model holds y = (1 - beta1) z + beta1 x, x the running",
+        "average of z: a width-independent mix of steps of that size, but iterate",
+        "averaging is outside the rules' assumptions. Call",
+        'opt.parts["schedulefree-adamw"].eval() before evaluating and .train() after.',
+        "Decay acts at y with the lr (decoupled).",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="no optax factory is set up for it",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

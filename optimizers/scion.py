@@ -4,7 +4,7 @@ Idealised update (Pethick et al. 2025, Sec. 3 and Table 2; implementation
 ``pytorch_optimizer.SCION``, ``norm_type=AUTO``): the linear minimisation oracle of the
 RMS→RMS norm ball. For a matrix it is ``sqrt(n_out/n_in) U Vᵀ`` (``∇W = U Σ Vᵀ``), of RMS→RMS
 norm exactly 1; for a vector ``g/RMS(g)``, of RMS 1. So ``‖A‖_R = 1`` for every role —
-Scion's point. The paper's other layer norms (sign for the readout, column-normalised
+Scion"s point. The paper"s other layer norms (sign for the readout, column-normalised
 embeddings) are also of ``Θ(1)`` RMS→RMS size on a low-rank gradient, so the declaration does
 not depend on which one a layer uses. The unconstrained variant (``constraint=False``, the
 default) decays ``W ← (1 - η λ) W``: decoupled, as assumed; ``constraint=True`` replaces
@@ -14,6 +14,7 @@ the column and row normalisations guards a division). Applies to weights and bia
 
 import sympy as sp
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 
 SPEC = OptimizerSpec(
@@ -24,3 +25,21 @@ SPEC = OptimizerSpec(
     paper="Pethick et al. 2025, Sec. 3, Table 2; as SSO, App. C.8",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="pytorch_optimizer.SCION",
+    fixed={"constraint": False},
+    sharding="gathered",
+    notes=(
+        "Scion: pytorch_optimizer.SCION (norm_type AUTO): sqrt(n_out / n_in) NS(m) for",
+        "matrices and m / RMS(m) for vectors, RMS->RMS norm 1 as declared (scale=1).",
+        "The unconstrained form decays W *= 1 - lr * wd, as assumed; constraint=True",
+        "would replace that by W *= 1 - lr, so constraint=False is fixed here. No eps.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="no optax factory is set up for it",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

@@ -7,6 +7,7 @@ argument of App. C.4. Applies to weights and biases.
 
 import sympy as sp
 
+from spectral.optimizers.entry import JaxImpl, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -18,3 +19,28 @@ SPEC = OptimizerSpec(
     paper="App. C.3 (Table sgd-mup); k = 1: App. D.3",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="torch.optim.SGD",
+    sharding="elementwise",
+    notes=(
+        "SGD: torch.optim.SGD. Idealised: dW = -eta (grad + lambda W). torch's",
+        "weight_decay is coupled (added to the gradient before momentum); with the",
+        "default momentum=0 the step is exactly the idealised one, and with momentum mu",
+        "both terms grow by about 1/(1 - mu) alike, so the rules still hold.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = JaxImpl(
+    transform="optax.sgd",
+    recipe="coupled",
+    notes=(
+        "SGD: optax.add_decayed_weights, then optax.sgd. Idealised: dW = -eta (grad +",
+        "lambda W). The decay is added to the gradient (coupled, as torch.optim.SGD",
+        "does); with the default momentum=None the step is exactly the idealised one,",
+        "and with momentum mu (optax.trace, torch's buffer without dampening) both",
+        "terms grow by about 1/(1 - mu) alike, so the rules still hold.",
+    ),
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

@@ -8,6 +8,7 @@ pytorch-optimizer's ``Shampoo`` reads that ε from ``matrix_eps``.
 
 import sympy as sp
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -22,3 +23,28 @@ SPEC = OptimizerSpec(
     paper="App. C.6 (Table muon-wd, Shampoo ε); k = 1: App. D.2",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="pytorch_optimizer.Shampoo",
+    fixed={"weight_decouple": True},
+    default_eps=1e-06,
+    sharding="gathered",
+    notes=(
+        "Shampoo: pytorch_optimizer.Shampoo. It steps by L^(-1/4) G R^(-1/4) with",
+        "L = eps I + sum_t G G^T and R = eps I + sum_t G^T G: no grafting, as the",
+        "declaration assumes, and eps ("matrix_eps", scaled per role; base default",
+        "1e-6) is added to L and R, the declared place. Its default weight_decouple=",
+        "False would add lambda W to the gradient before preconditioning (coupled);",
+        "the declaration assumes decoupled dW = -eta (A + lambda W), so",
+        "weight_decouple=True is fixed here. The statistics are summed over all steps",
+        "(no EMA), so the step shrinks like 1/sqrt(t) at every width alike. The",
+        "inverse roots are recomputed every step (preconditioning_compute_steps=1):",
+        "raise it for large models.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="optax implements no Shampoo",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

@@ -3,10 +3,11 @@
 Idealised update (Bernstein et al. 2018, Alg. 1 and 3; implementation
 ``pytorch_optimizer.SignSGD``, momentum 0.9 by default, i.e. Signum): every entry of the
 step is ±1, and for a low-rank gradient ``‖sign(∇W)‖_2 = Θ(sqrt(n_in n_out))``, so
-``‖A‖_R = n_in`` — Lion's and AdamW's scale. No ε. Weight decay is decoupled
+``‖A‖_R = n_in`` — Lion"s and AdamW"s scale. No ε. Weight decay is decoupled
 (``weight_decouple=True``, its default). Applies to weights and biases.
 """
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import n_in
 
@@ -18,3 +19,20 @@ SPEC = OptimizerSpec(
     paper="Bernstein et al. 2018, Alg. 1 and 3; as Lion, App. C.5",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="pytorch_optimizer.SignSGD",
+    fixed={"weight_decouple": True},
+    sharding="elementwise",
+    notes=(
+        "SignSGD: pytorch_optimizer.SignSGD, sign of momentum 0.9 (Signum; momentum=0",
+        "gives SignSGD): the idealised sign step, as Lion's. No eps. Decoupled weight",
+        "decay (weight_decouple=True, its default, fixed here).",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="no optax factory is set up for it",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

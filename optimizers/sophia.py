@@ -5,6 +5,7 @@ Idealised update (App. C.5, Sophia): every entry of ``A`` is at most 1 in magnit
 tabulates no ε for Sophia. Applies to weights and biases.
 """
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import n_in
 
@@ -16,3 +17,35 @@ SPEC = OptimizerSpec(
     paper="App. C.5 Sophia (Table adamw-mup); k = 1: App. D.4",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="pytorch_optimizer.SophiaH",
+    sharding="refused",
+    sharding_note=(
+        "its Hutchinson Hessian estimate differentiates the gradient again "
+        "(loss.backward(create_graph=True)), and the gradients FSDP2 reduce-scatters "
+        "onto the shards carry no graph"
+    ),
+    notes=(
+        "Sophia: pytorch_optimizer.SophiaH, clip(m / max(h, eps), p) with Hutchinson",
+        "Hessian estimates: call loss.backward(create_graph=True) before step().",
+        "Fused attention kernels may lack a double backward: run the forward and",
+        "backward under torch.nn.attention.sdpa_kernel(SDPBackend.MATH).",
+        "The clip threshold p (default 0.01) bounds each entry by p rather than 1 as",
+        "in the idealised clip(., 1): a constant factor on the step at every width,",
+        "absorbed by the base lr (keep p fixed when transferring). Decoupled weight",
+        "decay (lr * wd), as assumed. eps (1e-12) is not scaled: the paper tabulates",
+        "none for Sophia.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="optax.contrib.sophia cannot be one group of multi_transform",
+    notes=(
+        "optax.contrib.sophia estimates the Hessian diagonal by differentiating",
+        "obj_fn(params) over the whole tree, while optax.multi_transform hands each",
+        "group a masked tree; run it alone, or pass your own transformation.",
+    ),
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

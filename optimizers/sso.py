@@ -6,6 +6,7 @@ norm, so its size does not depend on width, depth or the gradient. Matrices only
 
 import sympy as sp
 
+from spectral.optimizers.entry import NoJax, TorchImpl
 from spectral.spec import OptimizerSpec
 
 SPEC = OptimizerSpec(
@@ -16,3 +17,26 @@ SPEC = OptimizerSpec(
     paper="App. C.8 (Table sso-mup); k = 1: App. D.5",
     doc=__doc__,
 )
+
+TORCH = TorchImpl(
+    cls="pytorch_optimizer.SpectralSphere",
+    compensation="sso-shape",
+    sharding="gathered",
+    notes=(
+        "SSO: pytorch_optimizer.SpectralSphere steps by lr * msign(m + mu theta)",
+        "(Polar-Express Newton-Schulz), whose spectral norm is 1: its RMS->RMS norm is",
+        "sqrt(n_in / n_out), while the declaration idealises a unit RMS->RMS step. No",
+        "option rescales it, so each group's lr is multiplied by sqrt(n_out / n_in) and",
+        "its weight_decay divided by it (decay is decoupled, lr * wd): see",
+        "_compensation; (n_out, n_in) come from the owning module (nn.Linear stores",
+        "(out, in), nn.Embedding and HF Conv1D (in, out)). It does not retract the",
+        "weights onto a sphere, matching the declaration's plain step. Default",
+        "weight_decay=0.01 is replaced by each group's value.",
+    ),
+)
+"""The torch implementation the generated module builds, and how it was checked."""
+
+JAX = NoJax(
+    reason="optax implements no spectral-sphere optimizer (SSO)",
+)
+"""The optax implementation of the generated JAX module, or why it has none."""

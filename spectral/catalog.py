@@ -1,21 +1,22 @@
 """The optimizer catalog: one explicit registry, extended per call, never mutated.
 
-The declarations live in the top-level ``optimizers`` package, one module each; this
-module only looks names up. Extra declarations (``derive(..., catalog={...})``) are layered
+The declarations live in :mod:`spectral.optimizers` (the repository's ``optimizers/``
+folder), one module each; this module loads them and looks names up. Extra declarations (``derive(..., catalog={...})``) are layered
 over the built-in catalog with a ``ChainMap`` for that call alone.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections import ChainMap
-from functools import cache
-from types import MappingProxyType
 from collections.abc import Iterable, Mapping
+from functools import cache
+from types import MappingProxyType, ModuleType
 
 from .errors import SpecError, UnknownOptimizerError
 from .spec import OptimizerSpec
 
-__all__ = ["catalog", "resolve", "build_catalog"]
+__all__ = ["build_catalog", "catalog", "module_of", "modules", "resolve"]
 
 
 def build_catalog(specs: Iterable[OptimizerSpec]) -> Mapping[str, OptimizerSpec]:
@@ -31,11 +32,25 @@ def build_catalog(specs: Iterable[OptimizerSpec]) -> Mapping[str, OptimizerSpec]
 
 
 @cache
+def modules() -> tuple[ModuleType, ...]:
+    """The catalog's modules (``spectral.optimizers.<name>``), in catalog order."""
+    from spectral.optimizers import MODULES
+
+    return tuple(importlib.import_module(f"spectral.optimizers.{m}") for m in MODULES)
+
+
+@cache
 def catalog() -> Mapping[str, OptimizerSpec]:
     """The built-in declarations, in catalog order."""
-    from optimizers import CATALOG  # the declarations package, imported on first use
+    return build_catalog(m.SPEC for m in modules())
 
-    return CATALOG
+
+def module_of(name: str) -> ModuleType | None:
+    """The catalog module of optimizer ``name`` (its implementations), or None."""
+    for module in modules():
+        if module.SPEC.name == name:
+            return module
+    return None
 
 
 def resolve(

@@ -3,9 +3,9 @@
 Every hyperparameter of a role is ``base × r_n**a × r_L**b`` with ``r_n = width/base_width``
 and ``r_L = depth/base_depth``; the initial standard deviation is
 ``init_std × sqrt(r_n**a × r_L**b)`` from the variance rule. ``spectral transfer`` imports this
-module; ``spectral codegen`` copies the code below the marker line verbatim into every
-generated config module (which may import only the standard library and torch), so the
-printed numbers and the applied numbers come from the same lines.
+module, and so do the runtimes (:mod:`spectral.torch`, :mod:`spectral.jax`) that every
+generated config module calls (``--vendor`` copies these lines into the file), so the
+printed numbers and the applied numbers come from the same lines. Standard library only.
 
 Base values. Each of ``lr``, ``init_std``, ``weight_decay``, ``eps`` and ``multiplier`` is
 one number, or a mapping whose keys are role names (``"hidden_weight"``), optimizer names
@@ -31,16 +31,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 __all__ = [
     "BIAS_ROLES",
     "BaseValue",
     "LAYER_OF",
+    "Rules",
     "base_value",
+    "ratios",
     "scale_rules",
 ]
-
-# ---- generated module body starts here (copied verbatim by spectral.codegen) ----
 
 BaseValue = float | Mapping[str, float]
 """One number, or role / optimizer / "default" -> number (see base_value)."""
@@ -208,3 +209,108 @@ def scale_rules(
                 )
         out[role] = hp
     return out
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The numbers of one generated config: base sizes, role -> optimizer, role -> HP -> (a, b).
+
+    Every hyperparameter is ``base * r_n**a * r_L**b``; the methods turn base values into
+    numbers at a width and depth (the config module's ``hparams``, ``multipliers`` and
+    ``init_std_of``). The framework runtimes subclass it with what they build from them.
+    """
+
+    base_width: int
+    base_depth: int
+    k: int
+    optimizers: Mapping[str, str]
+    """Role -> the optimizer that trains it."""
+    rules: Mapping[str, Mapping[str, tuple[float, float]]]
+    """Role -> HP -> (a, b)."""
+    matrix_only: Mapping[str, bool]
+    """Optimizer -> whether it trains matrices only."""
+    default_eps: Mapping[str, float]
+    """Optimizer -> the implementation's default eps (the base value when none is given)."""
+    eps_places: Mapping[str, tuple[str, int | None]]
+    """Optimizer -> (param-group key holding its eps, index in a tuple or None)."""
+
+    def hparams(
+        self,
+        width: float,
+        depth: float,
+        *,
+        lr: BaseValue,
+        init_std: BaseValue = 0.02,
+        weight_decay: BaseValue = 0.0,
+        eps: BaseValue | None = None,
+        multiplier: BaseValue = 1.0,
+        d_in: int | None = None,
+    ) -> dict[str, dict[str, float]]:
+        """Role -> multiplier, init_std, lr, weight_decay (and eps) at this width and depth.
+
+        Base values are tuned at (base_width, base_depth): one number, or a dict keyed by
+        role ("hidden_weight"), optimizer ("adamw") or "default" (see base_value).
+        weight_decay and init_std reach biases and norm gains only when their role is named.
+        eps=None takes each implementation's default. d_in: the fan-in of a dense input
+        layer, whose std is init_std / sqrt(d_in) (init_ reads it from the layer; an
+        embedding has none). Every number here is the one init_ and build_optimizers apply.
+        """
+        return scale_rules(
+            self.optimizers,
+            self.rules,
+            self.base_width,
+            self.base_depth,
+            width,
+            depth,
+            lr=lr,
+            init_std=init_std,
+            weight_decay=weight_decay,
+            eps=eps,
+            multiplier=multiplier,
+            d_in=d_in,
+            default_eps=self.default_eps,
+        )
+
+    def multipliers(
+        self, width: float, depth: float, multiplier: BaseValue = 1.0
+    ) -> dict[str, float]:
+        """Block multipliers {"input": a_in, "hidden": a_hidden, "output": a_out}."""
+        r_n, r_L = ratios(width, depth, self.base_width, self.base_depth)
+        out = {}
+        for layer in ("input", "hidden", "output"):
+            role = f"{layer}_weight"
+            alpha = base_value(multiplier, role, self.optimizers.get(role, ""), "multiplier")
+            out[layer] = (1.0 if alpha is None else alpha) * _factor(
+                self.rules[role]["multiplier"], r_n, r_L
+            )
+        return out
+
+    def init_std_of(
+        self,
+        role: str,
+        width: float,
+        depth: float,
+        init_std: BaseValue = 0.02,
+        d_in: int | None = None,
+    ) -> float:
+        """The initial standard deviation of one role (d_in: a dense input layer's fan-in)."""
+        self.covered(role, "a parameter")
+        r_n, r_L = ratios(width, depth, self.base_width, self.base_depth)
+        std = base_value(init_std, role, self.optimizers[role], "init_std") or 0.0
+        if role == "input_weight" and d_in is not None:
+            std /= math.sqrt(d_in)
+        return std * math.sqrt(_factor(self.rules[role]["init_var"], r_n, r_L))
+
+    def covered(self, role: str, what: str) -> None:
+        """Refuse a role that no optimizer of this config trains, naming ``what`` has it."""
+        if role in self.optimizers:
+            return
+        if role not in LAYER_OF:
+            raise ValueError(f"{what}: unknown role {role!r}; see LAYER_OF")
+        raise ValueError(
+            f"{what} has role {role}, which no optimizer here trains (matrix-only: "
+            f"{', '.join(k for k in sorted(self.matrix_only) if self.matrix_only[k])}). "
+            "Regenerate with an --others optimizer that takes vectors, e.g. `--others "
+            "adamw` (the paper's choice: AdamW for embeddings, head and biases), or use a "
+            "model without biases and norm parameters."
+        )

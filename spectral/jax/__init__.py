@@ -1,0 +1,1 @@
+"""The JAX / optax runtime that every generated JAX config module calls (placeholder)."""

@@ -1,0 +1,46 @@
+"""The PyTorch runtime that every generated config module calls.
+
+Standard library and torch only (pytorch-optimizer is imported when an optimizer of its
+is built): importing it imports neither sympy nor pydantic, jinja2 or rich. A generated
+module holds the numbers (``CONFIG = Config(...)``) and binds the API to them; ``spectral
+codegen --vendor`` copies these modules' sources into one standalone file instead.
+
+The modules, in the order they build on one another:
+
+* ``adapters``: model families, parameter roles by name (:class:`Adapter`, :func:`classify`)
+* ``hooks``: the block multipliers as forward hooks (:func:`apply_multipliers`)
+* ``init``: initialisation by role (:func:`init_`)
+* ``factories`` / ``sharded`` / ``composite``: real optimizers, FSDP2, one Optimizer over them
+* ``optim``: param groups with each role's numbers (:func:`build_optimizers`)
+* ``check``: the model and optimizer against the rules (:func:`check`)
+* ``config``: :class:`Config`, the numbers with the functions bound to them
+"""
+
+from spectral.optimizers.entry import TorchImpl
+from spectral.scaling import BIAS_ROLES, LAYER_OF, BaseValue, Rules
+from spectral.torch.adapters import ADAPTERS, DEFAULT_PATTERNS, Adapter, classify
+from spectral.torch.composite import CompositeOptimizer
+from spectral.torch.config import Config
+from spectral.torch.factories import TorchFactory
+from spectral.torch.hooks import MultiplierHandle, final_module, multipliers_applied
+from spectral.torch.sharded import CheckpointState, GatheredOptimizer
+
+__all__ = [
+    "ADAPTERS",
+    "Adapter",
+    "BIAS_ROLES",
+    "BaseValue",
+    "CheckpointState",
+    "CompositeOptimizer",
+    "Config",
+    "DEFAULT_PATTERNS",
+    "GatheredOptimizer",
+    "LAYER_OF",
+    "MultiplierHandle",
+    "Rules",
+    "TorchFactory",
+    "TorchImpl",
+    "classify",
+    "final_module",
+    "multipliers_applied",
+]

@@ -1,0 +1,375 @@
+"""Model families: which parameter has which role, and where the block multipliers go.
+
+An :class:`Adapter` names a family's modules and parameters by regular expressions; the
+runtime finds a model's family by its module names (:data:`ADAPTERS`) or takes one from the
+user. Everything here reads names and module types only: no rule, no number.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from spectral.scaling import LAYER_OF
+
+# ---------------------------------------------------------------------------------------
+# model families: which parameter is which role, where the multipliers go
+# ---------------------------------------------------------------------------------------
+# Names may carry a prefix: "module." (DDP), "_orig_mod." (torch.compile), "transformer." or
+# "model." (Hugging Face), "_fsdp_wrapped_module." (FSDP1 with use_orig_params=True), so
+# every pattern starts at a dot or at the start of the name.
+#
+# Parameters the paper does not cover, and the role each gets on purpose:
+# * LayerNorm/RMSNorm gains and biases inside a residual block: hidden_bias. They are
+#   width-sized vectors with Theta(1) entries that feed the branch, as the block's first
+#   bias b^(1) does: a Theta(1) change moves the branch input by Theta(1) and the residual
+#   stream by alpha_l = Theta(1/L).
+# * The final norm before the head: input_bias. It sits on the residual stream outside
+#   every branch (no 1/L multiplier), as b_0 does, and its gradient has the scale of b_0's.
+# * Position embeddings (and ViT's cls_token): input_weight. A table looked up by one-hot
+#   positions is an input layer of fixed fan-in, exactly like the token embedding.
+# * init_ sets norm gains to 1 and norm biases to 0 (not random): that keeps each
+#   normalised feature at RMS 1, the Theta(1) scale the bias conditions ask for.
+# * An output bias (lm_head.bias, a ViT's head.bias) has no default: the paper's head has
+#   none, and no role fits it (alpha_out scales it with the logits, while its gradient
+#   does not shrink with the width). Map it yourself (patterns=) if your model has one.
+# Input and output embeddings must not be tied: input_weight and output_weight have
+# different multipliers, initialisations and learning rates. A tied parameter is refused.
+
+
+class Adapter(NamedTuple):
+    """Where the rules meet one family of models, by module and parameter names.
+
+    Every pattern is a regular expression searched in a name from named_modules() or
+    named_parameters(). The multipliers are forward hooks that scale a module's output:
+    alpha_in on each `input` module (the embedding output h_0), alpha_hidden on each
+    `branches` module (the last map of a residual branch, so the branch adds
+    alpha_hidden * f(h)), alpha_out on each `output` module (the logits).
+    """
+
+    name: str
+    detect: str
+    """The family is recognised when a module name matches this."""
+    roles: tuple[tuple[str, str], ...]
+    """(parameter-name pattern, role), searched in order; the first match wins."""
+    input: tuple[str, ...]
+    branches: tuple[str, ...]
+    output: tuple[str, ...]
+    final: str = ""
+    """The module whose input is h_L, the residual stream after the last block."""
+    branches_per_layer: int = 2
+    """Residual branches per layer (attention + MLP); depth counts layers."""
+    embeddings: tuple[str, ...] = ()
+    """Input parameters that are lookup tables although their module is no nn.Embedding
+    (drawn with init_std, not init_std / sqrt(fan_in))."""
+
+
+_GPT2 = Adapter(
+    name="gpt2",  # nanoGPT's model.py, Hugging Face GPT-2, spectral.models.GPT
+    detect=r"(^|\.)h\.\d+\.attn\.c_proj$",
+    roles=(
+        (r"(^|\.)wte\.weight$", "input_weight"),
+        (r"(^|\.)wpe\.weight$", "input_weight"),
+        (r"(^|\.)h\.\d+\.ln_[12]\.(weight|bias)$", "hidden_bias"),
+        (r"(^|\.)h\.\d+\.(attn|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"(^|\.)h\.\d+\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"(^|\.)ln_f\.(weight|bias)$", "input_bias"),
+        (r"(^|\.)lm_head\.weight$", "output_weight"),
+    ),
+    input=(r"(^|\.)wte$", r"(^|\.)wpe$"),
+    branches=(r"(^|\.)h\.\d+\.attn\.c_proj$", r"(^|\.)h\.\d+\.mlp\.c_proj$"),
+    output=(r"(^|\.)lm_head$",),
+    final=r"(^|\.)ln_f$",
+)
+
+_LLAMA = Adapter(
+    name="llama",  # Hugging Face Llama, Qwen2, Qwen3, Mistral (and others with these names)
+    detect=r"(^|\.)layers\.\d+\.self_attn\.o_proj$",
+    roles=(
+        (r"(^|\.)embed_tokens\.weight$", "input_weight"),
+        # norms first: Qwen3's self_attn.q_norm / k_norm would otherwise be matrices
+        (r"(^|\.)layers\.\d+\.\w*norm\.(weight|bias)$", "hidden_bias"),
+        (r"(^|\.)layers\.\d+\.self_attn\.[qk]_norm\.(weight|bias)$", "hidden_bias"),
+        (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"(^|\.)norm\.(weight|bias)$", "input_bias"),
+        (r"(^|\.)lm_head\.weight$", "output_weight"),
+    ),
+    input=(r"(^|\.)embed_tokens$",),
+    branches=(
+        r"(^|\.)layers\.\d+\.self_attn\.o_proj$",
+        r"(^|\.)layers\.\d+\.mlp\.down_proj$",
+    ),
+    output=(r"(^|\.)lm_head$",),
+    final=r"(^|\.)norm$",
+)
+
+_RESIDUAL_MLP = Adapter(
+    name="residual-mlp",  # spectral.models.ResidualMLP
+    detect=r"(^|\.)blocks\.\d+\.layers\.\d+$",
+    roles=(
+        (r"(^|\.)input\.weight$", "input_weight"),
+        (r"(^|\.)input\.bias$", "input_bias"),
+        (r"(^|\.)blocks\.\d+\.layers\.\d+\.weight$", "hidden_weight"),
+        (r"(^|\.)blocks\.\d+\.layers\.\d+\.bias$", "hidden_bias"),
+        (r"(^|\.)output\.weight$", "output_weight"),
+    ),
+    input=(r"(^|\.)input$",),
+    branches=(r"(^|\.)blocks\.\d+$",),
+    output=(r"(^|\.)output$",),
+    final=r"(^|\.)output$",
+    branches_per_layer=1,
+)
+
+_NEOX = Adapter(
+    name="neox",  # Hugging Face GPT-NeoX (Pythia)
+    detect=r"(^|\.)layers\.\d+\.attention\.dense$",
+    roles=(
+        (r"(^|\.)embed_in\.weight$", "input_weight"),
+        (r"(^|\.)layers\.\d+\.\w*layernorm\.(weight|bias)$", "hidden_bias"),
+        (r"(^|\.)layers\.\d+\.(attention|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"(^|\.)layers\.\d+\.(attention|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"(^|\.)final_layer_norm\.(weight|bias)$", "input_bias"),
+        (r"(^|\.)(embed_out|lm_head)\.weight$", "output_weight"),
+    ),
+    input=(r"(^|\.)embed_in$",),
+    # The parallel residual (use_parallel_residual=True) adds both branches to the same
+    # stream, h + attn(ln1(h)) + mlp(ln2(h)): still two branches per layer, each scaled.
+    branches=(
+        r"(^|\.)layers\.\d+\.attention\.dense$",
+        r"(^|\.)layers\.\d+\.mlp\.dense_4h_to_h$",
+    ),
+    output=(r"(^|\.)(embed_out|lm_head)$",),  # embed_out before transformers 5
+    final=r"(^|\.)final_layer_norm$",
+)
+
+_OPT = Adapter(
+    name="opt",  # Hugging Face OPT
+    detect=r"(^|\.)layers\.\d+\.self_attn\.out_proj$",
+    roles=(
+        (r"(^|\.)embed_tokens\.weight$", "input_weight"),
+        (r"(^|\.)embed_positions\.weight$", "input_weight"),
+        # project_in / project_out (word_embed_proj_dim != hidden_size, as in OPT-350m)
+        # map between the embedding width and the model width; both grow with the width,
+        # so they are width-by-width matrices: hidden_weight. They sit outside every
+        # residual branch, so a depth factor in hidden_weight's rules (SGD's lr and weight
+        # decay, AdamW's and Shampoo's eps) does not belong to them: exact at the base
+        # depth; away from it, give them your own role with patterns= if that matters.
+        (r"(^|\.)decoder\.project_(in|out)\.weight$", "hidden_weight"),
+        (r"(^|\.)layers\.\d+\.\w*layer_norm\.(weight|bias)$", "hidden_bias"),
+        (r"(^|\.)layers\.\d+\.(self_attn\.\w+|fc[12])\.weight$", "hidden_weight"),
+        (r"(^|\.)layers\.\d+\.(self_attn\.\w+|fc[12])\.bias$", "hidden_bias"),
+        (r"(^|\.)final_layer_norm\.(weight|bias)$", "input_bias"),
+        (r"(^|\.)lm_head\.weight$", "output_weight"),
+    ),
+    # h_0 = project_in(embed_tokens(x)) + embed_positions(x); project_in is linear with
+    # no bias, so scaling both embeddings scales h_0.
+    input=(r"(^|\.)embed_tokens$", r"(^|\.)embed_positions$"),
+    branches=(r"(^|\.)layers\.\d+\.self_attn\.out_proj$", r"(^|\.)layers\.\d+\.fc2$"),
+    output=(r"(^|\.)lm_head$",),
+    final=r"(^|\.)decoder\.final_layer_norm$",  # not layers.N.final_layer_norm
+)
+
+_TORCHTITAN = Adapter(
+    name="torchtitan",  # torchtitan's Llama (models/llama3/model.py names)
+    detect=r"(^|\.)layers\.\d+\.attention\.wo$",
+    roles=(
+        (r"(^|\.)tok_embeddings\.weight$", "input_weight"),
+        (r"(^|\.)layers\.\d+\.(\w+\.)?\w*norm\.(weight|bias)$", "hidden_bias"),
+        (r"(^|\.)layers\.\d+\.(attention|feed_forward)\.\w+\.weight$", "hidden_weight"),
+        (r"(^|\.)layers\.\d+\.(attention|feed_forward)\.\w+\.bias$", "hidden_bias"),
+        (r"(^|\.)norm\.(weight|bias)$", "input_bias"),
+        (r"(^|\.)output\.weight$", "output_weight"),
+    ),
+    input=(r"(^|\.)tok_embeddings$",),
+    branches=(
+        r"(^|\.)layers\.\d+\.attention\.wo$",
+        r"(^|\.)layers\.\d+\.feed_forward\.w2$",
+    ),
+    output=(r"(^|\.)output$",),
+    final=r"(^|\.)norm$",
+)
+
+_VIT = Adapter(
+    name="vit",  # timm's VisionTransformer
+    detect=r"(^|\.)blocks\.\d+\.attn\.proj$",
+    roles=(
+        # The patch embedding is a dense input layer (a Conv2d over pixels): its fan-in
+        # C * p * p stays fixed as the width grows, so it is drawn init_std / sqrt(fan_in).
+        (r"(^|\.)patch_embed\.proj\.weight$", "input_weight"),
+        (r"(^|\.)patch_embed\.proj\.bias$", "input_bias"),
+        # pos_embed is a learned vector per position added to h_0, as GPT-2's wpe is: a
+        # table looked up by one-hot positions, so input_weight (not input_bias, which
+        # adds the same vector at every position). cls_token (and reg_token) is a one-row
+        # table looked up at its own position, where it is summed with that position's
+        # pos_embed row; both rows must follow one rule. All three are in `embeddings`.
+        (r"(^|\.)(cls_token|reg_token|pos_embed)$", "input_weight"),
+        (r"(^|\.)blocks\.\d+\.(\w+\.)?\w*norm\d?\.(weight|bias)$", "hidden_bias"),
+        (r"(^|\.)blocks\.\d+\.(attn|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"(^|\.)blocks\.\d+\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
+        # the final norm on h_L, or fc_norm on the pooled h_L (timm's global_pool="avg")
+        (r"(^|\.)(fc_)?norm\.(weight|bias)$", "input_bias"),
+        (r"(^|\.)head\.weight$", "output_weight"),
+        # head.bias (timm's default head has one) gets no default, like lm_head.bias.
+    ),
+    # timm adds cls_token and pos_embed to the patch embeddings in _pos_embed, a method,
+    # and passes the sum h_0 through pos_drop (an nn.Dropout, there even at p=0): the
+    # one module whose output is the whole of h_0.
+    input=(r"(^|\.)pos_drop$",),
+    branches=(r"(^|\.)blocks\.\d+\.attn\.proj$", r"(^|\.)blocks\.\d+\.mlp\.fc2$"),
+    output=(r"(^|\.)head$",),
+    # the top-level norm: not patch_embed.norm nor blocks.N.mlp.norm (timm has both)
+    final=r"^(?!.*\b(blocks|patch_embed)\.)(.*\.)?norm$",
+    embeddings=(r"(^|\.)cls_token$", r"(^|\.)reg_token$", r"(^|\.)pos_embed$"),
+)
+
+ADAPTERS: tuple[Adapter, ...] = (
+    _GPT2,
+    _LLAMA,
+    _RESIDUAL_MLP,
+    _NEOX,
+    _OPT,
+    _TORCHTITAN,
+    _VIT,
+)
+"""Known families, tried in order; pass adapter= for any other model."""
+DEFAULT_PATTERNS: tuple[tuple[str, str], ...] = tuple(
+    dict.fromkeys(pair for adapter in ADAPTERS for pair in adapter.roles)
+)
+"""Every family's (parameter-name pattern, role) pairs; classify's fallback."""
+
+Patterns = Mapping[str, str] | Iterable[tuple[str, str]]
+AdapterLike = Adapter | Mapping[str, Any] | str
+
+
+def as_adapter(
+    adapter: AdapterLike | None, model: nn.Module | None = None
+) -> Adapter | None:
+    """An Adapter from an Adapter, a family name, a dict of its fields, or the model."""
+    if isinstance(adapter, Adapter):
+        return adapter
+    if isinstance(adapter, str):
+        for known in ADAPTERS:
+            if known.name == adapter:
+                return known
+        raise ValueError(
+            f"no adapter {adapter!r}; known: {', '.join(a.name for a in ADAPTERS)}"
+        )
+    if isinstance(adapter, Mapping):
+        fields = dict(adapter)
+        fields.setdefault("name", "custom")
+        fields.setdefault("detect", "")
+        roles = fields.get("roles", ())
+        fields["roles"] = tuple(roles.items() if isinstance(roles, Mapping) else roles)
+        for key in ("input", "branches", "output", "embeddings"):
+            value = fields.get(key, ())
+            fields[key] = (value,) if isinstance(value, str) else tuple(value)
+        try:
+            return Adapter(**fields)
+        except TypeError as exc:
+            raise ValueError(f"adapter: {exc}") from None
+    if adapter is not None:
+        raise TypeError(
+            f"adapter must be an Adapter, a name or a dict, got {type(adapter)}"
+        )
+    if model is None:
+        return None
+    names = [name for name, _ in model.named_modules()]
+    for known in ADAPTERS:
+        if any(re.search(known.detect, name) for name in names):
+            return known
+    return None
+
+
+def classify(
+    name: str,
+    param: Any = None,
+    patterns: Patterns | None = None,
+    adapter: AdapterLike | None = None,
+) -> str:
+    """The role of the parameter called `name`.
+
+    `patterns` (a dict or pairs of regular expression -> role, searched in order) is
+    tried first, then the adapter's roles, then every known family's (DEFAULT_PATTERNS);
+    a dict whose keys are exact parameter names works too. A name nothing matches is an
+    error that names it: there is no silent default.
+    """
+    pairs = list(patterns.items() if isinstance(patterns, Mapping) else patterns or ())
+    family = as_adapter(adapter)
+    if family is not None:
+        pairs += family.roles
+    for pattern, role in (*pairs, *DEFAULT_PATTERNS):
+        if pattern == name or re.search(pattern, name):
+            if role not in LAYER_OF:
+                raise ValueError(f"pattern {pattern!r} maps to unknown role {role!r}")
+            return role
+    shape = f" (shape {tuple(param.shape)})" if hasattr(param, "shape") else ""
+    raise ValueError(
+        f"parameter {name!r}{shape} matches no role pattern; pass "
+        "patterns={'<regex>': '<role>'} with a role from " + ", ".join(LAYER_OF)
+    )
+
+
+def classified(
+    model: nn.Module, patterns: Patterns | None, adapter: AdapterLike | None = None
+) -> list[tuple[str, nn.Parameter, str, nn.Module]]:
+    """(name, parameter, role, owning module) for every parameter; one error names every
+    parameter that no pattern places, and tied parameters are refused."""
+    family = as_adapter(adapter, model)
+    owners: dict[int, nn.Module] = {}
+    for module in model.modules():
+        for p in module.parameters(recurse=False):
+            owners.setdefault(id(p), module)
+    seen: dict[int, str] = {}
+    out, unplaced = [], []
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in seen:
+            raise ValueError(
+                f"parameters {seen[id(p)]!r} and {name!r} are tied (one tensor). muP gives "
+                "input and output embeddings different multipliers, initialisations and "
+                "learning rates, so they must not share weights; untie them (Hugging Face: "
+                "tie_word_embeddings=False; nanoGPT: drop the weight-tying line)."
+            )
+        seen[id(p)] = name
+        try:
+            role = classify(name, p, patterns, family)
+        except ValueError:
+            unplaced.append(f"{name} {tuple(p.shape)}")
+            continue
+        out.append((name, p, role, owners[id(p)]))
+    if unplaced:
+        raise ValueError(
+            f"{len(unplaced)} parameter(s) match no role pattern: {'; '.join(unplaced)}. "
+            "Pass patterns={'<regex>': '<role>'} (roles: "
+            + ", ".join(LAYER_OF)
+            + ") or "
+            "an adapter= for this model family."
+        )
+    return out
+
+
+def fans(module: nn.Module, p: torch.Tensor) -> tuple[int, int]:
+    """(n_out, n_in) of a weight: nn.Embedding and HF Conv1D store (in, out)."""
+    if isinstance(module, nn.Embedding) or type(module).__name__ == "Conv1D":
+        return p.shape[1], p.shape[0]
+    return p.shape[0], math.prod(p.shape[1:])
+
+
+def is_norm(module: nn.Module) -> bool:
+    return isinstance(module, (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm)) or type(
+        module
+    ).__name__.endswith("Norm")
+
+
+def is_table(name: str, module: nn.Module, family: Adapter | None) -> bool:
+    """A lookup table (one-hot input): drawn with init_std, not init_std / sqrt(fan_in)."""
+    if isinstance(module, nn.Embedding):
+        return True
+    return family is not None and any(re.search(e, name) for e in family.embeddings)
+
+

@@ -1,0 +1,212 @@
+"""check: do the model and the optimizer do what the rules say?"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from spectral.scaling import BaseValue
+from spectral.torch.adapters import AdapterLike, Patterns, as_adapter, classified
+from spectral.torch.hooks import builtin_multipliers, our_hooks, placement_problems, placements
+from spectral.torch.optim import param_groups
+from spectral.torch.rules import TorchRules
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+
+
+def _head_dims(model: nn.Module) -> set[int]:
+    """Head dimensions found on attention modules: head_dim (HF Llama, GPT-2, OPT, timm,
+    torchtitan), head_size (HF GPT-NeoX), or n_embd // n_head (nanoGPT, which keeps no
+    head dimension)."""
+
+    def count(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+    dims = set()
+    for module in model.modules():
+        for attr in ("head_dim", "head_size", "attention_head_size"):
+            value = getattr(module, attr, None)
+            if count(value):
+                dims.add(value)
+                break
+        else:
+            n_embd, n_head = (getattr(module, a, None) for a in ("n_embd", "n_head"))
+            if count(n_embd) and count(n_head):
+                dims.add(n_embd // n_head)
+    return dims
+
+
+def _multiplier_problems(
+    rules: TorchRules,
+    model: nn.Module, width: float, depth: float, multiplier: BaseValue, adapter: Any
+) -> list[str]:
+    problems = []
+    hooks = our_hooks(model)
+    builtin = builtin_multipliers(model)
+    want = rules.multipliers(width, depth, multiplier)
+    if not hooks and not builtin:
+        message = (
+            "block multipliers are not applied: call apply_multipliers(model, width, "
+            f"depth) (alpha in/hidden/out = {want['input']:.6g}/{want['hidden']:.6g}/"
+            f"{want['output']:.6g} at this size)"
+        )
+        return [message]
+    if hooks and builtin:
+        problems.append(
+            "block multipliers applied twice: the model applies them in its forward pass "
+            "and apply_multipliers hooks are installed too"
+        )
+    seen: dict[int, str] = {}
+    for name, module, _, hook in hooks:
+        if id(module) in seen:
+            problems.append(f"block multiplier applied twice on {name or 'the model'}")
+        seen[id(module)] = name
+        layer, got = hook.keywords["layer"], hook.keywords["factor"]
+        if not _close(got, want[layer]):
+            problems.append(
+                f"{name}: alpha_{layer} is {got:.6g}, the rules give {want[layer]:.6g} at "
+                f"width {width}, depth {depth} (apply_multipliers for another size?)"
+            )
+    if hooks:
+        family = as_adapter(adapter, model)
+        if family is not None:
+            placed = placements(model, family)
+            problems += placement_problems(placed, family, depth)
+            for layer, modules in placed.items():
+                for name, module in modules:
+                    if id(module) not in seen:
+                        problems.append(f"alpha_{layer} missing on {name}")
+    for module in model.modules():
+        if getattr(module, "applies_mup_multipliers", False) and hasattr(
+            module, "alpha_input"
+        ):
+            got = {
+                "input": module.alpha_input,
+                "hidden": module.alpha_hidden,
+                "output": module.alpha_output,
+            }
+            for layer, value in got.items():
+                if not _close(float(value), want[layer]):
+                    problems.append(
+                        f"{type(module).__name__}: alpha_{layer} is {float(value):.6g}, the "
+                        f"rules give {want[layer]:.6g} at width {width}, depth {depth}"
+                    )
+    return problems
+
+
+def _optimizer_problems(
+    rules: TorchRules,
+    model: nn.Module,
+    width: float,
+    depth: float,
+    optimizer: torch.optim.Optimizer,
+    base: Mapping[str, Any],
+    patterns: Patterns | None,
+    adapter: Any,
+) -> list[str]:
+    if not base:
+        base = getattr(optimizer, "base", {})
+    if "lr" not in base:
+        return [
+            (
+                "cannot check the optimizer without its base values: pass lr=... (and "
+                "weight_decay=, eps= as given to build_optimizers)"
+            )
+        ]
+    names = {id(p): n for n, p in model.named_parameters()}
+    expected = {
+        id(p): g
+        for g in param_groups(
+            rules,
+            model, width, depth, patterns=patterns, adapter=adapter, **base
+        )
+        for p in g["params"]
+    }
+    problems, trained = [], set()
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            trained.add(id(p))
+            want = expected.get(id(p))
+            name = names.get(id(p), "<a parameter not in the model>")
+            if want is None:
+                problems.append(
+                    f"{name}: in the optimizer but frozen or not in the model"
+                )
+                continue
+            lr = group.get("max_lr", group.get("initial_lr", group.get("lr")))
+            checks = [
+                ("lr", lr, want["lr"]),
+                ("weight_decay", group.get("weight_decay"), want["weight_decay"]),
+            ]
+            kind = want["optimizer"]
+            if "spectral_eps" in want or any(k in want for k, _ in rules.eps_places.values()):
+                key, index = rules.eps_places.get(kind, ("eps", None))
+                got = group.get(key)
+                if (
+                    index is not None
+                    and isinstance(got, (tuple, list))
+                    and index < len(got)
+                ):
+                    got = got[index]
+                checks.append(("eps", got, want.get("spectral_eps", want.get(key))))
+            for what, got, rule in checks:
+                if rule is None:
+                    continue
+                if not isinstance(got, (int, float)) or not _close(float(got), rule):
+                    problems.append(
+                        f"{name} ({want['role']}): {what} is {got!r}, the rule gives {rule:.6g}"
+                    )
+    for p_id, want in expected.items():
+        if p_id not in trained:
+            problems.append(
+                f"{names[p_id]} ({want['role']}): not trained by the optimizer"
+            )
+    return problems
+
+
+def check(
+    rules: TorchRules,
+    model: nn.Module,
+    width: float,
+    depth: float,
+    optimizer: torch.optim.Optimizer | None = None,
+    *,
+    multiplier: BaseValue = 1.0,
+    head_dim: int | None = None,
+    patterns: Patterns | None = None,
+    adapter: AdapterLike | None = None,
+    **base: Any,
+) -> list[str]:
+    """Problems found on the real model (and optimizer); [] when all is right.
+
+    Looks for: a parameter with no role, tied input/output matrices, block multipliers
+    missing, applied twice or for another size, and, given the optimizer, a parameter whose
+    group's lr / weight decay / eps differs from the rule (the base values are the ones it
+    was built with, or pass lr=..., weight_decay=..., eps=...; the lr is read before any
+    scheduler changed it). head_dim: the head dimension of the base model; the rules
+    assume it stays fixed as the width grows (or 1/d attention scaling), so a different
+    one is a problem.
+    """
+    try:
+        classified(model, patterns, adapter)
+    except ValueError as exc:
+        return [str(exc)]
+    problems = _multiplier_problems(rules, model, width, depth, multiplier, adapter)
+    if head_dim is not None:
+        for found in sorted(_head_dims(model) - {head_dim}):
+            problems.append(
+                f"head dimension {found} differs from the base model's {head_dim}: the rules "
+                "assume a fixed head dimension as the width grows (heads = width / head_dim) "
+                "or 1/d attention scaling"
+            )
+    if optimizer is not None:
+        problems += _optimizer_problems(
+            rules,
+            model, width, depth, optimizer, base, patterns, adapter
+        )
+    return problems

@@ -1,0 +1,57 @@
+"""Initialisation by role: every parameter drawn from N(0, init_std_of(role)^2)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from spectral.scaling import BaseValue, Rules
+from spectral.torch.adapters import (
+    AdapterLike,
+    Patterns,
+    as_adapter,
+    classified,
+    fans,
+    is_norm,
+    is_table,
+)
+from spectral.torch.sharded import normal_
+
+@torch.no_grad()
+def init_(
+    rules: Rules,
+    model: nn.Module,
+    width: float,
+    depth: float,
+    init_std: BaseValue = 0.02,
+    *,
+    patterns: Patterns | None = None,
+    adapter: AdapterLike | None = None,
+) -> None:
+    """Initialise every parameter by its role: N(0, init_std_of(role)^2).
+
+    Norm gains are always set to 1 and norm biases to 0 (a norm's parameters share the
+    bias roles, but a normalised feature must keep RMS 1); other biases start at 0 unless
+    their role is named in init_std (the paper's base bias variance is 0). A dense input
+    layer (not an embedding) is drawn with init_std / sqrt(d_in), its fixed fan-in: the
+    paper's input variance is sigma^2 for one-hot (language) inputs and sigma^2/d_0 for
+    dense ones.
+    """
+    family = as_adapter(adapter, model)
+    for name, p, role, module in classified(model, patterns, family):
+        if is_norm(module):
+            if name.endswith("bias"):
+                p.zero_()
+            else:
+                p.fill_(1.0)
+            continue
+        d_in = None
+        if role == "input_weight" and not is_table(name, module, family):
+            d_in = fans(module, p)[1]
+        std = rules.init_std_of(role, width, depth, init_std, d_in)
+        if std == 0.0:
+            p.zero_()
+        else:
+            normal_(p, std)  # a sharded (DTensor) p: the one-process draw
+
+
