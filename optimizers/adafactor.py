@@ -54,7 +54,7 @@ TORCH = TorchImpl(
         "eps1=None); build_optimizers writes it into the tuple. torch scales each step",
         "by max(eps2, RMS(W)) (relative step size), a dependence on the weights that the",
         "rules cannot follow; eps2 = 1 is the default here, which turns it off for",
-        "weights of RMS <= 1. Pass optimizer_kwargs={"adafactor": {"eps": (None,",
+        "weights of RMS <= 1. Pass optimizer_kwargs={'adafactor': {'eps': (None,",
         "1e-3)}} for torch's default, and the step is then lr * RMS(W) * ... instead.",
         "The step is also capped by min(lr, 1/sqrt(t)) (width-independent). Decay is",
         "decoupled, W *= 1 - lr * wd.",

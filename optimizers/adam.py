@@ -36,7 +36,7 @@ TORCH = TorchImpl(
     notes=(
         "Adam: torch.optim.Adam. Idealised (beta1 = beta2 = 0, eps = 0): sign(grad).",
         "eps is added to sqrt(v_hat), the declared place, scaled per role (group key",
-        ""eps"; base default 1e-8). torch's weight_decay is L2 by default (added to the",
+        "'eps'; base default 1e-8). torch's weight_decay is L2 by default (added to the",
         "gradient before the normalisation, so not the -eta lambda W the rules assume);",
         "decoupled_weight_decay=True is fixed here, so with the default base weight",
         "decay 0 this is plain Adam and a non-zero one is decoupled (AdamW).",

@@ -31,7 +31,7 @@ TORCH = TorchImpl(
         "AdamW: torch.optim.AdamW. Idealised (beta1 = beta2 = 0, eps = 0): sign(grad),",
         "dW = -eta (A + lambda W). torch decays decoupled, theta *= 1 - lr * wd, as",
         "assumed; eps is added to sqrt(v_hat), the declared place, and is scaled per",
-        "role (group key "eps"; base default 1e-8). Momentum and bias correction keep",
+        "role (group key 'eps'; base default 1e-8). Momentum and bias correction keep",
         "the entries of the step Theta(1), so they do not change the scaling. torch's",
         "default weight_decay=0.01 is replaced by each group's value.",
     ),
@@ -45,7 +45,7 @@ JAX = JaxImpl(
         "dW = -eta (m_hat / (sqrt(v_hat) + eps) + lambda W), the step of",
         "torch.optim.AdamW (decoupled decay, eps outside the square root, the declared",
         "place; b1 = 0.9, b2 = 0.999 in both). eps is scaled per role (base default",
-        "1e-8, optax"s and torch"s). optax's default weight_decay=1e-4 is replaced by",
+        "1e-8, optax's and torch's). optax's default weight_decay=1e-4 is replaced by",
         "each role's value.",
     ),
 )

@@ -59,7 +59,7 @@ class TorchImpl:
         if self.compensation is not None and self.compensation not in COMPENSATIONS:
             raise ValueError(f"compensation: {self.compensation!r}; use one of {COMPENSATIONS}")
         if self.sharding == "refused" and not self.sharding_note:
-            raise ValueError("sharding="refused" needs a sharding_note saying why")
+            raise ValueError("sharding='refused' needs a sharding_note saying why")
         if "." not in self.cls:
             raise ValueError(f"cls: {self.cls!r} must be a dotted path (module.Class)")
 

@@ -37,7 +37,7 @@ TORCH = TorchImpl(
     default_eps=1e-08,
     sharding="gathered",
     notes=(
-        "MARS: pytorch_optimizer.MARS(mars_type="adamw"), AdamW on the variance-reduced",
+        "MARS: pytorch_optimizer.MARS(mars_type='adamw'), AdamW on the variance-reduced",
         "gradient g_t + gamma beta1/(1 - beta1) (g_t - g_(t-1)): sign-like. eps (base",
         "default 1e-8) is added to sqrt(v_hat), scaled per role. Matrices only: it",
         "steps 1-D parameters with its own AdamW at lr_1d (ignoring the group lr), so",

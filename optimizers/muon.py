@@ -25,14 +25,14 @@ TORCH = TorchImpl(
     compensation="muon-shape",
     sharding="gathered",
     notes=(
-        "Muon: torch.optim.Muon(adjust_lr_fn="original"). It multiplies lr by",
+        "Muon: torch.optim.Muon(adjust_lr_fn='original'). It multiplies lr by",
         "sqrt(max(1, A/B)) (A, B = weight.shape), while the idealised Muon steps by",
         "U V^T alone, and no adjust_lr_fn of torch.optim.Muon leaves lr unchanged. So",
         "each group's lr is divided by that factor and its weight_decay multiplied by",
         "it (torch decays with the unadjusted lr), which restores dW = -eta (U V^T +",
         "lambda W) exactly (see _compensation). Square hidden matrices have factor 1.",
-        "Newton-Schulz gives U S" V^T, S" in about (0.5, 1.5); Nesterov momentum 0.95.",
-        "torch"s default weight_decay=0.1 is replaced by each group"s value.",
+        "Newton-Schulz gives U S' V^T, S' in about (0.5, 1.5); Nesterov momentum 0.95.",
+        "torch's default weight_decay=0.1 is replaced by each group's value.",
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""

@@ -39,7 +39,7 @@ TORCH = TorchImpl(
     group_defaults={"use_muon": True},
     sharding="gathered",
     notes=(
-        "NorMuon: pytorch_optimizer.NorMuon (update_scale="preserve_norm"): NS(m) with",
+        "NorMuon: pytorch_optimizer.NorMuon (update_scale='preserve_norm'): NS(m) with",
         "its rows normalised, rescaled to |NS(m)|_F; RMS->RMS norm sqrt(max(n_in,",
         "n_out) / n_out): Muon's on wide matrices, 1 on tall ones. use_muon=True is set",
         "on every group (without it NorMuon uses adamw_lr and ignores the group lr).",

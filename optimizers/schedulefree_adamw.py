@@ -10,7 +10,7 @@ with ``c_t = 1/t`` at a constant lr (``r = 0``, no warm-up). The ``z`` step is A
 (``β₁ = 0`` in its numerator): ``≈ sign(∇W)``, ``‖A‖_R = n_in`` for a low-rank gradient,
 ε added to ``sqrt(v̂)``, ``Θ(G / sqrt(n_in n_out))``.
 
-Outside the framework"s assumptions: the framework"s step ``ΔW = -η (A + λW)`` acts on the
+Outside the framework's assumptions: the framework's step ``ΔW = -η (A + λW)`` acts on the
 weights the gradient is evaluated at; here those are ``y``, which moves by
 ``(1-β₁) Δz + β₁ Δx`` — the current step plus an average over past steps. The rules hold
 for ``γ``, the step of ``z``; ``y`` (and ``x``) move by a fixed, width-independent mix of

@@ -4,7 +4,7 @@ Idealised update (Pethick et al. 2025, Sec. 3 and Table 2; implementation
 ``pytorch_optimizer.SCION``, ``norm_type=AUTO``): the linear minimisation oracle of the
 RMS→RMS norm ball. For a matrix it is ``sqrt(n_out/n_in) U Vᵀ`` (``∇W = U Σ Vᵀ``), of RMS→RMS
 norm exactly 1; for a vector ``g/RMS(g)``, of RMS 1. So ``‖A‖_R = 1`` for every role —
-Scion"s point. The paper"s other layer norms (sign for the readout, column-normalised
+Scion's point. The paper's other layer norms (sign for the readout, column-normalised
 embeddings) are also of ``Θ(1)`` RMS→RMS size on a low-rank gradient, so the declaration does
 not depend on which one a layer uses. The unconstrained variant (``constraint=False``, the
 default) decays ``W ← (1 - η λ) W``: decoupled, as assumed; ``constraint=True`` replaces

@@ -32,7 +32,7 @@ TORCH = TorchImpl(
     notes=(
         "Shampoo: pytorch_optimizer.Shampoo. It steps by L^(-1/4) G R^(-1/4) with",
         "L = eps I + sum_t G G^T and R = eps I + sum_t G^T G: no grafting, as the",
-        "declaration assumes, and eps ("matrix_eps", scaled per role; base default",
+        "declaration assumes, and eps ('matrix_eps', scaled per role; base default",
         "1e-6) is added to L and R, the declared place. Its default weight_decouple=",
         "False would add lambda W to the gradient before preconditioning (coupled);",
         "the declaration assumes decoupled dW = -eta (A + lambda W), so",

@@ -3,7 +3,7 @@
 Idealised update (Bernstein et al. 2018, Alg. 1 and 3; implementation
 ``pytorch_optimizer.SignSGD``, momentum 0.9 by default, i.e. Signum): every entry of the
 step is ±1, and for a low-rank gradient ``‖sign(∇W)‖_2 = Θ(sqrt(n_in n_out))``, so
-``‖A‖_R = n_in`` — Lion"s and AdamW"s scale. No ε. Weight decay is decoupled
+``‖A‖_R = n_in`` — Lion's and AdamW's scale. No ε. Weight decay is decoupled
 (``weight_decouple=True``, its default). Applies to weights and biases.
 """
 

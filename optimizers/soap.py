@@ -28,7 +28,7 @@ TORCH = TorchImpl(
         "Decoupled weight decay (lr * wd), as assumed. Its first step only sets up the",
         "eigenbasis (no update). Adam's eps (default 1e-8) is not scaled: the paper",
         "tabulates none for SOAP. A dimension above max_precondition_dim (10000) is",
-        "not rotated, and the step there is Adam"s, not Muon"s scale: keep large",
+        "not rotated, and the step there is Adam's, not Muon's scale: keep large",
         "embedding tables with --others. Default weight_decay=0.01 is replaced.",
     ),
 )

@@ -8,49 +8,45 @@ conditions for residual blocks of ``k`` maps and returns verified rules.
 'η_base/√r_n'
 """
 
-from .catalog import catalog, resolve
-from .errors import (
-    DerivationError,
-    IncomparableError,
-    SpecError,
-    SpectralError,
-    UnknownOptimizerError,
-    VerificationError,
-)
-from .result import CheckGroup, Derivation, Entry, Exponent, RoleScales
-from .roles import HPS, ROLE_NAMES
-from .solve import MAX_K, derive
-from .spec import OptimizerSpec
-from .theta import Theta
+import importlib
+from typing import Any
 
-__all__ = [
-    "derive",
-    "catalog",
-    "resolve",
-    "load_spec",
-    "OptimizerSpec",
-    "Derivation",
-    "Entry",
-    "Exponent",
-    "CheckGroup",
-    "RoleScales",
-    "Theta",
-    "ROLE_NAMES",
-    "HPS",
-    "MAX_K",
-    "SpectralError",
-    "SpecError",
-    "UnknownOptimizerError",
-    "DerivationError",
-    "IncomparableError",
-    "VerificationError",
-]
+_EXPORTS = {
+    "derive": "solve",
+    "MAX_K": "solve",
+    "catalog": "catalog",
+    "resolve": "catalog",
+    "load_spec": "spec_file",
+    "OptimizerSpec": "spec",
+    "Derivation": "result",
+    "Entry": "result",
+    "Exponent": "result",
+    "CheckGroup": "result",
+    "RoleScales": "result",
+    "Theta": "theta",
+    "ROLE_NAMES": "roles",
+    "HPS": "roles",
+    "SpectralError": "errors",
+    "SpecError": "errors",
+    "UnknownOptimizerError": "errors",
+    "DerivationError": "errors",
+    "IncomparableError": "errors",
+    "VerificationError": "errors",
+}
+"""Public name -> the module that defines it. Imported on first use, so that importing a
+light part of the package (``spectral.torch``, ``spectral.jax``, ``spectral.scaling``) does
+not import the engine (sympy) or pydantic."""
+
+__all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str):
-    # TOML loading pulls in pydantic; import it only when asked for.
-    if name == "load_spec":
-        from .spec_file import load_spec
-
-        return load_spec
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'spectral' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

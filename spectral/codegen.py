@@ -1,360 +1,57 @@
-"""``spectral codegen``: a standalone PyTorch config module from derived rules.
+"""``spectral codegen``: a PyTorch config module of numbers from derived rules.
 
-The module is rendered from ``templates/torch_config.py.j2``. It imports only the standard
-library and torch (pytorch-optimizer lazily, inside the factories that need it), never
-``spectral`` or ``sympy``, and holds plain numbers. Its contract: ``BASE_WIDTH``,
-``BASE_DEPTH``, ``K``, ``OPTIMIZERS``, ``RULES``, ``hparams``, ``multipliers``,
-``classify``, ``init_``, ``param_groups``, ``build_optimizers``.
-
-Each optimizer implementation was checked against the idealised update its declaration
-assumes; the differences (and the compensations) are written as comments above its factory
-in the generated file — see :data:`IMPLEMENTATIONS`.
+The module is rendered from ``templates/torch_config.py.j2``: the derived exponents, base
+sizes, role → optimizer map and each optimizer's implementation record (``TORCH`` of its
+catalog file, with the notes on how it was checked as comments), bound to the runtime
+:mod:`spectral.torch` that applies them. Its contract: ``BASE_WIDTH``, ``BASE_DEPTH``,
+``K``, ``OPTIMIZERS``, ``RULES``, ``hparams``, ``multipliers``, ``classify``, ``init_``,
+``param_groups``, ``build_optimizers``, ``check``. ``vendor=True`` writes one standalone
+file instead (standard library and torch only), assembled by :mod:`spectral.vendor` from
+the runtime's own sources, so both forms run the same code.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from fractions import Fraction
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 import textwrap
 
+from .catalog import module_of
 from .io import write_atomic
 from .text import for_docstring
 from .result import Exponent
 from .spec import OptimizerSpec
-from .transfer import DEFAULT_EPS, Plan, eps_place, plan
+from .transfer import Plan, eps_place, plan
 
-__all__ = ["FRAMEWORKS", "IMPLEMENTATIONS", "Implementation", "load_generated", "render", "write"]
+__all__ = ["FRAMEWORKS", "TORCH_RUNTIME", "load_generated", "render", "write"]
 
 FRAMEWORKS = ("torch", "jax")
 """What ``render(framework=...)`` writes a module for."""
 
+TORCH_RUNTIME = (
+    "spectral.scaling",
+    "spectral.optimizers.entry",
+    "spectral.torch.adapters",
+    "spectral.torch.factories",
+    "spectral.torch.sharded",
+    "spectral.torch.hooks",
+    "spectral.torch.init",
+    "spectral.torch.composite",
+    "spectral.torch.rules",
+    "spectral.torch.optim",
+    "spectral.torch.check",
+    "spectral.torch.config",
+)
+"""The modules a vendored PyTorch config copies, in the order they build on one another."""
 
-@dataclass(frozen=True)
-class Implementation:
-    """How the generated module builds one catalog optimizer, and why it matches."""
+VENDOR_DEFAULT = False
+"""What ``render(vendor=None)`` and :func:`load_generated` write: the importing form. The
+test suite sets it to True (``SPECTRAL_TEST_VENDOR=1``) to run every generated-module test
+on the standalone form too."""
 
-    factory: tuple[str, ...]
-    """Body of ``make_<name>(groups, **kwargs)`` (4-space indented in the output)."""
-    notes: tuple[str, ...] = field(default=())
-    """Comment lines: the idealised update vs the implementation's defaults."""
-
-
-IMPLEMENTATIONS: dict[str, Implementation] = {
-    "sgd": Implementation(
-        factory=("return torch.optim.SGD(groups, **kwargs)",),
-        notes=(
-            "SGD: torch.optim.SGD. Idealised: dW = -eta (grad + lambda W). torch's",
-            "weight_decay is coupled (added to the gradient before momentum); with the",
-            "default momentum=0 the step is exactly the idealised one, and with momentum mu",
-            "both terms grow by about 1/(1 - mu) alike, so the rules still hold.",
-        ),
-    ),
-    "adamw": Implementation(
-        factory=("return torch.optim.AdamW(groups, **kwargs)",),
-        notes=(
-            "AdamW: torch.optim.AdamW. Idealised (beta1 = beta2 = 0, eps = 0): sign(grad),",
-            "dW = -eta (A + lambda W). torch decays decoupled, theta *= 1 - lr * wd, as",
-            "assumed; eps is added to sqrt(v_hat), the declared place, and is scaled per",
-            "role (group key 'eps'; base default 1e-8). Momentum and bias correction keep",
-            "the entries of the step Theta(1), so they do not change the scaling. torch's",
-            "default weight_decay=0.01 is replaced by each group's value.",
-        ),
-    ),
-    "muon-kimi": Implementation(
-        factory=(
-            'kwargs = _fixed(kwargs, adjust_lr_fn="match_rms_adamw")',
-            "return torch.optim.Muon(groups, **kwargs)",
-        ),
-        notes=(
-            "Muon-Kimi: torch.optim.Muon(adjust_lr_fn='match_rms_adamw'), which steps by",
-            "lr * 0.2 * sqrt(max(A, B)) * NS(momentum) and decays theta *= 1 - lr * wd with",
-            "the unadjusted lr: exactly dW = -eta (0.2 sqrt(max(n_in, n_out)) U V^T +",
-            "lambda W). Differences that do not change the scaling: Newton-Schulz (5",
-            "steps, bfloat16) returns U S' V^T with S' in about (0.5, 1.5) rather than",
-            "U V^T, and the step uses Nesterov momentum 0.95. torch's default",
-            "weight_decay=0.1 is replaced by each group's value.",
-        ),
-    ),
-    "muon": Implementation(
-        factory=(
-            'kwargs = _fixed(kwargs, adjust_lr_fn="original")',
-            "return torch.optim.Muon(groups, **kwargs)",
-        ),
-        notes=(
-            "Muon: torch.optim.Muon(adjust_lr_fn='original'). It multiplies lr by",
-            "sqrt(max(1, A/B)) (A, B = weight.shape), while the idealised Muon steps by",
-            "U V^T alone, and no adjust_lr_fn of torch.optim.Muon leaves lr unchanged. So",
-            "each group's lr is divided by that factor and its weight_decay multiplied by",
-            "it (torch decays with the unadjusted lr), which restores dW = -eta (U V^T +",
-            "lambda W) exactly (see _compensation). Square hidden matrices have factor 1.",
-            "Newton-Schulz gives U S' V^T, S' in about (0.5, 1.5); Nesterov momentum 0.95.",
-            "torch's default weight_decay=0.1 is replaced by each group's value.",
-        ),
-    ),
-    "shampoo": Implementation(
-        factory=(
-            "from pytorch_optimizer import Shampoo",
-            "",
-            "kwargs = _fixed(kwargs, weight_decouple=True)",
-            "return Shampoo(groups, **kwargs)",
-        ),
-        notes=(
-            "Shampoo: pytorch_optimizer.Shampoo. It steps by L^(-1/4) G R^(-1/4) with",
-            "L = eps I + sum_t G G^T and R = eps I + sum_t G^T G: no grafting, as the",
-            "declaration assumes, and eps ('matrix_eps', scaled per role; base default",
-            "1e-6) is added to L and R, the declared place. Its default weight_decouple=",
-            "False would add lambda W to the gradient before preconditioning (coupled);",
-            "the declaration assumes decoupled dW = -eta (A + lambda W), so",
-            "weight_decouple=True is fixed here. The statistics are summed over all steps",
-            "(no EMA), so the step shrinks like 1/sqrt(t) at every width alike. The",
-            "inverse roots are recomputed every step (preconditioning_compute_steps=1):",
-            "raise it for large models.",
-        ),
-    ),
-    "soap": Implementation(
-        factory=(
-            "from pytorch_optimizer import SOAP",
-            "",
-            "return SOAP(groups, **kwargs)",
-        ),
-        notes=(
-            "SOAP: pytorch_optimizer.SOAP, Adam in the eigenbasis of Shampoo's L and R.",
-            "Decoupled weight decay (lr * wd), as assumed. Its first step only sets up the",
-            "eigenbasis (no update). Adam's eps (default 1e-8) is not scaled: the paper",
-            "tabulates none for SOAP. A dimension above max_precondition_dim (10000) is",
-            "not rotated, and the step there is Adam's, not Muon's scale: keep large",
-            "embedding tables with --others. Default weight_decay=0.01 is replaced.",
-        ),
-    ),
-    "lion": Implementation(
-        factory=(
-            "from pytorch_optimizer import Lion",
-            "",
-            "kwargs = _fixed(kwargs, weight_decouple=True)",
-            "return Lion(groups, **kwargs)",
-        ),
-        notes=(
-            "Lion: pytorch_optimizer.Lion, sign(beta1 m + (1 - beta1) g) with decoupled",
-            "weight decay (lr * wd; weight_decouple=True, its default): the idealised",
-            "sign step. Lion has no eps.",
-        ),
-    ),
-    "sophia": Implementation(
-        factory=(
-            "from pytorch_optimizer import SophiaH",
-            "",
-            "return SophiaH(groups, **kwargs)",
-        ),
-        notes=(
-            "Sophia: pytorch_optimizer.SophiaH, clip(m / max(h, eps), p) with Hutchinson",
-            "Hessian estimates: call loss.backward(create_graph=True) before step().",
-            "Fused attention kernels may lack a double backward: run the forward and",
-            "backward under torch.nn.attention.sdpa_kernel(SDPBackend.MATH).",
-            "The clip threshold p (default 0.01) bounds each entry by p rather than 1 as",
-            "in the idealised clip(., 1): a constant factor on the step at every width,",
-            "absorbed by the base lr (keep p fixed when transferring). Decoupled weight",
-            "decay (lr * wd), as assumed. eps (1e-12) is not scaled: the paper tabulates",
-            "none for Sophia.",
-        ),
-    ),
-    "sso": Implementation(
-        factory=(
-            "from pytorch_optimizer import SpectralSphere",
-            "",
-            "return SpectralSphere(groups, **kwargs)",
-        ),
-        notes=(
-            "SSO: pytorch_optimizer.SpectralSphere steps by lr * msign(m + mu theta)",
-            "(Polar-Express Newton-Schulz), whose spectral norm is 1: its RMS->RMS norm is",
-            "sqrt(n_in / n_out), while the declaration idealises a unit RMS->RMS step. No",
-            "option rescales it, so each group's lr is multiplied by sqrt(n_out / n_in) and",
-            "its weight_decay divided by it (decay is decoupled, lr * wd): see",
-            "_compensation; (n_out, n_in) come from the owning module (nn.Linear stores",
-            "(out, in), nn.Embedding and HF Conv1D (in, out)). It does not retract the",
-            "weights onto a sphere, matching the declaration's plain step. Default",
-            "weight_decay=0.01 is replaced by each group's value.",
-        ),
-    ),
-    "adam": Implementation(
-        factory=(
-            "kwargs = _fixed(kwargs, decoupled_weight_decay=True)",
-            "return torch.optim.Adam(groups, **kwargs)",
-        ),
-        notes=(
-            "Adam: torch.optim.Adam. Idealised (beta1 = beta2 = 0, eps = 0): sign(grad).",
-            "eps is added to sqrt(v_hat), the declared place, scaled per role (group key",
-            "'eps'; base default 1e-8). torch's weight_decay is L2 by default (added to the",
-            "gradient before the normalisation, so not the -eta lambda W the rules assume);",
-            "decoupled_weight_decay=True is fixed here, so with the default base weight",
-            "decay 0 this is plain Adam and a non-zero one is decoupled (AdamW).",
-        ),
-    ),
-    "nadam": Implementation(
-        factory=(
-            "kwargs = _fixed(kwargs, decoupled_weight_decay=True)",
-            "return torch.optim.NAdam(groups, **kwargs)",
-        ),
-        notes=(
-            "NAdam: torch.optim.NAdam, Adam with Nesterov momentum (width-independent",
-            "momentum schedule); idealised as sign(grad). eps is added to sqrt(v_hat) and",
-            "scaled per role (base default 1e-8). Coupled L2 decay would be divided by",
-            "sqrt(v_hat): decoupled_weight_decay=True is fixed here.",
-        ),
-    ),
-    "radam": Implementation(
-        factory=(
-            "kwargs = _fixed(kwargs, decoupled_weight_decay=True)",
-            "return torch.optim.RAdam(groups, **kwargs)",
-        ),
-        notes=(
-            "RAdam: torch.optim.RAdam. From step 6 (rho_t > 5 at beta2 = 0.999) the step is",
-            "Adam's times a rectification factor that tends to 1: the declared sign-like",
-            "step. Steps 1-5 are un-normalised momentum (SGD-like, not declared): with",
-            "Adam's lr rules they shrink with width, a slower start at large width. eps",
-            "(base default 1e-8) is scaled per role; decoupled_weight_decay=True is fixed.",
-        ),
-    ),
-    "adafactor": Implementation(
-        factory=(
-            "# eps2 = 1: alpha_t = max(eps2, RMS(W)) * rho_t is rho_t while RMS(W) <= 1",
-            'kwargs = {"eps": (None, 1.0), **kwargs}',
-            "return torch.optim.Adafactor(groups, **kwargs)",
-        ),
-        notes=(
-            "Adafactor: torch.optim.Adafactor. Idealised: grad / sqrt(factored v_hat),",
-            "which is sign(grad) for a rank-1 gradient. eps1 = eps[0] floors sqrt(v_hat)",
-            "and is scaled per role (base default 1.19e-7, torch's float32 machine eps for",
-            "eps1=None); build_optimizers writes it into the tuple. torch scales each step",
-            "by max(eps2, RMS(W)) (relative step size), a dependence on the weights that the",
-            "rules cannot follow; eps2 = 1 is the default here, which turns it off for",
-            "weights of RMS <= 1. Pass optimizer_kwargs={'adafactor': {'eps': (None,",
-            "1e-3)}} for torch's default, and the step is then lr * RMS(W) * ... instead.",
-            "The step is also capped by min(lr, 1/sqrt(t)) (width-independent). Decay is",
-            "decoupled, W *= 1 - lr * wd.",
-        ),
-    ),
-    "adopt": Implementation(
-        factory=(
-            "from pytorch_optimizer import ADOPT",
-            "",
-            "kwargs = _fixed(kwargs, weight_decouple=True)",
-            "return ADOPT(groups, **kwargs)",
-        ),
-        notes=(
-            "ADOPT: pytorch_optimizer.ADOPT, momentum of grad / max(sqrt(v_prev), eps):",
-            "sign-like. Its first step only initialises v. eps floors sqrt(v) and is scaled",
-            "per role (base default 1e-6). Its default weight_decouple=False adds lambda W",
-            "to the gradient before the normalisation; weight_decouple=True is fixed here.",
-        ),
-    ),
-    "adan": Implementation(
-        factory=(
-            "from pytorch_optimizer import Adan",
-            "",
-            "return Adan(groups, **kwargs)",
-        ),
-        notes=(
-            "Adan: pytorch_optimizer.Adan, (m + beta2 d) / (sqrt(v) + eps) with d the",
-            "averaged gradient difference: sign-like at a steady gradient. eps is added to",
-            "sqrt(v) and scaled per role (base default 1e-8). Decay is the paper's proximal",
-            "W / (1 + lr * wd) (weight_decouple=False), = (1 - lr * wd) W to first order.",
-        ),
-    ),
-    "mars": Implementation(
-        factory=(
-            "from pytorch_optimizer import MARS",
-            "",
-            'kwargs = _fixed(kwargs, mars_type="adamw")',
-            "return MARS(groups, **kwargs)",
-        ),
-        notes=(
-            "MARS: pytorch_optimizer.MARS(mars_type='adamw'), AdamW on the variance-reduced",
-            "gradient g_t + gamma beta1/(1 - beta1) (g_t - g_(t-1)): sign-like. eps (base",
-            "default 1e-8) is added to sqrt(v_hat), scaled per role. Matrices only: it",
-            "steps 1-D parameters with its own AdamW at lr_1d (ignoring the group lr), so",
-            "biases and norm gains need another optimizer (--others adamw).",
-        ),
-    ),
-    "schedulefree-adamw": Implementation(
-        factory=(
-            "from pytorch_optimizer import ScheduleFreeAdamW",
-            "",
-            "return ScheduleFreeAdamW(groups, **kwargs)",
-        ),
-        notes=(
-            "Schedule-Free AdamW: pytorch_optimizer.ScheduleFreeAdamW. The lr is the step of",
-            "z (AdamW's sign-like step, eps added to sqrt(v_hat), scaled per role, base",
-            "default 1e-8); the model holds y = (1 - beta1) z + beta1 x, x the running",
-            "average of z: a width-independent mix of steps of that size, but iterate",
-            "averaging is outside the rules' assumptions. Call",
-            'opt.parts["schedulefree-adamw"].eval() before evaluating and .train() after.',
-            "Decay acts at y with the lr (decoupled).",
-        ),
-    ),
-    "lamb": Implementation(
-        factory=(
-            "from pytorch_optimizer import Lamb",
-            "",
-            "return Lamb(groups, **kwargs)",
-        ),
-        notes=(
-            "LAMB: pytorch_optimizer.Lamb steps by lr * min(|W|_F, 10) * u / |u|_F, u",
-            "Adam's step. The declaration takes the trust-ratio numerator as 1: the rules",
-            "set lr in units of min(|W|_F, 10), which depends on the weights (at muP init",
-            "|W|_F grows like sqrt(n) on hidden and input weights) and is outside the",
-            "framework; divide each role's lr by its |W|_F at init to follow them",
-            "literally. eps (base default 1e-6) is Adam's, scaled per role. Decoupled decay.",
-        ),
-    ),
-    "signsgd": Implementation(
-        factory=(
-            "from pytorch_optimizer import SignSGD",
-            "",
-            "kwargs = _fixed(kwargs, weight_decouple=True)",
-            "return SignSGD(groups, **kwargs)",
-        ),
-        notes=(
-            "SignSGD: pytorch_optimizer.SignSGD, sign of momentum 0.9 (Signum; momentum=0",
-            "gives SignSGD): the idealised sign step, as Lion's. No eps. Decoupled weight",
-            "decay (weight_decouple=True, its default, fixed here).",
-        ),
-    ),
-    "scion": Implementation(
-        factory=(
-            "from pytorch_optimizer import SCION",
-            "",
-            "kwargs = _fixed(kwargs, constraint=False)",
-            "return SCION(groups, **kwargs)",
-        ),
-        notes=(
-            "Scion: pytorch_optimizer.SCION (norm_type AUTO): sqrt(n_out / n_in) NS(m) for",
-            "matrices and m / RMS(m) for vectors, RMS->RMS norm 1 as declared (scale=1).",
-            "The unconstrained form decays W *= 1 - lr * wd, as assumed; constraint=True",
-            "would replace that by W *= 1 - lr, so constraint=False is fixed here. No eps.",
-        ),
-    ),
-    "normuon": Implementation(
-        factory=(
-            "from pytorch_optimizer import NorMuon",
-            "",
-            "for group in groups:  # groups without use_muon go to its own AdamW",
-            '    group["use_muon"] = True',
-            "return NorMuon(groups, **kwargs)",
-        ),
-        notes=(
-            "NorMuon: pytorch_optimizer.NorMuon (update_scale='preserve_norm'): NS(m) with",
-            "its rows normalised, rescaled to |NS(m)|_F; RMS->RMS norm sqrt(max(n_in,",
-            "n_out) / n_out): Muon's on wide matrices, 1 on tall ones. use_muon=True is set",
-            "on every group (without it NorMuon uses adamw_lr and ignores the group lr).",
-            "Matrices only. Its eps (1e-10) guards a division and is not scaled. Decoupled",
-            "weight decay.",
-        ),
-    ),
-}
-"""Catalog optimizer → how the generated module builds it and how it was checked."""
 
 _ASCII_HP = {"multiplier": "alpha", "init_var": "sigma^2", "lr": "lr", "weight_decay": "wd"}
 
@@ -375,32 +72,40 @@ def _comment(hp: str, e: Exponent) -> str:
 
 def _version() -> str:
     try:
-        return version("spectral")
+        return version("spectral-mup")
     except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         return "0"
 
 
 def _environment():
-    import templates
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+    from .templating import environment
 
-    return Environment(
-        loader=FileSystemLoader(Path(templates.__file__).parent),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-
-
-_MARKER = "# ---- generated module body starts here"
+    return environment()
 
 
 def _scaling_source() -> str:
-    """The body of :mod:`spectral.scaling`, copied verbatim into the generated module."""
-    text = (Path(__file__).parent / "scaling.py").read_text(encoding="utf-8")
-    return text[text.index("\n", text.index(_MARKER)) + 1 :].lstrip("\n")
+    """:mod:`spectral.scaling` without its docstring, for the JAX module (imports first)."""
+    from .vendor import assemble
+
+    return assemble(["spectral.scaling"], "", header="").strip("\n")
+
+
+def _impl_literal(impl: object) -> str:
+    """A TorchImpl as Python: the fields that differ from the defaults, notes left out
+    (they are written as comments above it)."""
+    from dataclasses import fields
+
+    args = [f"{impl.cls!r}"]  # type: ignore[attr-defined]
+    for f in fields(impl):  # type: ignore[arg-type]
+        if f.name in ("cls", "notes"):
+            continue
+        value = getattr(impl, f.name)
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        if value != default:
+            args.append(f"{f.name}={value!r}")
+    text = "TorchImpl(" + ", ".join(args) + ")"
+    ast.parse(text)  # a literal the module can run
+    return text.replace("'", '"') if '"' not in text else text
 
 
 def _title(p: Plan) -> str:
@@ -427,6 +132,7 @@ def render(
     catalog: Mapping[str, OptimizerSpec] | None = None,
     command: str | None = None,
     framework: str = "torch",
+    vendor: bool | None = None,
 ) -> str:
     """The source of the config module (deterministic: same inputs, same bytes).
 
@@ -434,8 +140,12 @@ def render(
     once); its own ``others``, ``k`` and catalog then apply.
 
     ``framework="jax"`` renders the JAX / optax module (:mod:`spectral.codegen_jax`) from
-    the same rules and numbers; ``"torch"`` (the default) the PyTorch one.
+    the same rules and numbers; ``"torch"`` (the default) the PyTorch one. ``vendor=True``
+    writes the standalone form (the runtime's sources copied in); None takes
+    :data:`VENDOR_DEFAULT` (False: the module imports the runtime).
     """
+    if vendor is None:
+        vendor = VENDOR_DEFAULT
     for what, v in (("base width", base_width), ("base depth", base_depth)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             from .errors import SpecError
@@ -456,6 +166,8 @@ def render(
         command += f" --k {k} --base-width {base_width} --base-depth {base_depth}"
         if framework != "torch":
             command += f" --framework {framework}"
+        if vendor:
+            command += " --vendor"
     rules = []
     for r, hps in p.rules.items():
         rules.append(
@@ -476,17 +188,17 @@ def render(
     kinds = []
     for name in dict.fromkeys(p.optimizers.values()):
         spec = p.derivations[name].spec
-        impl = IMPLEMENTATIONS.get(name) if p.is_builtin(name) else None
+        module = module_of(name) if p.is_builtin(name) else None
+        impl = None if module is None else module.TORCH
         if impl is None:
-            notes = (
+            notes: tuple[str, ...] = (
                 f"{name}: a user declaration (update_norm = {spec.update_norm}); no",
                 "implementation is known. Pass build_optimizers(...,",
                 f"factories={{'{name}': fn}}), fn(groups, **kwargs) -> torch optimizer, whose",
                 "step is the declared one: dW = -lr * (A + weight_decay * W).",
             )
-            factory: tuple[str, ...] = ()
         else:
-            notes, factory = impl.notes, impl.factory
+            notes = impl.notes
         kinds.append(
             {
                 "name": name,
@@ -494,11 +206,12 @@ def render(
                 "has_eps": spec.has_eps,
                 "eps_key": eps_place(spec)[0],
                 "eps_index": eps_place(spec)[1],
-                "default_eps": repr(DEFAULT_EPS[name])
-                if spec.has_eps and name in DEFAULT_EPS and impl is not None
+                "default_eps": repr(impl.default_eps)
+                if spec.has_eps and impl is not None and impl.default_eps is not None
                 else None,
                 "notes": notes,
-                "factory": factory,
+                "impl": None if impl is None else _impl_literal(impl),
+                "factory": (),
                 "factory_name": "make_"
                 + name.replace("-", "_").replace("+", "_").replace(".", "_"),
             }
@@ -532,7 +245,21 @@ def render(
         from .codegen_jax import render_jax
 
         return render_jax(env, context, p)
-    return env.get_template("torch_config.py.j2").render(**context)
+    template = env.get_template("torch_config.py.j2")
+    if not vendor:
+        return template.render(**context, vendor=False)
+    return _vendored(template.render(**context, vendor=True))
+
+
+def _vendored(source: str) -> str:
+    """The standalone form: the config's docstring, the runtime's sources, its numbers."""
+    from .vendor import assemble
+
+    tree = ast.parse(source)
+    doc_end = tree.body[0].end_lineno or 0
+    lines = source.splitlines(keepends=True)
+    header, tail = "".join(lines[:doc_end]), "".join(lines[doc_end:])
+    return assemble(TORCH_RUNTIME, tail, header=header)
 
 
 def write(path: str | Path, source: str, *, force: bool = False) -> Path:
@@ -552,6 +279,7 @@ def load_generated(
     base_depth: int,
     folder: str | Path,
     name: str | None = None,
+    vendor: bool | None = None,
 ):
     """Render the config module, write it to ``folder/<name>.py`` and import it.
 
@@ -567,19 +295,23 @@ def load_generated(
 
     from .catalog import catalog
 
-    key = (hidden, others, k, base_width, base_depth, str(folder), name)
+    if vendor is None:
+        vendor = VENDOR_DEFAULT
+    key = (hidden, others, k, base_width, base_depth, str(folder), name, vendor)
     if key in _LOADED:
         return _LOADED[key]
     labels = [x if isinstance(x, str) else x.name for x in (hidden, others) if x is not None]
     same = len(labels) == 2 and labels[0] == labels[1]
     source = render(hidden, None if same else others, k,
-                    base_width=base_width, base_depth=base_depth)
+                    base_width=base_width, base_depth=base_depth, vendor=vendor)
     if name is None:
         name = "config_" + "_".join(labels) + f"_k{k}"
         user = [x for x in (hidden, others) if isinstance(x, OptimizerSpec)]
         if any(catalog().get(x.name) != x for x in user):
             # a user's declaration may share a catalog name: never share its file
             name += "_" + hashlib.sha256(source.encode()).hexdigest()[:10]
+        if vendor:
+            name += "_vendored"
     name = name.replace("+", "_").replace("-", "_").replace(".", "_")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

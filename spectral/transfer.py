@@ -16,7 +16,7 @@ needs them raises, naming the role and suggesting ``others="adamw"``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from .catalog import catalog as builtin_catalog
@@ -37,22 +37,32 @@ __all__ = [
     "scale_rules",  # re-exported from spectral.scaling
 ]
 
-DEFAULT_EPS: dict[str, float] = {
-    "adamw": 1e-8,
-    "shampoo": 1e-6,
-    "adam": 1e-8,
-    "nadam": 1e-8,
-    "radam": 1e-8,
-    "adafactor": 1.1920928955078125e-07,  # torch.finfo(torch.float32).eps: eps=(None, ...)
-    "adopt": 1e-6,
-    "adan": 1e-8,
-    "mars": 1e-8,
-    "schedulefree-adamw": 1e-8,
-    "lamb": 1e-6,
-}
+class _DefaultEps(Mapping[str, float]):
+    """Optimizer -> its implementation's default ε (``TORCH.default_eps`` of its catalog
+    file), read when first asked, so importing this module loads no optimizer module."""
+
+    def _table(self) -> dict[str, float]:
+        from .catalog import modules
+
+        return {
+            m.SPEC.name: m.TORCH.default_eps for m in modules() if m.TORCH.default_eps is not None
+        }
+
+    def __getitem__(self, name: str) -> float:
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+DEFAULT_EPS: Mapping[str, float] = _DefaultEps()
 """The implementations' default ε, used as the base value when none is given:
 ``torch.optim.AdamW(eps=1e-8)``, ``pytorch_optimizer.Shampoo(matrix_eps=1e-6)``, and so on
-(torch's Adafactor: ``eps=(None, 1e-3)``, whose ``None`` is the float32 machine epsilon)."""
+(torch's Adafactor: ``eps=(None, 1e-3)``, whose ``None`` is the float32 machine epsilon).
+Each lives in its optimizer's file (``TORCH.default_eps``)."""
 
 
 def eps_place(spec: OptimizerSpec) -> tuple[str, int | None]:
