@@ -42,7 +42,7 @@ class TorchImpl:
     compensation: str | None = None
     """One of :data:`COMPENSATIONS`, or None when the step is the declared one."""
     default_eps: float | None = None
-    """The implementation's default ε: the base value when none is given."""
+    """The implementation's default eps: the base value when none is given."""
     sharding: str = "gathered"
     """One of :data:`SHARDINGS`."""
     sharding_note: str = ""
@@ -57,7 +57,9 @@ class TorchImpl:
         if self.sharding not in SHARDINGS:
             raise ValueError(f"sharding: {self.sharding!r}; use one of {SHARDINGS}")
         if self.compensation is not None and self.compensation not in COMPENSATIONS:
-            raise ValueError(f"compensation: {self.compensation!r}; use one of {COMPENSATIONS}")
+            raise ValueError(
+                f"compensation: {self.compensation!r}; use one of {COMPENSATIONS}"
+            )
         if self.sharding == "refused" and not self.sharding_note:
             raise ValueError("sharding='refused' needs a sharding_note saying why")
         if "." not in self.cls:

@@ -103,9 +103,12 @@ def _impl_literal(impl: object) -> str:
         default = f.default_factory() if callable(f.default_factory) else f.default
         if value != default:
             args.append(f"{f.name}={value!r}")
+    args = [a.replace("'", '"') if '"' not in a else a for a in args]
     text = "TorchImpl(" + ", ".join(args) + ")"
+    if len(text) > 60:  # as ruff format lays it out: one argument a line
+        text = "TorchImpl(\n" + "".join(f"        {a},\n" for a in args) + "    )"
     ast.parse(text)  # a literal the module can run
-    return text.replace("'", '"') if '"' not in text else text
+    return text
 
 
 def _title(p: Plan) -> str:
@@ -244,7 +247,7 @@ def render(
     if framework == "jax":
         from .codegen_jax import render_jax
 
-        return render_jax(env, context, p)
+        return render_jax(env, context, p, vendor=vendor)
     template = env.get_template("torch_config.py.j2")
     if not vendor:
         return template.render(**context, vendor=False)

@@ -279,7 +279,9 @@ class Rules:
         out = {}
         for layer in ("input", "hidden", "output"):
             role = f"{layer}_weight"
-            alpha = base_value(multiplier, role, self.optimizers.get(role, ""), "multiplier")
+            alpha = base_value(
+                multiplier, role, self.optimizers.get(role, ""), "multiplier"
+            )
             out[layer] = (1.0 if alpha is None else alpha) * _factor(
                 self.rules[role]["multiplier"], r_n, r_L
             )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,11 +25,24 @@ class VendorError(RuntimeError):
 
 
 def module_path(name: str) -> Path:
-    """The source file of module ``name`` (found, not imported: torch is not needed)."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        raise VendorError(f"cannot find the source of {name}")
-    return Path(spec.origin)
+    """The source file of module ``name``, found without importing it or its package
+    (``spectral.torch`` imports torch; writing a config must not)."""
+    parts = name.split(".")
+    for depth in range(len(parts) - 1, 0, -1):
+        # the deepest enclosing package that is light to import: spectral, or one that
+        # installs from its own folder (spectral.optimizers)
+        package = ".".join(parts[:depth])
+        if package not in ("spectral", "spectral.optimizers"):
+            continue
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            break
+        path = Path(list(spec.submodule_search_locations)[0]).joinpath(*parts[depth:])
+        for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+        break
+    raise VendorError(f"cannot find the source of {name}")
 
 
 def _is_ours(node: ast.ImportFrom | ast.Import) -> bool:
@@ -37,12 +51,14 @@ def _is_ours(node: ast.ImportFrom | ast.Import) -> bool:
     return any(alias.name.split(".")[0] == "spectral" for alias in node.names)
 
 
-def _split(name: str, source: str) -> tuple[list[str], str, set[str]]:
-    """(import lines to hoist, the body without them, the top-level names it defines)."""
+def _split(
+    name: str, source: str
+) -> tuple[list[ast.Import | ast.ImportFrom], str, set[str]]:
+    """(imports to hoist, the body without them, the top-level names it defines)."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
     drop: set[int] = set()
-    imports: list[str] = []
+    imports: list[ast.Import | ast.ImportFrom] = []
     defined: set[str] = set()
     for i, node in enumerate(tree.body):
         span = range(node.lineno - 1, (node.end_lineno or node.lineno))
@@ -56,7 +72,7 @@ def _split(name: str, source: str) -> tuple[list[str], str, set[str]]:
                 if any(a.asname for a in node.names):
                     raise VendorError(f"{name}: an aliased import of spectral cannot be vendored")
                 continue
-            imports.append(ast.unparse(node))
+            imports.append(node)
         elif isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
         ):
@@ -80,25 +96,59 @@ def _names(node: ast.stmt) -> set[str]:
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
+def _sort_key(name: str) -> tuple[int, str]:
+    # isort's order_by_type: CONSTANTS, then Classes, then functions
+    kind = 0 if name.isupper() else 1 if name[:1].isupper() else 2
+    return kind, name.lower()
+
+
+def _import_block(nodes: Sequence[ast.Import | ast.ImportFrom]) -> str:
+    """The hoisted imports as ruff's isort lays them out: the standard library, then the
+    rest; ``import x`` lines before ``from x import ...`` lines; one line per module."""
+    plain: dict[bool, set[str]] = {True: set(), False: set()}
+    froms: dict[bool, dict[str, set[str]]] = {True: {}, False: {}}
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                std = alias.name.split(".")[0] in sys.stdlib_module_names
+                plain[std].add(alias.name)
+        else:
+            module = node.module or ""
+            std = module.split(".")[0] in sys.stdlib_module_names
+            froms[std].setdefault(module, set()).update(a.name for a in node.names)
+    sections = []
+    for std in (True, False):
+        lines = [f"import {m}" for m in sorted(plain[std])]
+        for module in sorted(froms[std]):
+            names = sorted(froms[std][module], key=_sort_key)
+            line = f"from {module} import {', '.join(names)}"
+            if len(line) > 88:
+                line = f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")"
+            lines.append(line)
+        if lines:
+            sections.append("\n".join(lines))
+    return "\n\n".join(sections)
+
+
 def assemble(modules: Sequence[str], tail: str, *, header: str) -> str:
     """``header``, the hoisted imports, every module's body in order, then ``tail``.
 
     ``tail`` is the importing form's config text with its ``from spectral...`` lines
     removed by the caller (the numbers and the bindings). Refuses a name defined twice.
     """
-    hoisted: list[str] = []
+    hoisted: list[ast.Import | ast.ImportFrom] = []
     bodies: list[str] = []
     owner: dict[str, str] = {}
     for name in modules:
         imports, body, defined = _split(name, module_path(name).read_text(encoding="utf-8"))
-        for line in imports:
-            if line not in hoisted:
-                hoisted.append(line)
+        hoisted += imports
         for symbol in sorted(defined):
             if symbol in owner:
                 raise VendorError(f"{symbol} is defined in both {owner[symbol]} and {name}")
             owner[symbol] = name
-        bodies.append(f"# ---- from {name} " + "-" * max(0, 80 - len(name)) + "\n\n" + body)
+        bodies.append(f"# ---- from {name} " + "-" * max(0, 70 - len(name)) + "\n\n\n" + body)
     futures = "from __future__ import annotations\n\n"
-    parts = [header.rstrip("\n") + "\n\n" + futures + "\n".join(hoisted), *bodies, tail.strip("\n")]
-    return "\n\n\n".join(parts) + "\n"
+    head = header.rstrip("\n") + "\n\n" + futures + _import_block(hoisted)
+    rest = [*bodies, tail.strip("\n")] if tail.strip("\n") else bodies
+    # isort: one blank line after the imports when a comment follows
+    return head + "\n\n" + "\n\n\n".join(rest) + "\n"

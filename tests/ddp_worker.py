@@ -27,6 +27,7 @@ WIDTH, DEPTH = 64, 2
 def load(path: str):
     spec = importlib.util.spec_from_file_location("ddp_cfg", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # as an import does (dataclasses look it up)
     spec.loader.exec_module(mod)
     return mod
 

@@ -54,6 +54,7 @@ warnings.filterwarnings("ignore", message=".*DTensor random operators.*")
 def load(path: str):
     spec = importlib.util.spec_from_file_location(f"fsdp_cfg_{abs(hash(path))}", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # as an import does (dataclasses look it up)
     spec.loader.exec_module(mod)
     return mod
 

@@ -30,6 +30,7 @@ STEPS, BATCH, SEQ = 3, 8, 17
 def load(path: str):
     spec = importlib.util.spec_from_file_location("hf_worker_cfg", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # as an import does (dataclasses look it up)
     spec.loader.exec_module(mod)
     return mod
 

@@ -948,6 +948,7 @@ def _worker_module():
 
     spec = importlib.util.spec_from_file_location("hf_worker", HERE / "hf_worker.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # as an import does (dataclasses look it up)
     spec.loader.exec_module(mod)
     return mod
 

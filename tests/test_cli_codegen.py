@@ -54,7 +54,13 @@ def test_codegen_help_names_functions_the_module_defines():
     promised = set(re.findall(r"(\w+)\(\)", CODEGEN_DESCRIPTION))
     assert {"hparams", "apply_multipliers", "init_", "build_optimizers", "check"} <= promised
     tree = ast.parse(render("muon-kimi", "adamw", base_width=256, base_depth=4))
-    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)} | {
+        t.id
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
     assert promised <= defined
 
 

@@ -76,6 +76,7 @@ def _config_path(folder: Path, hidden: str, others: str | None) -> Path:
 def _load(path: Path, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # as an import does (dataclasses look it up)
     spec.loader.exec_module(mod)
     return mod
 

@@ -23,9 +23,10 @@ optax = pytest.importorskip("optax")
 nnx = pytest.importorskip("flax.nnx")
 import jax.numpy as jnp  # noqa: E402
 
-from spectral.catalog import catalog  # noqa: E402
+import spectral.codegen  # noqa: E402
+from spectral.catalog import catalog, module_of  # noqa: E402
 from spectral.codegen import render  # noqa: E402
-from spectral.codegen_jax import JAX_IMPLEMENTATIONS  # noqa: E402
+from spectral.optimizers.entry import JaxImpl  # noqa: E402
 from spectral.models_jax import GPT as JaxGPT  # noqa: E402
 from spectral.models_jax import ResidualMLP as JaxMLP  # noqa: E402
 
@@ -37,7 +38,7 @@ COMBOS = [(name, None) for name in catalog()] + [
     ("shampoo", "adamw"),
     ("sgd", "lion"),
 ]
-IN_OPTAX = set(JAX_IMPLEMENTATIONS)
+IN_OPTAX = {name for name in catalog() if isinstance(module_of(name).JAX, JaxImpl)}
 """Catalog optimizers the JAX module builds from optax (the rest: transforms=)."""
 PAIRS = [(256, 4), (512, 8), (2048, 32), (128, 2), (1000, 7)]
 BASE = {"lr": 0.01, "init_std": 0.02, "weight_decay": 0.1, "eps": 1e-7, "multiplier": 1.5}
@@ -50,6 +51,8 @@ def label(hidden: str, others: str | None) -> str:
 def load(path: Path):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
+    # registered as `import` would: dataclasses look a class's module up by name
+    sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
     return mod
 
@@ -121,7 +124,12 @@ def test_deterministic_ascii_and_imports_only_jax_optax(hidden, others, generate
             imports |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
             imports.add(node.module)
-    assert imports <= {"math", "re", "collections.abc", "typing", "jax", "jax.numpy", "optax"}
+    if spectral.codegen.VENDOR_DEFAULT:  # standalone: the standard library, jax and optax
+        allowed = {"math", "re", "collections.abc", "typing", "dataclasses", "importlib",
+                   "jax", "jax.numpy", "optax"}
+        assert imports <= allowed, imports
+    else:  # the numbers, bound to the runtime
+        assert imports == {"spectral.jax"}, imports
     assert "--framework jax" in text.splitlines()[3]
     # the torch module is untouched by the framework argument
     assert render(hidden, others, base_width=256, base_depth=4, framework="torch") == render(
@@ -142,6 +150,101 @@ def test_ruff_clean(generated):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_runtime_imports_only_the_standard_library_jax_and_optax():
+    code = (
+        "import spectral.jax, sys; "
+        "bad = {'sympy', 'pydantic', 'jinja2', 'rich', 'torch', 'flax'} & set(sys.modules); "
+        "assert not bad, bad"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def _roots(text: str) -> set[str]:
+    """The top-level packages a module's import statements name."""
+    roots = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            roots.add((node.module or "").split(".")[0])
+    return roots
+
+
+def test_the_issues_module_is_numbers_and_the_vendored_one_standalone():
+    """Issue 20: the module for Muon-Kimi + AdamW holds numbers and bindings (at most 150
+    lines); --vendor copies spectral.jax in and imports neither spectral nor sympy."""
+    args = ("muon-kimi", "adamw")
+    kw = dict(base_width=256, base_depth=4, framework="jax")
+    text = render(*args, **kw, vendor=False)
+    assert len(text.splitlines()) <= 150
+    assert _roots(text) == {"spectral"}
+    vendored = render(*args, **kw, vendor=True)
+    assert _roots(vendored) <= {"math", "re", "collections", "typing", "dataclasses",
+                                "importlib", "jax", "optax"}
+    assert "--vendor" in vendored.splitlines()[3]
+    assert "def build_optimizer(" in vendored and "def build_optimizer(" not in text
+    # the numbers are the same text in both forms
+    numbers = text.split("BASE_WIDTH = ", 1)[1]
+    assert vendored.endswith(numbers)
+
+
+@pytest.mark.parametrize("hidden,others", COMBOS, ids=[label(*c) for c in COMBOS])
+def test_implementations_are_the_catalog_files_records(hidden, others, folder):
+    """IMPLEMENTATIONS holds each optimizer's JAX record (notes as comments), and
+    NO_IMPLEMENTATION the reason of each one optax lacks."""
+    mod = generate(folder, hidden, others)
+    for name in set(mod.OPTIMIZERS.values()):
+        record = module_of(name).JAX
+        if isinstance(record, JaxImpl):
+            got = mod.IMPLEMENTATIONS[name]
+            assert (got.transform, got.recipe, got.fixed) == (
+                record.transform, record.recipe, record.fixed)
+            assert name not in mod.NO_IMPLEMENTATION
+        else:
+            assert mod.NO_IMPLEMENTATION[name] == f"{name}: {record.reason}."
+            assert name not in mod.IMPLEMENTATIONS
+
+
+@pytest.mark.parametrize("hidden,others", [("muon-kimi", "adamw"), ("muon", "lion"),
+                                           ("sgd", None)])
+def test_both_forms_give_the_same_numbers_and_the_same_step(hidden, others, tmp_path):
+    """The importing module and the --vendor one: identical hparams and multipliers, and
+    identical init and optax updates for one step of the flax reference MLP."""
+    forms = []
+    for vendor in (False, True):
+        path = tmp_path / f"cfg_{'vendored' if vendor else 'importing'}.py"
+        path.write_text(render(hidden, others, base_width=16, base_depth=1,
+                               framework="jax", vendor=vendor))
+        forms.append(load(path))
+    importing, vendored = forms
+    assert "Config" not in vars(vendored) or vendored.Config is not importing.Config
+    for w, d in PAIRS:
+        for eps in (None, 1e-6):
+            args = dict(BASE, eps=eps)
+            assert importing.hparams(w, d, **args) == vendored.hparams(w, d, **args)
+        assert importing.multipliers(w, d, 1.5) == vendored.multipliers(w, d, 1.5)
+    width, depth = 32, 2
+    model = JaxMLP(XF_IN, XF_OUT, width, depth, multipliers=importing, rngs=nnx.Rngs(0))
+    graphdef, state = nnx.split(model, nnx.Param)
+    x = jax.random.normal(jax.random.key(1), (XF_BATCH, XF_IN))
+    y = jax.random.normal(jax.random.key(2), (XF_BATCH, XF_OUT))
+    results = []
+    for mod in forms:
+        params = mod.init(state, jax.random.key(0), width, depth, init_std=0.5)
+        tx = mod.optimizer(params, width, depth, lr=0.01, weight_decay=0.1)
+        grads = jax.grad(lambda p: jnp.mean((nnx.merge(graphdef, p)(x) - y) ** 2))(params)
+        updates, _ = jax.jit(tx.update)(grads, tx.init(params), params)
+        results.append((flat(mod.labels(params)), flat(params), flat(updates)))
+    (labels_i, params_i, updates_i), (labels_v, params_v, updates_v) = results
+    assert labels_i == labels_v
+    assert set(params_i) == set(params_v) == set(updates_i) == set(updates_v)
+    for path in params_i:
+        np.testing.assert_array_equal(np.asarray(params_i[path]), np.asarray(params_v[path]))
+        np.testing.assert_array_equal(np.asarray(updates_i[path]), np.asarray(updates_v[path]))
+        assert float(np.abs(np.asarray(updates_i[path])).max()) > 0, path
+
+
 def test_the_papers_optimizers_that_optax_has_are_built_from_optax():
     assert IN_OPTAX >= {"sgd", "adamw", "lion", "muon", "muon-kimi"}
 
@@ -155,12 +258,12 @@ def test_unknown_framework_is_refused():
 
 _BLOCKED = r"""
 import importlib.util, json, sys
-for name in ("torch", "sympy", "spectral", "flax"):
+for name in sys.argv[1].split(","):
     sys.modules[name] = None  # `import name` raises ImportError
 import jax, jax.numpy as jnp, optax
-base = json.loads(sys.argv[1])
+base = json.loads(sys.argv[2])
 out = {}
-for path in sys.argv[2:]:
+for path in sys.argv[3:]:
     spec = importlib.util.spec_from_file_location("m", path)
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
@@ -186,13 +289,17 @@ print(json.dumps(out))
 
 
 def test_imports_without_torch_sympy_flax_and_equals_torch_module(generated, tmp_path):
-    """In a process where torch, sympy, flax and spectral cannot be imported, every JAX
-    module loads, builds its optimizer and steps; its hparams and multipliers equal the
-    PyTorch module's for the same arguments, for every catalog optimizer."""
+    """In a process where torch, sympy and flax cannot be imported (nor spectral, for the
+    standalone form), every JAX module loads, builds its optimizer and steps; its hparams
+    and multipliers equal the PyTorch module's for the same arguments, for every catalog
+    optimizer."""
     pytest.importorskip("torch")
     files = [str(p) for p in generated.values()]
+    blocked = ["torch", "sympy", "flax", "pydantic", "jinja2", "rich"]
+    if spectral.codegen.VENDOR_DEFAULT:
+        blocked.append("spectral")
     r = subprocess.run(
-        [sys.executable, "-c", _BLOCKED, json.dumps(BASE), *files],
+        [sys.executable, "-c", _BLOCKED, ",".join(blocked), json.dumps(BASE), *files],
         capture_output=True,
         text=True,
         cwd=tmp_path,

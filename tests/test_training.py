@@ -38,6 +38,7 @@ def config(tmp_path: Path, hidden: str, others: str | None):
     path.write_text(render(hidden, others, base_width=BASE_WIDTH, base_depth=BASE_DEPTH))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # as an import does (dataclasses look it up)
     spec.loader.exec_module(mod)
     return mod, path
 

@@ -20,7 +20,8 @@ __all__ = [
 ]
 
 CODEGEN_DESCRIPTION = (
-    "Write a standalone Python module (standard library + torch only, plain numbers) with "
+    "Write a Python module of plain numbers that imports the runtime spectral.torch "
+    "(--vendor: one standalone file, standard library + torch only) with "
     "the μP rules of HIDDEN_OPT — and of --others OPT for every role HIDDEN_OPT does not "
     "take — plus hparams(), apply_multipliers() (forward hooks: the model's source stays "
     "as it is), init_(), build_optimizers() (one torch.optim.Optimizer over real "
@@ -156,6 +157,12 @@ def configure_codegen(p: argparse.ArgumentParser) -> None:
         help="torch (default): the PyTorch module; jax: the same rules as a JAX module "
         "(jax + optax: labels(), init(), optimizer() over optax.multi_transform)",
     )
+    p.add_argument(
+        "--vendor",
+        action="store_true",
+        help="write one standalone file: the runtime's sources copied in, so the module "
+        "imports neither spectral nor sympy (the same code as the importing form)",
+    )
 
 
 def run_codegen(args: argparse.Namespace) -> int:
@@ -170,8 +177,10 @@ def run_codegen(args: argparse.Namespace) -> int:
         base_width=args.base_width,
         base_depth=args.base_depth,
         command=_command_line(args, p)
-        + ("" if args.framework == "torch" else f" --framework {args.framework}"),
+        + ("" if args.framework == "torch" else f" --framework {args.framework}")
+        + (" --vendor" if args.vendor else ""),
         framework=args.framework,
+        vendor=True if args.vendor else None,  # None: codegen.VENDOR_DEFAULT
     )
     emit(source, args)
     if p.uncovered:

@@ -371,5 +371,3 @@ def is_table(name: str, module: nn.Module, family: Adapter | None) -> bool:
     if isinstance(module, nn.Embedding):
         return True
     return family is not None and any(re.search(e, name) for e in family.embeddings)
-
-

@@ -11,9 +11,15 @@ from torch import nn
 
 from spectral.scaling import BaseValue
 from spectral.torch.adapters import AdapterLike, Patterns, as_adapter, classified
-from spectral.torch.hooks import builtin_multipliers, our_hooks, placement_problems, placements
-from spectral.torch.optim import param_groups
+from spectral.torch.hooks import (
+    builtin_multipliers,
+    our_hooks,
+    placement_problems,
+    placements,
+)
+from spectral.torch.optim import role_param_groups
 from spectral.torch.rules import TorchRules
+
 
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
@@ -43,7 +49,11 @@ def _head_dims(model: nn.Module) -> set[int]:
 
 def _multiplier_problems(
     rules: TorchRules,
-    model: nn.Module, width: float, depth: float, multiplier: BaseValue, adapter: Any
+    model: nn.Module,
+    width: float,
+    depth: float,
+    multiplier: BaseValue,
+    adapter: Any,
 ) -> list[str]:
     problems = []
     hooks = our_hooks(model)
@@ -121,9 +131,8 @@ def _optimizer_problems(
     names = {id(p): n for n, p in model.named_parameters()}
     expected = {
         id(p): g
-        for g in param_groups(
-            rules,
-            model, width, depth, patterns=patterns, adapter=adapter, **base
+        for g in role_param_groups(
+            rules, model, width, depth, patterns=patterns, adapter=adapter, **base
         )
         for p in g["params"]
     }
@@ -144,7 +153,9 @@ def _optimizer_problems(
                 ("weight_decay", group.get("weight_decay"), want["weight_decay"]),
             ]
             kind = want["optimizer"]
-            if "spectral_eps" in want or any(k in want for k, _ in rules.eps_places.values()):
+            if "spectral_eps" in want or any(
+                k in want for k, _ in rules.eps_places.values()
+            ):
                 key, index = rules.eps_places.get(kind, ("eps", None))
                 got = group.get(key)
                 if (
@@ -169,7 +180,7 @@ def _optimizer_problems(
     return problems
 
 
-def check(
+def check_model(
     rules: TorchRules,
     model: nn.Module,
     width: float,
@@ -206,7 +217,6 @@ def check(
             )
     if optimizer is not None:
         problems += _optimizer_problems(
-            rules,
-            model, width, depth, optimizer, base, patterns, adapter
+            rules, model, width, depth, optimizer, base, patterns, adapter
         )
     return problems

@@ -15,11 +15,11 @@ from torch import nn
 
 from spectral.scaling import BaseValue
 from spectral.torch.adapters import AdapterLike, Patterns
-from spectral.torch.check import check
+from spectral.torch.check import check_model
 from spectral.torch.composite import CompositeOptimizer
-from spectral.torch.hooks import MultiplierHandle, apply_multipliers
-from spectral.torch.init import init_
-from spectral.torch.optim import build_optimizers, param_groups
+from spectral.torch.hooks import MultiplierHandle, install_multipliers
+from spectral.torch.init import init_by_role
+from spectral.torch.optim import build_composite, role_param_groups
 from spectral.torch.rules import TorchRules
 
 
@@ -36,8 +36,14 @@ class Config(TorchRules):
         adapter: AdapterLike | None = None,
         patterns: Patterns | None = None,
     ) -> MultiplierHandle:
-        return apply_multipliers(
-            self, model, width, depth, multiplier=multiplier, adapter=adapter, patterns=patterns
+        return install_multipliers(
+            self,
+            model,
+            width,
+            depth,
+            multiplier=multiplier,
+            adapter=adapter,
+            patterns=patterns,
         )
 
     def init_(
@@ -50,7 +56,9 @@ class Config(TorchRules):
         patterns: Patterns | None = None,
         adapter: AdapterLike | None = None,
     ) -> None:
-        init_(self, model, width, depth, init_std, patterns=patterns, adapter=adapter)
+        init_by_role(
+            self, model, width, depth, init_std, patterns=patterns, adapter=adapter
+        )
 
     def param_groups(
         self,
@@ -66,7 +74,7 @@ class Config(TorchRules):
         patterns: Patterns | None = None,
         adapter: AdapterLike | None = None,
     ) -> list[dict[str, Any]]:
-        return param_groups(
+        return role_param_groups(
             self,
             model,
             width,
@@ -93,7 +101,7 @@ class Config(TorchRules):
         multipliers_in_forward: bool | None = None,
         **base: Any,
     ) -> CompositeOptimizer:
-        return build_optimizers(
+        return build_composite(
             self,
             model,
             width,
@@ -119,7 +127,7 @@ class Config(TorchRules):
         adapter: AdapterLike | None = None,
         **base: Any,
     ) -> list[str]:
-        return check(
+        return check_model(
             self,
             model,
             width,
@@ -133,6 +141,12 @@ class Config(TorchRules):
         )
 
 
-for _method in ("apply_multipliers", "init_", "param_groups", "build_optimizers", "check"):
+for _method, _function in (
+    ("apply_multipliers", install_multipliers),
+    ("init_", init_by_role),
+    ("param_groups", role_param_groups),
+    ("build_optimizers", build_composite),
+    ("check", check_model),
+):
     # the bound API shows the function's own documentation
-    getattr(Config, _method).__doc__ = globals()[_method].__doc__
+    getattr(Config, _method).__doc__ = _function.__doc__

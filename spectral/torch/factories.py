@@ -11,7 +11,9 @@ import torch
 from spectral.optimizers.entry import TorchImpl
 
 
-def fixed_kwargs(kwargs: Mapping[str, Any], required: Mapping[str, Any]) -> dict[str, Any]:
+def fixed_kwargs(
+    kwargs: Mapping[str, Any], required: Mapping[str, Any]
+) -> dict[str, Any]:
     """kwargs with the arguments the rules need; a user value that differs is refused."""
     for key, value in required.items():
         if key in kwargs and kwargs[key] != value:
@@ -28,7 +30,9 @@ class TorchFactory:
     def __init__(self, name: str, impl: TorchImpl):
         self.name, self.impl = name, impl
 
-    def __call__(self, groups: list[dict[str, Any]], **kwargs: Any) -> torch.optim.Optimizer:
+    def __call__(
+        self, groups: list[dict[str, Any]], **kwargs: Any
+    ) -> torch.optim.Optimizer:
         impl = self.impl
         module_name, _, class_name = impl.cls.rpartition(".")
         try:

@@ -24,6 +24,7 @@ from spectral.torch.adapters import (
     classified,
 )
 
+
 def _scale_output(
     module: nn.Module, args: Any, output: Any, *, factor: float, layer: str
 ):
@@ -127,7 +128,7 @@ class MultiplierHandle:
         return f"MultiplierHandle({self.multipliers}; modules per layer: {counts})"
 
 
-def apply_multipliers(
+def install_multipliers(
     rules: Rules,
     model: nn.Module,
     width: float,
@@ -191,5 +192,3 @@ def final_module(
         if re.search(family.final, name):
             return module
     return None
-
-

@@ -17,8 +17,9 @@ from spectral.torch.adapters import (
 )
 from spectral.torch.sharded import normal_
 
+
 @torch.no_grad()
-def init_(
+def init_by_role(
     rules: Rules,
     model: nn.Module,
     width: float,
@@ -53,5 +54,3 @@ def init_(
             p.zero_()
         else:
             normal_(p, std)  # a sharded (DTensor) p: the one-process draw
-
-

@@ -17,6 +17,7 @@ from spectral.torch.composite import CompositeOptimizer
 from spectral.torch.rules import TorchRules
 from spectral.torch.sharded import build_part
 
+
 def _compensation(impl: TorchImpl | None, module: nn.Module, p: torch.Tensor) -> float:
     """Factor by which an implementation's step exceeds the declared one (1 = exact)."""
     how = None if impl is None else impl.compensation
@@ -32,7 +33,7 @@ def _compensation(impl: TorchImpl | None, module: nn.Module, p: torch.Tensor) ->
     return 1.0
 
 
-def param_groups(
+def role_param_groups(
     rules: TorchRules,
     model: nn.Module,
     width: float,
@@ -110,7 +111,7 @@ def _place_eps(
         group[key] = tuple(entries)
 
 
-def build_optimizers(
+def build_composite(
     rules: TorchRules,
     model: nn.Module,
     width: float,
@@ -138,9 +139,8 @@ def build_optimizers(
             "apply_multipliers(model, width, depth) first, or pass "
             "multipliers_in_forward=True if the model applies them itself"
         )
-    groups = param_groups(
-        rules,
-        model, width, depth, patterns=patterns, adapter=adapter, **base
+    groups = role_param_groups(
+        rules, model, width, depth, patterns=patterns, adapter=adapter, **base
     )
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for group in groups:
@@ -158,5 +158,3 @@ def build_optimizers(
         parts[kind] = build_part(model, kind, known[kind], kind_groups, kwargs, impl)
         _place_eps(parts[kind], kind, rules.eps_places.get(kind, ("eps", None)))
     return CompositeOptimizer(parts, width=width, depth=depth, base=base)
-
-

@@ -21,4 +21,7 @@ class TorchRules(Rules):
 
     def factories(self) -> dict[str, Callable[..., torch.optim.Optimizer]]:
         """Optimizer name -> function(param_groups, **kwargs) building the implementation."""
-        return {name: TorchFactory(name, impl) for name, impl in self.implementations.items()}
+        return {
+            name: TorchFactory(name, impl)
+            for name, impl in self.implementations.items()
+        }

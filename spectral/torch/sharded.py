@@ -29,6 +29,7 @@ ENTRY_MIXING_OPTIONS = frozenset(
 """pytorch-optimizer options that mix the entries of a tensor (a mean or norm over it):
 an ELEMENTWISE optimizer given one (in optimizer_kwargs) steps gathered matrices."""
 
+
 def _dtensor_type() -> type | None:
     """torch's DTensor class; None where torch.distributed is not built in."""
     if not torch.distributed.is_available():
@@ -328,7 +329,9 @@ def build_part(
     sharded = [p for group in groups for p in group["params"] if is_sharded(p)]
     if not sharded:
         return factory(groups, **kwargs)
-    why = impl.sharding_note if impl is not None and impl.sharding == "refused" else None
+    why = (
+        impl.sharding_note if impl is not None and impl.sharding == "refused" else None
+    )
     coupling = impl.coupling_option if impl is not None else None
     if coupling and kwargs.get(coupling):
         why = f"its option {coupling}= takes one norm over all parameters"
@@ -386,5 +389,3 @@ class CheckpointState:
             self.optimizer.param_groups[:] = [
                 g for part in self._parts() for g in part.param_groups
             ]
-
-
