@@ -11,11 +11,12 @@ conditions for residual blocks of ``k`` maps and returns verified rules.
 import importlib
 from typing import Any
 
+# Eager, and light (no sympy): the function must shadow the submodule of the same name.
+from .catalog import catalog, resolve
+
 _EXPORTS = {
     "derive": "solve",
     "MAX_K": "solve",
-    "catalog": "catalog",
-    "resolve": "catalog",
     "load_spec": "spec_file",
     "OptimizerSpec": "spec",
     "Derivation": "result",
@@ -37,7 +38,7 @@ _EXPORTS = {
 light part of the package (``spectral.torch``, ``spectral.jax``, ``spectral.scaling``) does
 not import the engine (sympy) or pydantic."""
 
-__all__ = list(_EXPORTS)
+__all__ = ["catalog", "resolve", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:

@@ -13,14 +13,20 @@ from collections.abc import Iterable, Mapping
 from functools import cache
 from types import MappingProxyType, ModuleType
 
+from typing import TYPE_CHECKING
+
 from .errors import SpecError, UnknownOptimizerError
-from .spec import OptimizerSpec
+
+if TYPE_CHECKING:  # the declarations need sympy; importing this module must not
+    from .spec import OptimizerSpec
 
 __all__ = ["build_catalog", "catalog", "module_of", "modules", "resolve"]
 
 
 def build_catalog(specs: Iterable[OptimizerSpec]) -> Mapping[str, OptimizerSpec]:
     """A read-only name → spec mapping; duplicate names are refused loudly."""
+    from .spec import OptimizerSpec
+
     out: dict[str, OptimizerSpec] = {}
     for spec in specs:
         if not isinstance(spec, OptimizerSpec):
@@ -57,6 +63,8 @@ def resolve(
     optimizer: str | OptimizerSpec, extra: Mapping[str, OptimizerSpec] | None = None
 ) -> OptimizerSpec:
     """Look ``optimizer`` up (``extra`` first); a spec passes through unchanged."""
+    from .spec import OptimizerSpec
+
     if isinstance(optimizer, OptimizerSpec):
         return optimizer
     if not isinstance(optimizer, str):

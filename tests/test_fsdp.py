@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import subprocess
+import re
 import sys
 from pathlib import Path
 
@@ -87,10 +88,23 @@ def worker():
 
 
 @pytest.fixture(scope="module")
-def tables(tmp_path_factory):
-    """A generated module, for its ELEMENTWISE / WHOLE_MATRIX / NOT_SHARDABLE tables."""
-    folder = tmp_path_factory.mktemp("tables")
-    return _load(_config_path(folder, "adamw", None), "fsdp_cfg_tables")
+def tables():
+    """Which catalog optimizer steps shards, gathered matrices or is refused (the
+    ``sharding`` of each optimizer file's TORCH record)."""
+    from types import SimpleNamespace
+
+    from spectral.catalog import modules
+    from spectral.torch.sharded import ENTRY_MIXING_OPTIONS
+
+    def named(how):
+        return {m.SPEC.name for m in modules() if m.TORCH.sharding == how}
+
+    return SimpleNamespace(
+        ELEMENTWISE=named("elementwise"),
+        WHOLE_MATRIX=named("gathered"),
+        NOT_SHARDABLE=named("refused"),
+        ENTRY_MIXING_OPTIONS=ENTRY_MIXING_OPTIONS,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -251,6 +265,11 @@ def test_tables_name_every_catalog_optimizer_once(tables):
     names = [*tables.ELEMENTWISE, *tables.WHOLE_MATRIX, *tables.NOT_SHARDABLE]
     assert len(names) == len(set(names))
     assert set(catalog()) <= set(names)
+    # the documented table is today's
+    doc = (Path(__file__).parents[1] / "docs" / "scale-out.md").read_text(encoding="utf-8")
+    for how, names_of in (("elementwise", tables.ELEMENTWISE), ("refused", tables.NOT_SHARDABLE)):
+        row = next(line for line in doc.splitlines() if line.startswith(f"| `{how}`"))
+        assert set(re.findall(r"[a-z][a-z0-9-]+", row.split("|")[2])) >= names_of, how
 
 
 def _tiny(cfg, seed=0):
