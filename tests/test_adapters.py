@@ -30,7 +30,10 @@ from spectral.codegen import load_generated  # noqa: E402
 from spectral.models import GPT  # noqa: E402
 
 transformers.logging.set_verbosity_error()
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+pytestmark = [
+    pytest.mark.generated,
+    pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning"),
+]
 
 HERE = Path(__file__).resolve().parent
 VOCAB = 128

@@ -11,6 +11,8 @@ import pytest
 from spectral.cli import main
 from spectral.transfer import hparams, plan
 
+pytestmark = pytest.mark.generated  # also run on the --vendor form
+
 BASE = ["--base-width", "256", "--base-depth", "4"]
 
 

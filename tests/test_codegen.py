@@ -113,6 +113,8 @@ def test_ruff_clean(generated):
 
 _BLOCKED = r"""
 import importlib.util, json, os, sys
+
+pytestmark = pytest.mark.generated  # also run on the --vendor form
 for blocked in ("sympy", "pydantic", "jinja2", "rich"):
     sys.modules[blocked] = None  # `import sympy` raises ImportError
 if os.environ.get("SPECTRAL_TEST_VENDOR") == "1":

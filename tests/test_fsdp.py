@@ -29,6 +29,8 @@ import torch.distributed.checkpoint as dcp  # noqa: E402
 from spectral.catalog import catalog  # noqa: E402
 from spectral.codegen import render  # noqa: E402
 
+pytestmark = pytest.mark.generated  # also run on the --vendor form
+
 HERE = Path(__file__).resolve().parent
 TOL = 1e-5
 GPT = {"model": "gpt", "width": 128, "depth": 4}  # the reference GPT

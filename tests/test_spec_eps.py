@@ -12,6 +12,8 @@ from spectral.spec_file import load_spec, parse_spec
 from spectral.symbols import G, n_in, n_out
 from spectral.transfer import eps_place
 
+pytestmark = pytest.mark.generated  # also run on the --vendor form
+
 ADAFACTOR_TOML = """
 name = "adafactor"
 update_norm = "sqrt(n_in / n_out)"

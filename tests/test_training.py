@@ -20,6 +20,8 @@ import torch.nn.functional as F  # noqa: E402
 from spectral.codegen import render  # noqa: E402
 from spectral.models import GPT  # noqa: E402
 
+pytestmark = pytest.mark.generated  # also run on the --vendor form
+
 HERE = Path(__file__).resolve().parent
 TEXT = (
     b"It is a truth universally acknowledged, that a single man in possession of a good "

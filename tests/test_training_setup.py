@@ -34,6 +34,8 @@ from torch.nn import functional as F  # noqa: E402
 
 from spectral.models import GPT, ResidualMLP  # noqa: E402
 
+pytestmark = pytest.mark.generated  # also run on the --vendor form
+
 BW, BD = 32, 1
 """Base size of every generated module here."""
 W, D = 64, 2

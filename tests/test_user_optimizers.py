@@ -22,6 +22,8 @@ from spectral.cli import main  # noqa: E402
 from spectral.errors import SpecError  # noqa: E402
 from spectral.spec_file import load_spec  # noqa: E402
 
+pytestmark = pytest.mark.generated  # also run on the --vendor form
+
 FACTORY = textwrap.dedent(
     """
     import pytorch_optimizer

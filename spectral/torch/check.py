@@ -33,16 +33,21 @@ def _head_dims(model: nn.Module) -> set[int]:
     def count(value: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
-    dims = set()
+    dims: set[int] = set()
     for module in model.modules():
         for attr in ("head_dim", "head_size", "attention_head_size"):
             value = getattr(module, attr, None)
-            if count(value):
+            if isinstance(value, int) and count(value):
                 dims.add(value)
                 break
         else:
             n_embd, n_head = (getattr(module, a, None) for a in ("n_embd", "n_head"))
-            if count(n_embd) and count(n_head):
+            if (
+                isinstance(n_embd, int)
+                and isinstance(n_head, int)
+                and count(n_embd)
+                and count(n_head)
+            ):
                 dims.add(n_embd // n_head)
     return dims
 

@@ -42,7 +42,7 @@ class CompositeOptimizer(torch.optim.Optimizer):
         self._ready = True
 
     # torch.optim.Optimizer.__init__ assigns an empty state; the real one is the parts'.
-    @property
+    @property  # type: ignore[override]  # the parts' states merged, not a defaultdict
     def state(self) -> dict[torch.Tensor, Any]:
         merged: dict[torch.Tensor, Any] = {}
         for opt in self.parts.values():

@@ -27,7 +27,7 @@ from spectral.torch.adapters import (
 
 def _scale_output(
     module: nn.Module, args: Any, output: Any, *, factor: float, layer: str
-):
+) -> Any:
     """alpha * output; a plain float, so torch.compile bakes it in and DDP/FSDP see no state."""
     if factor == 1.0:
         return None

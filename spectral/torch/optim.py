@@ -101,7 +101,7 @@ def _place_eps(
         if "spectral_eps" not in group:
             continue
         value = group.get(key)
-        if not isinstance(value, (tuple, list)) or index >= len(value):
+        if index is None or not isinstance(value, (tuple, list)) or index >= len(value):
             raise ValueError(
                 f"{kind}: param-group key {key!r} holds {value!r}, not a tuple with an "
                 f"entry {index} for eps (eps_key / eps_index of the declaration)"

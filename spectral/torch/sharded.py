@@ -22,6 +22,8 @@ from spectral.optimizers.entry import TorchImpl
 from spectral.torch.factories import TorchFactory
 
 Groups = list[dict[str, Any]]
+DTensorLike = Any
+"""A DTensor (torch ships no stubs for its attributes: to_local, device_mesh, ...)."""
 
 ENTRY_MIXING_OPTIONS = frozenset(
     {"cautious", "adanorm", "use_gc", "stable_adamw", "sn"}
@@ -44,7 +46,7 @@ def is_sharded(p: torch.Tensor) -> bool:
     return dtensor is not None and isinstance(p, dtensor)
 
 
-def _row_chunk(t: torch.Tensor) -> int | None:
+def _row_chunk(t: DTensorLike) -> int | None:
     """Rows per rank where t has fully_shard's default layout, else None.
 
     That layout: rows split over a 1-D mesh in torch.chunk sizes, ceil(rows / world)
@@ -56,7 +58,7 @@ def _row_chunk(t: torch.Tensor) -> int | None:
     return -(-t.shape[0] // t.device_mesh.size())
 
 
-def full_tensor(t: torch.Tensor) -> torch.Tensor:
+def full_tensor(t: DTensorLike) -> torch.Tensor:
     """The whole of a DTensor on every rank (a collective).
 
     fully_shard's layout takes one plain all-gather of the padded row blocks: several
@@ -79,7 +81,7 @@ def full_tensor(t: torch.Tensor) -> torch.Tensor:
     return out[: t.shape[0]]
 
 
-def _local_shard(full: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+def _local_shard(full: torch.Tensor, like: DTensorLike) -> torch.Tensor:
     """This rank's slice of a full tensor, laid out as the DTensor `like` (no traffic)."""
     chunk = _row_chunk(like)
     if chunk is not None:
@@ -93,7 +95,7 @@ def _local_shard(full: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def normal_(p: torch.Tensor, std: float) -> None:
+def normal_(p: DTensorLike, std: float) -> None:
     """p.normal_(0, std); a DTensor gets the one-process draw, sliced.
 
     DTensor's own random ops on a CPU mesh draw the same numbers on every rank, so the
@@ -110,7 +112,7 @@ def normal_(p: torch.Tensor, std: float) -> None:
     local.copy_(_local_shard(full, p))
 
 
-def _owners(params: list[torch.Tensor]) -> list[int | None]:
+def _owners(params: list[DTensorLike]) -> list[int | None]:
     """Owner (rank within its mesh) of each parameter that is stepped whole on one rank.
 
     DTensors on a 1-D mesh (fully_shard's) are spread largest first onto the
@@ -158,9 +160,7 @@ class GatheredOptimizer(torch.optim.Optimizer):
     ):
         params = [p for group in groups for p in group["params"]]
         owners = _owners(params)
-        self._slots: list[
-            tuple[torch.Tensor, torch.Tensor | None, Any, int | None]
-        ] = []
+        self._slots: list[tuple[DTensorLike, torch.Tensor | None, Any, int | None]] = []
         self._outer_index: list[int] = []
         inner_groups, index = [], 0
         for group in groups:
@@ -196,7 +196,7 @@ class GatheredOptimizer(torch.optim.Optimizer):
         super().__init__(outer, dict(self.inner.defaults))
         self._ready = True
 
-    @property
+    @property  # type: ignore[override]  # a view of the inner state, not a defaultdict
     def state(self) -> dict[torch.Tensor, Any]:
         """Model parameter -> the implementation's state for it ({} on non-owners).
 
@@ -257,6 +257,7 @@ class GatheredOptimizer(torch.optim.Optimizer):
                         p.shape, dtype=p.dtype, device=p.to_local().device
                     )
                 torch.distributed.broadcast(full, src=src, group=group)
+            assert full is not None  # the owner's replica, or the broadcast into it
             p.to_local().copy_(_local_shard(full.detach(), p))
             if replica is not None:
                 replica.grad = None
