@@ -140,6 +140,7 @@ _MODULES: dict[tuple, Any] = {}
 def config_module(cfg: JaxCoordCheckConfig, param: str) -> Any:
     """The JAX config module for ``param`` (``sp`` uses the ``mup`` module at the base)."""
     import importlib.util
+    import sys
     import tempfile
     from pathlib import Path
 
@@ -161,6 +162,8 @@ def config_module(cfg: JaxCoordCheckConfig, param: str) -> Any:
         path.write_text(source, encoding="utf-8")
         spec = importlib.util.spec_from_file_location(f"spectral_jax_config_{len(_MODULES)}", path)
         module = importlib.util.module_from_spec(spec)
+        # registered like an import: the --vendor form's dataclasses look their module up
+        sys.modules[spec.name] = module
         spec.loader.exec_module(module)
         _MODULES[key] = module
     return _MODULES[key]

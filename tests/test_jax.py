@@ -24,11 +24,14 @@ nnx = pytest.importorskip("flax.nnx")
 import jax.numpy as jnp  # noqa: E402
 
 import spectral.codegen  # noqa: E402
+import spectral.scaling  # noqa: E402
 from spectral.catalog import catalog, module_of  # noqa: E402
 from spectral.codegen import render  # noqa: E402
 from spectral.optimizers.entry import JaxImpl  # noqa: E402
 from spectral.models_jax import GPT as JaxGPT  # noqa: E402
 from spectral.models_jax import ResidualMLP as JaxMLP  # noqa: E402
+
+pytestmark = pytest.mark.generated  # also run on the --vendor form
 
 ROOT = Path(__file__).resolve().parents[1]
 RUFF = Path(sys.executable).parent / "ruff"
@@ -266,6 +269,7 @@ out = {}
 for path in sys.argv[3:]:
     spec = importlib.util.spec_from_file_location("m", path)
     m = importlib.util.module_from_spec(spec)
+    sys.modules["m"] = m  # as `import` does: dataclasses look their module up
     spec.loader.exec_module(m)
     res = {"hparams": {}, "multipliers": {}}
     for w, d in [(256, 4), (512, 8), (2048, 32), (128, 2), (1000, 7)]:
@@ -329,8 +333,9 @@ def test_constants_equal_torch_module(hidden, others, folder):
     j = generate(folder, hidden, others)
     t = generate(folder, hidden, others, framework="torch")
     for name in ("BASE_WIDTH", "BASE_DEPTH", "K", "OPTIMIZERS", "RULES", "MATRIX_ONLY",
-                 "DEFAULT_EPS", "LAYER_OF", "BIAS_ROLES"):
+                 "DEFAULT_EPS", "LAYER_OF"):
         assert getattr(j, name) == getattr(t, name), name
+    assert j.BIAS_ROLES == spectral.scaling.BIAS_ROLES
     kinds = set(j.OPTIMIZERS.values())
     assert set(j.TRANSFORMS) == kinds & IN_OPTAX
     assert set(j.NO_IMPLEMENTATION) == kinds - IN_OPTAX

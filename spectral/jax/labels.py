@@ -1,0 +1,272 @@
+"""Which leaf of a parameter pytree is which role: paths, model families, labels.
+
+A leaf's path is its pytree keys joined by dots: ``blocks.0.layers.1.kernel`` in a flax
+nnx state, ``params.blocks_0.layers_1.kernel`` in a flax linen params dict (linen names
+list members ``name_N``); the ``.value`` an nnx Variable adds is dropped. Every pattern
+starts at a dot or at the start of the path, and list indices may be written ``.N`` or
+``_N``. Only paths, shapes and dtypes are read, so flax is never imported and abstract
+trees (``jax.eval_shape``) work.
+
+Parameters the paper does not cover get the roles the PyTorch runtime gives them: norm
+gains and biases inside a block are ``hidden_bias``, the final norm is ``input_bias``,
+position embeddings are ``input_weight``. Input and output embeddings must not be tied
+(flax ``Embed.attend`` as the readout): the two roles have different multipliers,
+initialisations and learning rates, so a model with an ``input_weight`` and no
+``output_weight`` is refused, and so is one array used twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+
+from spectral.scaling import BIAS_ROLES, LAYER_OF
+
+
+class Adapter(NamedTuple):
+    """Which leaf is which role in one family of models, by parameter path."""
+
+    name: str
+    detect: str
+    """The family is recognised when a leaf path matches this."""
+    roles: tuple[tuple[str, str], ...]
+    """(path pattern, role), searched in order; the first match wins."""
+    embeddings: tuple[str, ...] = ()
+    """Input leaves that are lookup tables although not named "embedding" (drawn with
+    init_std, not init_std / sqrt(fan_in))."""
+
+
+_N = r"[._]\d+"  # a list index: ".0" (nnx) or "_0" (linen)
+
+_GPT2 = Adapter(
+    name="gpt2",  # spectral.models_jax.GPT: nanoGPT's module names in flax
+    detect=rf"(^|\.)h{_N}\.attn\.c_proj\.kernel$",
+    roles=(
+        (r"(^|\.)wte\.embedding$", "input_weight"),
+        (r"(^|\.)wpe\.embedding$", "input_weight"),
+        (rf"(^|\.)h{_N}\.ln_[12]\.(scale|bias)$", "hidden_bias"),
+        (rf"(^|\.)h{_N}\.(attn|mlp)\.\w+\.kernel$", "hidden_weight"),
+        (rf"(^|\.)h{_N}\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"(^|\.)ln_f\.(scale|bias)$", "input_bias"),
+        (r"(^|\.)lm_head\.kernel$", "output_weight"),
+    ),
+)
+
+_LLAMA = Adapter(
+    name="llama",  # Llama-style names: embed_tokens, layers.N.self_attn / mlp, lm_head
+    detect=rf"(^|\.)layers{_N}\.self_attn\.o_proj\.kernel$",
+    roles=(
+        (r"(^|\.)embed_tokens\.embedding$", "input_weight"),
+        (rf"(^|\.)layers{_N}\.\w*norm\.(scale|weight|bias)$", "hidden_bias"),
+        (rf"(^|\.)layers{_N}\.self_attn\.[qk]_norm\.\w+$", "hidden_bias"),
+        (rf"(^|\.)layers{_N}\.(self_attn|mlp)\.\w+\.kernel$", "hidden_weight"),
+        (rf"(^|\.)layers{_N}\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"(^|\.)norm\.(scale|weight|bias)$", "input_bias"),
+        (r"(^|\.)lm_head\.kernel$", "output_weight"),
+    ),
+)
+
+_RESIDUAL_MLP = Adapter(
+    name="residual-mlp",  # spectral.models_jax.ResidualMLP
+    detect=rf"(^|\.)blocks{_N}\.layers{_N}\.kernel$",
+    roles=(
+        (r"(^|\.)input\.kernel$", "input_weight"),
+        (r"(^|\.)input\.bias$", "input_bias"),
+        (rf"(^|\.)blocks{_N}\.layers{_N}\.kernel$", "hidden_weight"),
+        (rf"(^|\.)blocks{_N}\.layers{_N}\.bias$", "hidden_bias"),
+        (r"(^|\.)output\.kernel$", "output_weight"),
+    ),
+)
+
+ADAPTERS: tuple[Adapter, ...] = (_GPT2, _LLAMA, _RESIDUAL_MLP)
+"""Known families, tried in order; pass adapter= (or patterns=) for any other model."""
+
+DEFAULT_PATTERNS: tuple[tuple[str, str], ...] = tuple(
+    dict.fromkeys(pair for adapter in ADAPTERS for pair in adapter.roles)
+)
+"""Every family's (path pattern, role) pairs; classify's fallback."""
+
+Patterns = Mapping[str, str] | Iterable[tuple[str, str]]
+AdapterLike = Adapter | Mapping[str, Any] | str
+
+# a norm layer's module name: "*norm*" (Llama, nnx.LayerNorm fields) or "ln_*" (GPT-2)
+_NORM_OWNER = re.compile(r"norm|(^|_)ln(_|\d|$)", re.IGNORECASE)
+
+
+def path_name(keypath: Iterable[Any]) -> str:
+    """The dotted name of a pytree key path ("blocks.0.layers.1.kernel")."""
+    keys = list(keypath)
+    last = keys[-1] if len(keys) > 1 else None
+    if isinstance(last, jax.tree_util.GetAttrKey) and last.name == "value":
+        keys = keys[:-1]  # an nnx Variable around the array
+    parts = []
+    for key in keys:
+        for attr in ("key", "idx", "name"):
+            if hasattr(key, attr):
+                parts.append(str(getattr(key, attr)))
+                break
+        else:
+            parts.append(str(key))
+    return ".".join(parts)
+
+
+def as_adapter(
+    adapter: AdapterLike | None, paths: Iterable[str] = ()
+) -> Adapter | None:
+    """An Adapter from an Adapter, a family name, a dict of its fields, or the paths."""
+    if isinstance(adapter, Adapter):
+        return adapter
+    if isinstance(adapter, str):
+        for known in ADAPTERS:
+            if known.name == adapter:
+                return known
+        names = ", ".join(a.name for a in ADAPTERS)
+        raise ValueError(f"no adapter {adapter!r}; known: {names}")
+    if isinstance(adapter, Mapping):
+        fields = dict(adapter)
+        fields.setdefault("name", "custom")
+        fields.setdefault("detect", "")
+        roles = fields.get("roles", ())
+        fields["roles"] = tuple(roles.items() if isinstance(roles, Mapping) else roles)
+        value = fields.get("embeddings", ())
+        fields["embeddings"] = (value,) if isinstance(value, str) else tuple(value)
+        try:
+            return Adapter(**fields)
+        except TypeError as exc:
+            raise ValueError(f"adapter: {exc}") from None
+    if adapter is not None:
+        raise TypeError(
+            f"adapter must be an Adapter, a name or a dict, got {type(adapter)}"
+        )
+    paths = list(paths)
+    for known in ADAPTERS:
+        if any(re.search(known.detect, path) for path in paths):
+            return known
+    return None
+
+
+def _pairs(patterns: Patterns | None) -> list[tuple[str, str]]:
+    return list(patterns.items() if isinstance(patterns, Mapping) else patterns or ())
+
+
+def classify(
+    path: str,
+    leaf: Any = None,
+    patterns: Patterns | None = None,
+    adapter: AdapterLike | None = None,
+) -> str:
+    """The role of the leaf at `path` (a dotted name, see path_name).
+
+    `patterns` (a dict or pairs of regular expression -> role, searched in order) is
+    tried first, then the adapter's roles, then every known family's (DEFAULT_PATTERNS);
+    a dict whose keys are exact paths works too. A path nothing matches is an error that
+    names it: there is no silent default.
+    """
+    pairs = _pairs(patterns)
+    family = as_adapter(adapter)
+    if family is not None:
+        pairs += family.roles
+    for pattern, role in (*pairs, *DEFAULT_PATTERNS):
+        if pattern == path or re.search(pattern, path):
+            if role not in LAYER_OF:
+                raise ValueError(f"pattern {pattern!r} maps to unknown role {role!r}")
+            return role
+    shape = f" (shape {tuple(leaf.shape)})" if hasattr(leaf, "shape") else ""
+    raise ValueError(
+        f"parameter {path!r}{shape} matches no role pattern; pass "
+        "patterns={'<regex>': '<role>'} with a role from " + ", ".join(LAYER_OF)
+    )
+
+
+def placed(
+    params: Any, patterns: Patterns | None, adapter: AdapterLike | None
+) -> list[tuple[str, Any, str]]:
+    """(path, leaf, role) of every leaf, in pytree order; one error names every leaf that
+    no pattern places, and tied input/output embeddings are refused."""
+    leaves = [
+        (path_name(kp), leaf)
+        for kp, leaf in jax.tree_util.tree_flatten_with_path(params)[0]
+    ]
+    family = as_adapter(adapter, (path for path, _ in leaves))
+    # one list: an iterator of pairs is read here and again in classify
+    patterns = _pairs(patterns)
+    for pattern, role in (*patterns, *(family.roles if family is not None else ())):
+        if role not in LAYER_OF:
+            raise ValueError(
+                f"pattern {pattern!r} maps to unknown role {role!r}; roles: "
+                + ", ".join(LAYER_OF)
+            )
+    out, unplaced = [], []
+    for path, leaf in leaves:
+        try:
+            role = classify(path, leaf, patterns, family)
+        except ValueError:
+            unplaced.append(f"{path} {tuple(getattr(leaf, 'shape', ()))}")
+            continue
+        out.append((path, leaf, role))
+    if unplaced:
+        raise ValueError(
+            f"{len(unplaced)} parameter(s) match no role pattern: {'; '.join(unplaced)}. "
+            "Pass patterns={'<regex>': '<role>'} (roles: "
+            + ", ".join(LAYER_OF)
+            + ") or an adapter= for this model family."
+        )
+    _refuse_ties(out)
+    return out
+
+
+def _refuse_ties(out: list[tuple[str, Any, str]]) -> None:
+    seen: dict[int, str] = {}
+    for path, leaf, role in out:
+        if role in BIAS_ROLES:
+            continue  # a shared zero vector is no tie
+        if id(leaf) in seen:
+            raise ValueError(
+                f"parameters {seen[id(leaf)]!r} and {path!r} are one array (tied). muP "
+                "gives input and output embeddings different multipliers, "
+                "initialisations and learning rates, so they must not share weights."
+            )
+        seen[id(leaf)] = path
+    roles = {role for _, _, role in out}
+    if "input_weight" in roles and "output_weight" not in roles:
+        raise ValueError(
+            "the model has an input_weight but no output_weight: a readout tied to the "
+            "input embedding (flax Embed.attend) is refused, since muP gives the two "
+            "different multipliers, initialisations and learning rates; add an untied "
+            "output layer (nnx.Linear / nn.Dense), or map it with patterns="
+        )
+
+
+def labels(
+    params: Any, *, patterns: Patterns | None = None, adapter: AdapterLike | None = None
+) -> Any:
+    """A pytree like params whose leaves are role names (optax.multi_transform labels).
+
+    Works on a flax nnx state, a linen params dict or any pytree of arrays; the family is
+    recognised by its paths (ADAPTERS), or give adapter= / patterns= (see classify). One
+    error names every leaf without a role.
+    """
+    roles = {path: role for path, _, role in placed(params, patterns, adapter)}
+    return jax.tree_util.tree_map_with_path(lambda kp, _: roles[path_name(kp)], params)
+
+
+def norm_part(path: str) -> str | None:
+    """Is the leaf a norm layer's gain ("gain"), its bias ("bias") or neither (None)?"""
+    parts = path.split(".")
+    leaf, owner = parts[-1], (parts[-2] if len(parts) > 1 else "")
+    is_norm = bool(_NORM_OWNER.search(owner))
+    if leaf == "scale" or (is_norm and leaf == "weight"):
+        return "gain"
+    if is_norm and leaf == "bias":
+        return "bias"
+    return None
+
+
+def is_table(path: str, family: Adapter | None) -> bool:
+    """A lookup table (one-hot input): drawn with init_std, not init_std / sqrt(fan_in)."""
+    if path.rsplit(".", 1)[-1] == "embedding":
+        return True
+    return family is not None and any(re.search(e, path) for e in family.embeddings)

@@ -1,0 +1,109 @@
+"""One optax transformation over the real optax optimizers, one per role.
+
+optax.multi_transform routes each leaf to its role's transformation by the labels of
+spectral.jax.labels; each transformation is built with the learning rate, weight decay and
+eps that Rules.hparams gives its role, so the numbers applied are the numbers printed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import optax
+
+from spectral.jax.labels import AdapterLike, Patterns, as_adapter, labels, placed
+from spectral.jax.rules import JaxRules
+from spectral.scaling import BaseValue
+
+
+def _times(schedule: Callable[[Any], Any], lr: float) -> Callable[[Any], Any]:
+    def rate(count: Any) -> Any:
+        return lr * schedule(count)
+
+    return rate
+
+
+def _roles(
+    rules: JaxRules, leaves: list[tuple[str, Any, str]], known: Mapping[str, Any]
+) -> dict[str, str]:
+    """Role -> optimizer for the roles the leaves have; every refusal names the leaf."""
+    roles: dict[str, str] = {}
+    for path, leaf, role in leaves:
+        rules.covered(role, f"parameter {path!r}")
+        kind = rules.optimizers[role]
+        shape = tuple(getattr(leaf, "shape", ()))
+        if rules.matrix_only[kind] and len(shape) != 2:
+            raise ValueError(
+                f"parameter {path!r} (shape {shape}) has role {role}, "
+                f"trained by {kind}, which takes 2-D matrices only"
+            )
+        if kind not in known:
+            why = rules.missing.get(kind, f"{kind}: no optax implementation known.")
+            raise ValueError(
+                f"{why} Pass transforms={ {kind: 'fn'} }, fn(*, learning_rate, "
+                "weight_decay, **kwargs) returning an optax.GradientTransformation"
+            )
+        roles[role] = kind
+    return roles
+
+
+def build_optimizer(
+    rules: JaxRules,
+    params: Any,
+    width: float,
+    depth: float,
+    *,
+    lr: BaseValue,
+    weight_decay: BaseValue = 0.0,
+    eps: BaseValue | None = None,
+    init_std: BaseValue | None = None,
+    multiplier: BaseValue = 1.0,
+    schedule: Callable[[Any], Any] | None = None,
+    transforms: Mapping[str, Callable[..., optax.GradientTransformation]] | None = None,
+    optimizer_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+    patterns: Patterns | None = None,
+    adapter: AdapterLike | None = None,
+) -> optax.GradientTransformation:
+    """optax.multi_transform over the real optax optimizers, one transformation per role.
+
+    Each role's transformation gets the learning rate, weight decay and eps hparams()
+    gives it (times schedule(step) when a schedule is given, e.g.
+    optax.cosine_decay_schedule(1.0, steps)). The model's __call__ must apply the block
+    multipliers (multipliers(width, depth)): the rules assume them. optimizer_kwargs =
+    {"adamw": {"b2": 0.95}} passes extra arguments to one implementation; transforms =
+    {"name": fn} replaces or adds one, fn(*, learning_rate, weight_decay[, eps],
+    **kwargs) returning an optax transformation. init_std is accepted (and ignored) so
+    that one dict of base values serves every function.
+    """
+    leaves = placed(params, patterns, adapter)
+    # the family found from these paths labels every tree tx is later handed
+    family = as_adapter(adapter, (path for path, _, _ in leaves))
+    known = {**rules.transforms(), **(transforms or {})}
+    roles = _roles(rules, leaves, known)
+    hp = rules.hparams(
+        width, depth, lr=lr, weight_decay=weight_decay, eps=eps, multiplier=multiplier
+    )
+    parts: dict[str, optax.GradientTransformation] = {}
+    for role, kind in roles.items():
+        kwargs = dict((optimizer_kwargs or {}).get(kind, {}))
+        taken = sorted({"learning_rate", "weight_decay", "eps"} & set(kwargs))
+        if taken:
+            raise ValueError(
+                f"optimizer_kwargs[{kind!r}] sets {', '.join(taken)}, which the rules set "
+                "per role: pass the base values lr=, weight_decay=, eps= instead"
+            )
+        h = hp[role]
+        rate = h["lr"] if schedule is None else _times(schedule, h["lr"])
+        values: dict[str, Any] = {
+            "learning_rate": rate,
+            "weight_decay": h["weight_decay"],
+        }
+        if "eps" in h:
+            values["eps"] = h["eps"]
+        parts[role] = known[kind](**values, **kwargs)
+
+    def role_labels(tree: Any) -> Any:
+        return labels(tree, patterns=patterns, adapter=family)
+
+    return optax.multi_transform(parts, role_labels)
