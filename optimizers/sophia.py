@@ -34,8 +34,10 @@ TORCH = TorchImpl(
         "The clip threshold p (default 0.01) bounds each entry by p rather than 1 as",
         "in the idealised clip(., 1): a constant factor on the step at every width,",
         "absorbed by the base lr (keep p fixed when transferring). Decoupled weight",
-        "decay (lr * wd), as assumed. eps (1e-12) is not scaled: the paper tabulates",
-        "none for Sophia.",
+        "decay (lr * wd), as assumed. eps (1e-12) floors the Hessian estimate h; it is",
+        "not scaled: it matters only above both h (a Hessian diagonal, whose scale the",
+        "declaration cannot give) and |m|/p (where it turns the clipped step into an SGD",
+        "step m/eps), so no eps rule is declared.",
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""

@@ -130,6 +130,8 @@ def _label(init: bool, layer: str, order: int, bias_chain: bool) -> str:
 def init_term(chain: Chain) -> Condition:
     """The chain with no factor updated: ``Θ(1/L)`` for a hidden chain of ``m ≥ 2`` factors
     (Condition C), ``O(1/√L)`` for ``m = 1`` (Condition "one-layer"), ``Θ(1)`` outside blocks."""
+    rel: Relation
+    target: Theta
     if chain.layer == "hidden":
         rel, target = ("=", _INV_L) if len(chain.params) >= 2 else ("≤", _INV_SQRT_L)
     else:

@@ -6,10 +6,23 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from .conditions import term_formula
+from .roles import ROLES
 from .spec import OptimizerSpec
 from .theta import Theta, format_monomial
 
-__all__ = ["Exponent", "Entry", "CheckGroup", "RoleScales", "Derivation"]
+__all__ = [
+    "Exponent",
+    "Entry",
+    "CheckGroup",
+    "RoleScales",
+    "Derivation",
+    "summary",
+    "CONVENTIONS",
+]
+
+CONVENTIONS = ("Δ2", "C.4", "α")
+"""Check groups that are not condition terms of the paper but conventions the solver used."""
 
 
 @dataclass(frozen=True)
@@ -127,8 +140,6 @@ class Derivation:
     def verification_summary(self) -> str:
         """How many condition terms the verification covers and how: ``4 + 3·2^k = 196 612
         condition terms at k = 16, checked factor by factor (…), plus 12 checks of …``."""
-        from .verify import summary
-
         return summary(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -142,3 +153,28 @@ class Derivation:
             },
         }
 
+
+def _grouped(n: int) -> str:
+    """``196612`` → ``196 612``."""
+    return f"{n:,}".replace(",", " ")
+
+
+def summary(result: Derivation) -> str:
+    """How many terms the verification covers and how they were checked, in one sentence.
+
+    >>> from spectral import derive
+    >>> summary(derive("adamw", k=16))
+    '4 + 3·2^k = 196 612 condition terms at k = 16, checked factor by factor (the largest and smallest term of each chain), plus 12 checks of the conventions Δ2, C.4 and α'
+    """
+    roles = tuple(r for r in ROLES if r.name in result.roles)
+    a, b = term_formula(roles)
+    formula = ("" if b == 1 else f"{b}·") + "2^k"
+    if a:
+        formula = f"{a} + {formula}"
+    total = a + b * 2**result.k
+    conventions = sum(c.terms for c in result.checks if c.label in CONVENTIONS)
+    return (
+        f"{formula} = {_grouped(total)} condition terms at k = {result.k}, checked factor by "
+        "factor (the largest and smallest term of each chain), plus "
+        f"{conventions} checks of the conventions Δ2, C.4 and α"
+    )

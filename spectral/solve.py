@@ -56,7 +56,7 @@ def init_variance(r: Role) -> Theta:
     return Theta.minimum(Theta.one(), r.n_out / r.n_in) / r.n_in
 
 
-def _theta(spec: OptimizerSpec, field: str, expr: sp.Expr, env: dict) -> Theta:
+def _theta(spec: OptimizerSpec, field: str, expr: sp.Expr, env: dict[sp.Symbol, Theta]) -> Theta:
     try:
         return theta_of(expr, tuple(env.items()))
     except SpecError as exc:

@@ -23,6 +23,7 @@ import tomllib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
+from pydantic_core import ErrorDetails
 
 from .errors import SpecError
 from .expr import parse_expression, theta_of
@@ -60,7 +61,7 @@ class SpecFile(BaseModel):
 _FIELDS = tuple(SpecFile.model_fields)
 
 
-def _describe_error(err: dict[str, Any]) -> tuple[str, str]:
+def _describe_error(err: ErrorDetails) -> tuple[str, str]:
     """(field, message) for one pydantic error, in words a spec author understands."""
     loc = ".".join(str(p) for p in err.get("loc", ())) or "(file)"
     kind = err.get("type", "")

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import pairwise
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .errors import IncomparableError
 
@@ -99,7 +99,7 @@ class Theta:
         return _interp(self.points, u)
 
     # -- arithmetic -------------------------------------------------------------
-    def _combine(self, other: Theta, op) -> Theta:
+    def _combine(self, other: Theta, op: Callable[[Fraction, Fraction], Fraction]) -> Theta:
         if len(self.points) == 2 and len(other.points) == 2:  # fast path: comparable monomials
             (_, b1), (_, a1) = self.points
             (_, b2), (_, a2) = other.points

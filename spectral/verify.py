@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import product
 from math import comb, prod
-from typing import TYPE_CHECKING
 from collections.abc import Callable
 
 from .conditions import (
@@ -43,19 +42,15 @@ from .conditions import (
     first_order_term,
     init_term,
     term_counts,
-    term_formula,
     update_label,
     update_target,
 )
 from .errors import VerificationError
 from .expr import theta_of
-from .result import CheckGroup
+from .result import CheckGroup, Derivation, summary
 from .roles import ROLES, Role
 from .symbols import G, L, n_in, n_out
 from .theta import Theta
-
-if TYPE_CHECKING:
-    from .result import Derivation
 
 __all__ = [
     "verify",
@@ -72,9 +67,6 @@ _HALF = Fraction(1, 2)
 MAX_ENUMERATED_K = 16
 """Largest ``k`` the oracle (:func:`check_terms` with ``enumerate_subsets=True``) accepts:
 it lists ``4 + 3·2^k`` terms."""
-
-CONVENTIONS = ("Δ2", "C.4", "α")
-"""Check groups that are not condition terms of the paper but conventions the solver used."""
 
 GROUP_DESCRIPTIONS = {
     "C1.1": "input/output weights at init",
@@ -280,29 +272,3 @@ def verify(result: Derivation) -> tuple[CheckGroup, ...]:
     counts = tally.counts
     order = sorted(counts, key=lambda s: (s[0] not in "CB", s[0], len(s), s))
     return tuple(CheckGroup(label, _describe(label), counts[label], True) for label in order)
-
-
-def _grouped(n: int) -> str:
-    """``196612`` → ``196 612``."""
-    return f"{n:,}".replace(",", " ")
-
-
-def summary(result: Derivation) -> str:
-    """How many terms the verification covers and how they were checked, in one sentence.
-
-    >>> from spectral import derive
-    >>> summary(derive("adamw", k=16))
-    '4 + 3·2^k = 196 612 condition terms at k = 16, checked factor by factor (the largest and smallest term of each chain), plus 12 checks of the conventions Δ2, C.4 and α'
-    """
-    roles = tuple(r for r in ROLES if r.name in result.roles)
-    a, b = term_formula(roles)
-    formula = ("" if b == 1 else f"{b}·") + "2^k"
-    if a:
-        formula = f"{a} + {formula}"
-    total = a + b * 2**result.k
-    conventions = sum(c.terms for c in result.checks if c.label in CONVENTIONS)
-    return (
-        f"{formula} = {_grouped(total)} condition terms at k = {result.k}, checked factor by "
-        "factor (the largest and smallest term of each chain), plus "
-        f"{conventions} checks of the conventions Δ2, C.4 and α"
-    )

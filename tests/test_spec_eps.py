@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 import sympy as sp
 
-from spectral import SpecError, catalog
+from spectral import SpecError, catalog, derive
 from spectral import codegen as codegen_mod
 from spectral.spec import MAX_EPS_INDEX, OptimizerSpec
 from spectral.spec_file import load_spec, parse_spec
@@ -122,6 +124,42 @@ def test_catalog_places():
     for name, spec in specs.items():
         if name not in ("shampoo", "adafactor"):
             assert eps_place(spec) == ("eps", None), name
+
+
+# SOAP's ε (optimizers/soap.py), by hand. SOAP runs Adam on the rotated gradient
+# Q_Lᵀ ∇W Q_R; with Q_L, Q_R the eigenbases of ∇W∇Wᵀ and ∇Wᵀ∇W that matrix is diag(Σ, 0),
+# so ε is added to sqrt(v̂) = Σ: the singular values of a low-rank gradient, Θ(‖∇W‖₂) = Θ(G)
+# (not Adam's entrywise G/sqrt(n_in n_out)). G per role from loss sensitivity (App. C.4):
+#   input   ‖∇W₀‖₂ = Θ(sqrt(n_in/n_out)) = Θ(n^-1/2)  (n_in = d₀ fixed)   → ε_base/√r_n
+#   hidden  ‖∇W_l‖₂ = Θ(sqrt(n_in/n_out)/L) = Θ(1/L) at k = 2             → ε_base/r_L
+#           Θ(1/sqrt(L)) at k = 1 (App. D)                                 → ε_base/√r_L
+#   output  ‖∇W_{L+1}‖₂ = Θ(1/sqrt(n_in n_out)) = Θ(n^-1/2)  (n_out fixed) → ε_base/√r_n
+# Shampoo's ε is G² (Tab. muon-wd: ε_base/r_n, /r_L², /r_n; App. D.2: /r_n, /r_L, /r_n), so
+# each SOAP exponent is half of Shampoo's. Measured: benchmarks/eps_threshold.py (ε* = 0.516 G
+# at every width and role, docs/probe/soap-eps.json).
+SOAP_EPS = {
+    2: {"input_weight": (Fraction(-1, 2), 0), "hidden_weight": (0, -1), "output_weight": (Fraction(-1, 2), 0)},
+    1: {"input_weight": (Fraction(-1, 2), 0), "hidden_weight": (0, Fraction(-1, 2)), "output_weight": (Fraction(-1, 2), 0)},
+}
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_soap_eps_exponents(k):
+    d = derive("soap", k=k)
+    assert d.verified
+    got = {role: (e.r_n, e.r_L) for role, hps in d.rules.items() for hp, e in hps.items() if hp == "eps"}
+    assert got == SOAP_EPS[k]
+    shampoo = derive("shampoo", k=k)
+    for role, (a, b) in got.items():
+        assert (2 * a, 2 * b) == (shampoo.rule(role, "eps").r_n, shampoo.rule(role, "eps").r_L)
+    assert catalog()["soap"].eps == G and eps_place(catalog()["soap"]) == ("eps", None)
+
+
+def test_sophia_declares_no_eps():
+    """SophiaH's ε floors the Hessian estimate, whose scale no declaration symbol gives
+    (docs/catalog.md, "ε of SOAP and Sophia")."""
+    assert catalog()["sophia"].eps is None
+    assert "eps" not in derive("sophia", k=2).hps
 
 
 # ------------------------------------------------------------------------------------
