@@ -6,6 +6,8 @@ import doctest
 import importlib
 
 import pytest
+
+from spectral.catalog import modules as catalog_modules
 import sympy as sp
 
 import spectral
@@ -167,3 +169,26 @@ def test_package_doctest():
     failures, _ = doctest.testmod(spectral)
     assert failures == 0
     assert catalog() is catalog()
+
+
+@pytest.mark.parametrize("module", catalog_modules(), ids=lambda m: m.SPEC.name)
+def test_every_optimizer_file_is_complete(module):
+    """One file holds everything about an optimizer: a file missing a part fails here."""
+    import importlib
+
+    from spectral.optimizers.entry import JaxImpl, NoJax, TorchImpl
+
+    spec = module.SPEC
+    assert module.__doc__ and spec.summary and spec.paper, spec.name
+    torch_impl = module.TORCH
+    assert isinstance(torch_impl, TorchImpl), spec.name
+    assert torch_impl.notes, f"{spec.name}: TORCH.notes must say how it was checked"
+    owner, _, cls = torch_impl.cls.rpartition(".")
+    assert hasattr(importlib.import_module(owner), cls), torch_impl.cls
+    # an eps rule needs the implementation's default (the base value), and only then
+    assert (torch_impl.default_eps is not None) == spec.has_eps, spec.name
+    assert isinstance(module.JAX, (JaxImpl, NoJax)), spec.name
+    if isinstance(module.JAX, JaxImpl):
+        assert module.JAX.notes, spec.name
+    else:
+        assert module.JAX.reason, spec.name
