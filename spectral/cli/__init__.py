@@ -198,7 +198,7 @@ COMMANDS["infer"] = Command(
 
 
 def _sweep():
-    from .. import sweep  # stdlib-only at import; torch is imported when a sweep trains
+    from . import sweep  # stdlib-only at import; torch is imported when a sweep trains
 
     return sweep
 
