@@ -25,7 +25,8 @@ so a restarted sweep skips exactly the runs already on disk; a run whose HPs equ
 earlier run's (e.g. the base size, where all three parameterisations coincide) reuses that
 result (``reused_from``). A torn last line from a crash is ignored.
 
-Only the functions that train import torch; the argument parser and the planner do not.
+Only the functions that train import torch; the planner does not, nor does the command line
+(:mod:`spectral.cli.sweep`).
 
 Layout, in the order data flows: :mod:`~spectral.sweep.options` (what a sweep runs),
 :mod:`~spectral.sweep.recipe` (where each run's HPs come from),
