@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from spectral.sweep import Job, SweepConfig, _build, recipe
+from spectral.sweep import Job, SweepConfig, build_run, recipe
 
 
 class _Count(TorchDispatchMode):
@@ -30,7 +30,7 @@ class _Count(TorchDispatchMode):
 
 def count(optimizer: str, width: int, depth: int) -> int:
     cfg = SweepConfig(optimizer=optimizer, base_width=128, base_depth=2, head_dim=64, batch_size=2, block_size=16)
-    model, opts = _build(Job("mup", width, depth, -8), cfg, recipe(optimizer, "mup", cfg), 256, "cpu")
+    model, opts = build_run(Job("mup", width, depth, -8), cfg, recipe(optimizer, "mup", cfg), 256, "cpu")
     x = torch.randint(0, 256, (2, 16))
 
     def step() -> None:

@@ -2,7 +2,7 @@
 
 The JAX twin of ``spectral coord-check --model mlp`` (:mod:`spectral.coordcheck`), on CPU::
 
-    python -m spectral.coordcheck_jax --optimizer muon-kimi --others adamw --json out.json
+    python -m spectral.cli.coordcheck_jax --optimizer muon-kimi --others adamw --json out.json
 
 For each parameterization (``sp``, ``mup-k1``, ``mup``), each point of a width sweep (at
 the smallest depth) and of a depth sweep (at the smallest width) and each seed,
@@ -25,10 +25,8 @@ their slopes should agree.
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -44,7 +42,7 @@ from .coordcheck import (
 )
 from .errors import SpecError
 
-__all__ = ["JaxCoordCheckConfig", "main", "run_coord_check_jax", "slope_table"]
+__all__ = ["JaxCoordCheckConfig", "run_coord_check_jax", "slope_table"]
 
 
 @dataclass
@@ -329,82 +327,3 @@ def slope_table(result: dict[str, Any]) -> str:
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines) + "\n"
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m spectral.coordcheck_jax``: run the check, print the table (exit 2 on
-    bad input, 1 when a μP slope fails)."""
-    import json
-    import sys
-
-    p = argparse.ArgumentParser(
-        prog="python -m spectral.coordcheck_jax",
-        description="Coordinate check of the flax residual MLP through the module "
-        "`spectral codegen --framework jax` writes (CPU); the table of `spectral coord-check`.",
-    )
-    p.add_argument("--optimizer", default="adamw", help="optimizer of the hidden weights")
-    p.add_argument("--others", default=None, help="optimizer of the other roles")
-    p.add_argument("--k", type=int, default=2, help="maps per residual block (default 2)")
-    p.add_argument("--widths", type=_ints, default=(64, 128, 256, 512), metavar="N,N,...")
-    p.add_argument("--depths", type=_ints, default=(4, 8, 16, 32, 64, 128), metavar="L,L,...")
-    p.add_argument("--parameterizations", type=lambda s: tuple(s.split(",")), default=PARAMETERIZATIONS)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--lr", type=float, default=None, help="base lr of --optimizer")
-    p.add_argument("--others-lr", type=float, default=None, help="base lr of --others")
-    p.add_argument("--weight-decay", type=float, default=0.0)
-    p.add_argument("--alpha-base", type=float, default=DEFAULT_ALPHA_BASE["mlp"])
-    p.add_argument("--json", metavar="FILE", help="write every point and slope as JSON")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --json FILE")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    args = p.parse_args(argv)
-    try:
-        cfg = JaxCoordCheckConfig(
-            optimizer=args.optimizer,
-            others=args.others,
-            k=args.k,
-            parameterizations=args.parameterizations,
-            widths=args.widths,
-            depths=args.depths,
-            steps=args.steps,
-            batch=args.batch,
-            seeds=args.seeds,
-            lr=args.lr,
-            others_lr=args.others_lr,
-            weight_decay=args.weight_decay,
-            alpha_base=args.alpha_base,
-        )
-    except (SpecError, ValueError, KeyError) as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 2
-    if args.json and os.path.lexists(args.json) and not args.force:
-        sys.stderr.write(f"error: {args.json} exists; pass --force to overwrite it\n")
-        return 2
-
-    def progress(line: str) -> None:
-        if not args.quiet:
-            sys.stderr.write(line + "\n")
-
-    result = run_coord_check_jax(cfg, progress=progress)
-    sys.stdout.write(slope_table(result))
-    if args.json:
-        from .io import write_atomic
-
-        try:
-            write_atomic(args.json, json.dumps(result, indent=1) + "\n", force=args.force)
-        except SpecError as exc:
-            sys.stderr.write(f"error: {exc}\n")
-            return 2
-    return 0 if result["pass"] else 1
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

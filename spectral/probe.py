@@ -17,7 +17,7 @@ Declarations that use ``G`` (SGD) are exercised here only at ``G = 1``; the scal
 in a real network comes from the loss-sensitivity argument, and the coordinate check
 (``spectral coord-check``) is their real test.
 
-The implementations are the ones the code generator uses (:data:`IMPLEMENTATIONS`):
+The implementations are the ones the code generator uses (:data:`PROBE_BUILDERS`):
 ``torch.optim`` SGD, Adam, AdamW, NAdam, RAdam, Adafactor and Muon (``adjust_lr_fn=None``
 for ``muon``, ``"match_rms_adamw"`` for ``muon-kimi``) and ``pytorch_optimizer`` Lion,
 Shampoo, SOAP, SophiaH, SpectralSphere, Lamb, SignSGD, SCION, ADOPT, ScheduleFreeAdamW,
@@ -36,27 +36,34 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable, Sequence
 
-from .coordcheck import fit_slope
 from .errors import SpecError, first_line
+from .measurement import (
+    D0,
+    SHAPES,
+    checked_factory,
+    factory_label,
+    fit_slope,
+    mup_init,
+    rms_operator_norm,
+)
 from .spec import OptimizerSpec
 
 __all__ = [
     "TOLERANCE",
     "DEFAULT_WIDTHS",
-    "IMPLEMENTATIONS",
+    "PROBE_BUILDERS",
     "ProbeRow",
     "ProbeResult",
     "Impl",
     "checked_factory",
     "declared_exponent",
     "probe",
+    "rms_operator_norm",
 ]
 
 TOLERANCE = 0.1
 """Largest |measured − declared| exponent that passes."""
 DEFAULT_WIDTHS = (64, 128, 256, 512, 1024)
-D0 = 32
-"""Fixed input/output dimension ``d0`` of the input and output roles."""
 
 
 @dataclass(frozen=True)
@@ -87,35 +94,6 @@ class Impl:
             return fn([{"params": params, "lr": 1.0, "weight_decay": 0.0}])
 
         return cls(label, build, user=True)
-
-
-def factory_label(factory: Callable[..., Any]) -> str:
-    """``module:qualname`` of a factory (its ``repr`` when it has no such names)."""
-    module = getattr(factory, "__module__", None)
-    qual = getattr(factory, "__qualname__", None)
-    return f"{module}:{qual}" if module and qual else repr(factory)
-
-
-
-def checked_factory(factory: Callable[..., Any], label: str) -> Callable[..., Any]:
-    """``factory`` whose failures are one-line :class:`SpecError`\ s naming ``label``: an
-    exception it raises, or a result that is not a ``torch.optim.Optimizer``."""
-
-    def call(groups: list, **kwargs: Any) -> Any:
-        import torch
-
-        try:
-            opt = factory(groups, **kwargs)
-        except Exception as exc:  # the user's code: any failure is bad input
-            raise SpecError(f"factory {label} raised {first_line(exc)}") from None
-        if not isinstance(opt, torch.optim.Optimizer):
-            raise SpecError(
-                f"factory {label} returned {type(opt).__name__}, not a torch.optim.Optimizer; "
-                "it is called as fn(param_groups, **kwargs)"
-            )
-        return opt
-
-    return call
 
 
 def _sgd(params, torch):
@@ -235,7 +213,7 @@ def _normuon(params, torch):
     return po.NorMuon([{"params": params, "use_muon": True}], lr=1.0, weight_decay=0.0)
 
 
-IMPLEMENTATIONS: dict[str, Impl] = {
+PROBE_BUILDERS: dict[str, Impl] = {
     "sgd": Impl("torch.optim.SGD(momentum=0)", _sgd),
     "adamw": Impl("torch.optim.AdamW", _adamw),
     "lion": Impl("pytorch_optimizer.Lion", _lion),
@@ -358,16 +336,6 @@ class ProbeResult:
         }
 
 
-# role name -> (n_out, n_in) as (power of n, uses d0)
-_SHAPES = {
-    "input_weight": ("n × d0", lambda n, d0: (n, d0)),
-    "hidden_weight": ("n × n", lambda n, d0: (n, n)),
-    "output_weight": ("d0 × n", lambda n, d0: (d0, n)),
-    "input_bias": ("n", lambda n, d0: (n,)),
-    "hidden_bias": ("n", lambda n, d0: (n,)),
-}
-
-
 def declared_exponent(optimizer: str | OptimizerSpec, role_name: str) -> tuple[float, bool]:
     """Θ-exponent in ``n`` of ``update_norm`` for ``role_name`` (``L = 1``, ``G = 1``).
 
@@ -414,24 +382,6 @@ def _gradient(shape: tuple[int, ...], rank: int, noise: float, gen, torch) -> An
     return (g / torch.linalg.matrix_norm(g, ord=2)).float()
 
 
-def _init(shape: tuple[int, ...], role_name: str, gen, torch) -> Any:
-    """μP-aligned init ``σ² = min(1, n_out/n_in)/n_in``; biases 0 (only SSO looks at ``W``)."""
-    if len(shape) == 1:
-        return torch.zeros(shape)
-    n_out, n_in = shape
-    var = min(1.0, n_out / n_in) / n_in  # the readout's Θ(1) init is irrelevant to one step
-    return torch.randn(shape, generator=gen, dtype=torch.float64).float() * math.sqrt(var)
-
-
-def rms_operator_norm(delta, torch) -> float:
-    """``sqrt(n_in/n_out)·‖Δ‖_2``; a vector of length ``n`` is an ``n × 1`` matrix."""
-    d = delta.detach().to(torch.float64)
-    if d.ndim == 1:
-        return float(d.norm() / math.sqrt(d.numel()))
-    n_out, n_in = d.shape
-    return float(math.sqrt(n_in / n_out) * torch.linalg.matrix_norm(d, ord=2))
-
-
 def measure(
     optimizer: str | Impl,
     role_name: str,
@@ -446,14 +396,14 @@ def measure(
 ) -> float:
     """``‖ΔW‖_R`` of one real step (the last of ``Impl.steps``) for one role and width.
 
-    ``optimizer``: a name in :data:`IMPLEMENTATIONS`, or an :class:`Impl`."""
+    ``optimizer``: a name in :data:`PROBE_BUILDERS`, or an :class:`Impl`."""
     import torch
 
-    impl = optimizer if isinstance(optimizer, Impl) else IMPLEMENTATIONS[optimizer]
-    shape = _SHAPES[role_name][1](width, d0)
+    impl = optimizer if isinstance(optimizer, Impl) else PROBE_BUILDERS[optimizer]
+    shape = SHAPES[role_name][1](width, d0)
     gen = torch.Generator().manual_seed(seed * 1_000_003 + width)
     dt = getattr(torch, dtype)
-    w0 = impl.init(shape, gen, torch) if impl.init else _init(shape, role_name, gen, torch)
+    w0 = impl.init(shape, gen, torch) if impl.init else mup_init(shape, gen, torch)
     p = torch.nn.Parameter(w0.to(device=device, dtype=dt))
     grad = _gradient(shape, rank, noise, gen, torch).to(device=device, dtype=dt)
     opt = impl.build([p], torch)
@@ -494,19 +444,19 @@ def probe(
     :func:`spectral.spec_file.load_spec`); its ``update_norm`` gives the declared exponents.
     ``factory(param_groups, **kwargs)`` builds the implementation measured (see
     :meth:`Impl.from_factory`); without one the optimizer's name must be in
-    :data:`IMPLEMENTATIONS`.
+    :data:`PROBE_BUILDERS`.
     """
     from .catalog import resolve
 
     spec = resolve(optimizer)
     if factory is not None:
         impl = factory if isinstance(factory, Impl) else Impl.from_factory(factory)
-    elif spec.name in IMPLEMENTATIONS:
-        impl = IMPLEMENTATIONS[spec.name]
+    elif spec.name in PROBE_BUILDERS:
+        impl = PROBE_BUILDERS[spec.name]
     else:
         raise SpecError(
             f"no torch / pytorch-optimizer implementation is wired up for {spec.name!r}; "
-            f"probe-able: {', '.join(IMPLEMENTATIONS)}; for any other optimizer pass a factory "
+            f"probe-able: {', '.join(PROBE_BUILDERS)}; for any other optimizer pass a factory "
             "fn(param_groups, **kwargs) (spectral probe --factory MODULE:CALLABLE)"
         )
     widths = tuple(sorted(int(w) for w in widths))
@@ -545,7 +495,7 @@ def probe(
             )
         rows.append(
             ProbeRow(
-                role_name, _SHAPES[role_name][0], declared, measured, ok, tuple(norms), uses_g, note
+                role_name, SHAPES[role_name][0], declared, measured, ok, tuple(norms), uses_g, note
             )
         )
     notes = (impl.note,) if impl.note else ()

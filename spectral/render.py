@@ -24,13 +24,12 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cache
-from pathlib import Path
 from typing import Any, Literal
 
 from .result import Derivation, Exponent
 from .roles import HP_LABELS, role
 from .spec import show
+from .templating import Kind, environment
 from .text import for_latex, for_markdown, for_terminal
 
 __all__ = [
@@ -232,38 +231,8 @@ def _check_rows(d: Derivation) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------
 
 
-@cache
-def _environment(kind: Literal["text", "latex"]):
-    import jinja2
-
-    import templates
-
-    options: dict[str, Any] = {
-        "loader": jinja2.FileSystemLoader(Path(templates.__file__).parent),
-        "undefined": jinja2.StrictUndefined,
-        "autoescape": False,
-        "keep_trailing_newline": True,
-        "trim_blocks": True,
-        "lstrip_blocks": True,
-    }
-    if kind == "latex":  # `{#1}` and `{%` are ordinary LaTeX: use other delimiters
-        options.update(
-            block_start_string="<%",
-            block_end_string="%>",
-            variable_start_string="<<",
-            variable_end_string=">>",
-            comment_start_string="<#",
-            comment_end_string="#>",
-        )
-    env = jinja2.Environment(**options)
-    env.filters["md"] = markdown_escape
-    env.filters["tex"] = latex_escape
-    env.filters["comment"] = lambda text: " ".join(str(text).split())  # one comment line
-    return env
-
-
-def _render(kind: Literal["text", "latex"], template: str, **context: Any) -> str:
-    return _environment(kind).get_template(template).render(**context)
+def _render(kind: Kind, template: str, **context: Any) -> str:
+    return environment(kind).get_template(template).render(**context)
 
 
 # --------------------------------------------------------------------------------------

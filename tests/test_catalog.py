@@ -60,7 +60,7 @@ def test_every_declaration_has_a_probe_and_a_factory(name):
     """Every catalog optimizer has a real implementation in the probe and in the generated
     module, and a declared ε has a default base value."""
     from spectral.codegen import IMPLEMENTATIONS as CODEGEN
-    from spectral.probe import IMPLEMENTATIONS as PROBE
+    from spectral.probe import PROBE_BUILDERS as PROBE
     from spectral.transfer import DEFAULT_EPS
 
     assert name in PROBE and name in CODEGEN

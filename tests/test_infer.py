@@ -187,7 +187,13 @@ def test_round_exponent(value, low, high, expected):
 
 
 def test_doctests():
-    failures, tried = doctest.testmod(spectral.infer)
+    import importlib
+    import pkgutil
+
+    failures = tried = 0
+    for info in pkgutil.iter_modules(spectral.infer.__path__):  # the package's modules
+        f, t = doctest.testmod(importlib.import_module(f"spectral.infer.{info.name}"))
+        failures, tried = failures + f, tried + t
     assert failures == 0 and tried >= 5
 
 

@@ -750,7 +750,8 @@ def test_docs_train_with_it_in_jax(tmp_path, monkeypatch, capsys):
 def test_coordcheck_jax_small_sweep(capsys):
     """A tiny sweep through the generated JAX module: the slope table of `spectral
     coord-check`, μP flat over width and depth, SP not (AdamW at 10 steps)."""
-    from spectral.coordcheck_jax import JaxCoordCheckConfig, main, run_coord_check_jax
+    from spectral.cli.coordcheck_jax import main
+    from spectral.coordcheck_jax import JaxCoordCheckConfig, run_coord_check_jax
     from spectral.coordcheck_jax import slope_table
 
     cfg = JaxCoordCheckConfig(
@@ -775,7 +776,7 @@ def test_coordcheck_jax_small_sweep(capsys):
 
 @pytest.mark.parametrize("run", ["mlp-k2-adamw", "mlp-k2-muon-kimi"])
 def test_committed_jax_coord_check_numbers(run):
-    """docs/jax/*.json (python -m spectral.coordcheck_jax, full sweep): the μP slopes of
+    """docs/jax/*.json (python -m spectral.cli.coordcheck_jax, full sweep): the μP slopes of
     ‖h_L(t) − h_L(0)‖ are within ±0.15 over width and depth, and docs/jax.md shows them."""
     result = json.loads((ROOT / "docs" / "jax" / f"{run}.json").read_text(encoding="utf-8"))
     cfg = result["config"]

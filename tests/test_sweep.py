@@ -23,7 +23,7 @@ from spectral.sweep import (  # noqa: E402
     recipe,
     run_sweep,
 )
-from spectral.sweep_report import (  # noqa: E402
+from spectral.sweep.report import (  # noqa: E402
     Table,
     build_tables,
     drift,
@@ -184,19 +184,19 @@ def corpus(tmp_path_factory):
 def test_resume_skips_finished_runs(tmp_path: Path, corpus, monkeypatch):
     cfg = _toy()
     out = tmp_path / "sw"
-    first = run_sweep(cfg, out, corpus, progress=False)
+    first = run_sweep(cfg, out, corpus)
     assert len(first) == 2 and all(r["val_loss"] is not None for r in first)
     lines = (out / RUNS_FILE).read_text().splitlines()
     assert len(lines) == 2
 
     # a rerun trains nothing
-    import spectral.sweep as sweep
+    import spectral.sweep.train as sweep_train
 
     def boom(*a, **k):
         raise AssertionError("a finished run was trained again")
 
-    monkeypatch.setattr(sweep, "_train", boom)
-    again = run_sweep(cfg, out, corpus, progress=False)
+    monkeypatch.setattr(sweep_train, "train_run", boom)
+    again = run_sweep(cfg, out, corpus)
     assert [r["key"] for r in again] == [r["key"] for r in first]
     assert len((out / RUNS_FILE).read_text().splitlines()) == 2
 
@@ -205,14 +205,14 @@ def test_resume_skips_finished_runs(tmp_path: Path, corpus, monkeypatch):
     (out / RUNS_FILE).write_text(lines[0] + "\n" + lines[1][:25])
     assert len(read_runs(out / RUNS_FILE)) == 1
     calls = []
-    real = sweep._train
+    real = sweep_train.train_run
 
     def counting(*a, **k):
         calls.append(a[0])
         return real(*a, **k)
 
-    monkeypatch.setattr(sweep, "_train", counting)
-    resumed = run_sweep(cfg, out, corpus, progress=False)
+    monkeypatch.setattr(sweep_train, "train_run", counting)
+    resumed = run_sweep(cfg, out, corpus)
     assert len(calls) == 1 and calls[0].log2_lr == -6
     assert len(read_runs(out / RUNS_FILE)) == 2
     # same seeds, same data: the rerun reproduces the lost result
@@ -221,8 +221,8 @@ def test_resume_skips_finished_runs(tmp_path: Path, corpus, monkeypatch):
 
 def test_changed_settings_are_new_runs(tmp_path: Path, corpus):
     out = tmp_path / "sw"
-    run_sweep(_toy(log2_lrs=(-8,)), out, corpus, progress=False)
-    run_sweep(_toy(log2_lrs=(-8,), steps=4), out, corpus, progress=False)
+    run_sweep(_toy(log2_lrs=(-8,)), out, corpus)
+    run_sweep(_toy(log2_lrs=(-8,), steps=4), out, corpus)
     recs = read_runs(out / RUNS_FILE)
     assert len(recs) == 2 and recs[0]["key"] != recs[1]["key"]
 
@@ -230,7 +230,7 @@ def test_changed_settings_are_new_runs(tmp_path: Path, corpus):
 def test_identical_hps_are_reused_across_parameterizations(tmp_path: Path, corpus):
     # at the base size every ratio is 1: sp, mup-k1 and mup are the same run
     cfg = _toy(parameterizations=("sp", "mup-k1", "mup"), log2_lrs=(-8,))
-    recs = run_sweep(cfg, tmp_path, corpus, progress=False)
+    recs = run_sweep(cfg, tmp_path, corpus)
     assert [r["parameterization"] for r in recs] == ["sp", "mup-k1", "mup"]
     assert sum("reused_from" in r for r in recs) == 2
     assert len({r["val_loss"] for r in recs}) == 1
@@ -238,7 +238,7 @@ def test_identical_hps_are_reused_across_parameterizations(tmp_path: Path, corpu
 
 def test_diverged_run_is_recorded_not_raised(tmp_path: Path, corpus):
     cfg = _toy(log2_lrs=(-8,), init_std=1e30)  # overflowing weights: inf/NaN loss at once
-    (rec,) = run_sweep(cfg, tmp_path, corpus, progress=False)
+    (rec,) = run_sweep(cfg, tmp_path, corpus)
     assert rec["diverged"] is True and rec["val_loss"] is None and rec["diverged_at"] == 0
     (line,) = (tmp_path / RUNS_FILE).read_text().splitlines()
     assert json.loads(line)["diverged"] is True
@@ -248,12 +248,12 @@ def test_diverged_run_is_recorded_not_raised(tmp_path: Path, corpus):
 
 def test_hybrid_builds_muon_and_adamw(tmp_path: Path, corpus):
     cfg = _toy(optimizer="muon-kimi+adamw", log2_lrs=(-6,), parameterizations=("mup",))
-    (rec,) = run_sweep(cfg, tmp_path, corpus, progress=False)
+    (rec,) = run_sweep(cfg, tmp_path, corpus)
     assert rec["val_loss"] is not None
-    from spectral.sweep import _build
+    from spectral.sweep import build_run
 
     r = recipe(cfg.optimizer, "mup", cfg)
-    _, opts = _build(plan(cfg)[0], cfg, r, 256, "cpu")
+    _, opts = build_run(plan(cfg)[0], cfg, r, 256, "cpu")
     assert sorted(type(o).__name__ for o in opts[0].parts.values()) == ["AdamW", "Muon"]
 
 
@@ -345,7 +345,7 @@ def test_transfer_regret_on_synthetic_runs():
 
 def test_report_on_two_run_toy_sweep(tmp_path: Path, corpus):
     cfg = _toy()
-    run_sweep(cfg, tmp_path, corpus, progress=False, command="spectral sweep --toy")
+    run_sweep(cfg, tmp_path, corpus, command="spectral sweep --toy")
     paths = write_report(tmp_path, cfg)
     names = {p.name for p in paths}
     assert {"summary.md", "tables.tex", "drift.json", "lr_width.png", "lr_depth.png"} <= names
@@ -372,7 +372,7 @@ def test_report_on_two_run_toy_sweep(tmp_path: Path, corpus):
 
 def test_index_lists_each_optimizer(tmp_path: Path, corpus):
     cfg = _toy(log2_lrs=(-8,))
-    run_sweep(cfg, tmp_path / "adamw", corpus, progress=False, command="spectral sweep --toy")
+    run_sweep(cfg, tmp_path / "adamw", corpus, command="spectral sweep --toy")
     write_report(tmp_path / "adamw", cfg)
     text = write_index(tmp_path, [cfg]).read_text()
     assert "[adamw](adamw/summary.md)" in text and "adamw/lr_width.png" in text
@@ -396,8 +396,8 @@ def test_index_lists_each_optimizer(tmp_path: Path, corpus):
 def no_training(monkeypatch):
     """Record what the CLI would train and report, instead of doing it."""
     import spectral.data
-    import spectral.sweep
-    import spectral.sweep_report
+    import spectral.sweep.report
+    import spectral.sweep.train
 
     calls: dict[str, list] = {"load_data": [], "run_sweep": [], "write_report": []}
 
@@ -414,8 +414,8 @@ def no_training(monkeypatch):
         return []
 
     monkeypatch.setattr(spectral.data, "load_data", load_data)
-    monkeypatch.setattr(spectral.sweep, "run_sweep", run_sweep)
-    monkeypatch.setattr(spectral.sweep_report, "write_report", write_report)
+    monkeypatch.setattr(spectral.sweep.train, "run_sweep", run_sweep)
+    monkeypatch.setattr(spectral.sweep.report, "write_report", write_report)
     return calls
 
 
@@ -435,7 +435,7 @@ def test_sweep_without_out_is_a_usage_error(capsys, no_training):
 
 
 def test_module_main_without_out_is_a_usage_error(capsys):
-    from spectral import sweep
+    from spectral.cli import sweep  # python -m spectral.sweep runs this main
 
     with pytest.raises(SystemExit) as info:
         sweep.main([])
@@ -490,12 +490,12 @@ def test_out_under_a_file_is_one_line(tmp_path: Path, capsys, no_training):
 
 
 def test_bad_data_leaves_no_folder(tmp_path: Path, capsys, monkeypatch):
-    import spectral.sweep
+    import spectral.sweep.train
 
     def fail(*args, **kwargs):
         raise AssertionError("no sweep may start")
 
-    monkeypatch.setattr(spectral.sweep, "run_sweep", fail)
+    monkeypatch.setattr(spectral.sweep.train, "run_sweep", fail)
     out = tmp_path / "out"
     assert _cli("--out", str(out), "--data", str(tmp_path / "nope.txt")) == 2
     assert "neither" in capsys.readouterr().err
@@ -533,14 +533,14 @@ def test_default_multiplier_keeps_the_old_settings_and_keys():
 
 
 def _meta_fingerprint(cfg: SweepConfig, parameterization: str, width: int) -> tuple[str, dict]:
-    from spectral.sweep import Job, _build, _fingerprint
+    from spectral.sweep import Job, build_run, fingerprint
 
     job = Job(parameterization, width, cfg.depth, -8)
     rec = recipe(cfg.optimizer, parameterization, cfg)
     with torch.device("meta"):
-        model, opts = _build(job, cfg, rec, 256, "meta")
+        model, opts = build_run(job, cfg, rec, 256, "meta")
     mults = {"input": model.alpha_input, "hidden": model.alpha_hidden, "output": model.alpha_output}
-    return _fingerprint(job, cfg, rec, model, opts, "data"), mults
+    return fingerprint(job, cfg, rec, model, opts, "data"), mults
 
 
 def test_output_multiplier_reaches_every_parameterization_and_the_key():
@@ -564,7 +564,7 @@ def test_output_multiplier_reaches_every_parameterization_and_the_key():
 def test_multiplier_flag_is_parsed_into_the_configs():
     import argparse
 
-    from spectral.sweep import configs_from_args, configure_parser
+    from spectral.cli.sweep import configs_from_args, configure_parser
 
     p = argparse.ArgumentParser()
     configure_parser(p)

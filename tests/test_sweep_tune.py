@@ -12,13 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spectral.sweep_tune import base_configs, candidates, choose, label, mean_cell, parse_tune
+from spectral.sweep.tune import base_configs, candidates, choose, label, mean_cell, parse_tune
 
 torch = pytest.importorskip("torch")
 
 from spectral.data import stdlib_bytes  # noqa: E402
-from spectral.sweep import RUNS_FILE, PRESETS, SweepConfig, configs_from_args, configure_parser, read_runs  # noqa: E402
-from spectral.sweep_report import Table, mean_tables  # noqa: E402
+from spectral.cli.sweep import configs_from_args, configure_parser  # noqa: E402
+from spectral.sweep import RUNS_FILE, PRESETS, SweepConfig, read_runs  # noqa: E402
+from spectral.sweep.report import Table, mean_tables  # noqa: E402
 
 # --------------------------------------------------------------------------------------
 # parsing and candidates (pure)
@@ -162,16 +163,16 @@ def _sweep(out: Path, text: Path, *words: str) -> int:
 
 
 def test_tune_then_transfer_in_one_command(tmp_path: Path, text: Path, monkeypatch, capsys):
-    import spectral.sweep as sweep
+    import spectral.sweep.train as sweep_train
 
     trained = []
-    real = sweep._train
+    real = sweep_train.train_run
 
     def counting(job, cfg, *a, **k):
         trained.append((job, cfg.multiplier, cfg.seed))
         return real(job, cfg, *a, **k)
 
-    monkeypatch.setattr(sweep, "_train", counting)
+    monkeypatch.setattr(sweep_train, "train_run", counting)
     out = tmp_path / "o"
     assert _sweep(out, text, "--seeds", "0,1", "--tune", "output=1,4") == 0
     # stage 1: 2 candidates × 2 η × 2 seeds at the base; stage 2: (64, 1) and (32, 2), sp and mup,
@@ -284,7 +285,7 @@ def test_gpu_preset_names_the_comparison():
     assert cfg.optimizer == "muon-kimi+adamw" and cfg.parameterizations == ("sp", "mup")
     assert (cfg.widths, cfg.depths, cfg.steps) == (g["widths"], g["depths"], g["steps"])
     assert max(cfg.widths) >= 4 * max(PRESETS["cpu"]["widths"])  # 4-8x the CPU widths
-    from spectral.sweep import _tune
+    from spectral.cli.sweep import _tune
 
     assert _tune(args) == [("output", (1.0, 4.0, 16.0))]
     assert _tune(p.parse_args(["--out", "x", "--preset", "gpu-8min", "--tune", "none"])) == []
@@ -313,16 +314,16 @@ def test_seed_mean_report_matches_one_seed_report_for_one_seed(tmp_path: Path, t
 
 
 def test_lr_scale_reaches_the_role_and_the_key():
-    from spectral.sweep import Job, _build, recipe
+    from spectral.sweep import Job, build_run, recipe
 
     cfg = _toy(lr_scale={"input_weight": 0.25})
     assert cfg.settings()["lr_scale"] == {"input_weight": 0.25}
     assert "lr_scale" not in _toy().settings()  # unset: old keys still match
     rec = recipe(cfg.optimizer, "mup", cfg)
-    model, (opt,) = _build(Job("mup", 64, 1, -6), cfg, rec, 256, "cpu")
+    model, (opt,) = build_run(Job("mup", 64, 1, -6), cfg, rec, 256, "cpu")
     names = {id(p): n for n, p in model.named_parameters()}
     lrs = {names[id(p)]: g["lr"] for g in opt.param_groups for p in g["params"]}
-    plain_model, (plain,) = _build(Job("mup", 64, 1, -6), _toy(), rec, 256, "cpu")
+    plain_model, (plain,) = build_run(Job("mup", 64, 1, -6), _toy(), rec, 256, "cpu")
     plain_lrs = {n: g["lr"] for g in plain.param_groups for p in g["params"] for n, q in plain_model.named_parameters() if q is p}
     emb = [n for n in lrs if rec.module.classify(n, dict(model.named_parameters())[n]) == "input_weight"]
     assert emb
@@ -332,7 +333,7 @@ def test_lr_scale_reaches_the_role_and_the_key():
 
 
 def test_tune_splits_lr_keys_from_multiplier_keys():
-    from spectral.sweep_tune import apply
+    from spectral.sweep.tune import apply
 
     cands = candidates(1.0, [("lr.input_weight", (0.25, 1.0))])
     assert cands == [{"lr.input_weight": 0.25}, {"lr.input_weight": 1.0}]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DerivationError, SpectralError
+from ..render import FORMATS  # the formats render.render() knows: one list
 from ..text import for_terminal
 from . import checks as _checks
 from . import codegen as cli_codegen
@@ -74,8 +75,6 @@ def _run_list(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------
 # spectral derive
 # --------------------------------------------------------------------------------------
-
-FORMATS = ("table", "markdown", "latex", "json")
 
 
 def _configure_derive(p: argparse.ArgumentParser) -> None:
@@ -199,7 +198,7 @@ COMMANDS["infer"] = Command(
 
 
 def _sweep():
-    from .. import sweep  # stdlib-only at import; torch is imported when a sweep trains
+    from . import sweep  # stdlib-only at import; torch is imported when a sweep trains
 
     return sweep
 

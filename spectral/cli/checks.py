@@ -383,13 +383,13 @@ def _probe_table(results):
                 "[green]pass[/]" if r.passed else "[red]FAIL[/]",
                 r.note,
             )
-    from ..probe import IMPLEMENTATIONS
+    from ..probe import PROBE_BUILDERS
 
     own = [
         f"{res.optimizer} = {res.implementation}"
         for res in results
-        if res.optimizer not in IMPLEMENTATIONS
-        or IMPLEMENTATIONS[res.optimizer].name != res.implementation
+        if res.optimizer not in PROBE_BUILDERS
+        or PROBE_BUILDERS[res.optimizer].name != res.implementation
     ]
     if own:
         t.caption = "measured: " + "; ".join(own)
@@ -471,12 +471,12 @@ def _user_optimizer(args: argparse.Namespace, names: list[str]) -> tuple[Any, An
 def run_probe_cmd(args: argparse.Namespace) -> int:
     from ..catalog import catalog, resolve
     from .common import console
-    from ..probe import IMPLEMENTATIONS, probe
+    from ..probe import PROBE_BUILDERS, probe
 
     names = list(args.optimizer)
     spec, factory = _user_optimizer(args, names)
     if spec is not None:
-        if factory is None and spec.name not in IMPLEMENTATIONS:
+        if factory is None and spec.name not in PROBE_BUILDERS:
             raise SpecError(
                 f"--spec {args.spec} declares {spec.name!r}, which has no built-in "
                 "implementation; pass --factory MODULE:CALLABLE, a function "
@@ -487,7 +487,7 @@ def run_probe_cmd(args: argparse.Namespace) -> int:
         if not names:
             raise SpecError("name an OPTIMIZER (or 'all'), or give --spec FILE.toml")
         if names == ["all"]:
-            names = [n for n in catalog() if n in IMPLEMENTATIONS]
+            names = [n for n in catalog() if n in PROBE_BUILDERS]
         optimizers = [resolve(n) for n in names]
     _check_outputs(args, "json", "markdown", "plot")
     for path in (args.json, args.markdown, args.plot):

@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+# parse_base_value stays in __all__: it was defined here before it moved below the CLI
+from ..base_values import check_base_value, parse_base_value
+
 __all__ = [
     "CODEGEN_DESCRIPTION",
     "TRANSFER_DESCRIPTION",
@@ -75,39 +78,6 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
-
-
-def _number(text: str) -> float:
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
-
-
-def parse_base_value(text: str) -> float | dict[str, float]:
-    """``0.01``, or ``KEY=VALUE`` pairs: ``muon=0.02,adamw=3e-4``, ``hidden_weight=0.1,default=0``.
-
-    KEY is a role, an optimizer or ``default`` (checked against the plan in
-    :func:`run_transfer`, which knows the optimizers); VALUE a finite number. Signs are
-    checked there too, so that ``--lr -1`` is one ``error:`` line naming the option.
-    """
-    if "=" not in text:
-        return _number(text)
-    out: dict[str, float] = {}
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        key = key.strip().lower()
-        if not sep or not key:
-            raise argparse.ArgumentTypeError(f"expected KEY=VALUE pairs, got {text!r}")
-        if key in out:
-            raise argparse.ArgumentTypeError(f"{key} is given twice in {text!r}")
-        out[key] = _number(value.strip())
-    return out
 
 
 def _plan(args: argparse.Namespace) -> Any:
@@ -252,39 +222,6 @@ BASE_OPTIONS = ("lr", "init_std", "weight_decay", "eps", "multiplier")
 """The base values ``spectral transfer`` takes, by their ``hparams`` keyword."""
 
 
-def _check_base(value: Any, p: Any, what: str) -> None:
-    """Refuse a negative value or a key that names nothing, naming the option.
-
-    :mod:`spectral.scaling` refuses both too; checking here first lets the message name the
-    command-line option and the optimizers of this plan.
-    """
-    from ..errors import SpecError
-    from ..roles import ROLE_NAMES
-
-    option = "--" + what.replace("_", "-")
-    if value is None:
-        return
-    pairs = value.items() if isinstance(value, dict) else [(None, value)]
-    for key, number in pairs:
-        if number < 0:
-            given = f"{number:g}" if key is None else f"{key}={number:g}"
-            raise SpecError(f"{option}: expected a number >= 0, got {given}")
-    if not isinstance(value, dict):
-        return
-    optimizers = list(dict.fromkeys(p.optimizers.values()))
-    known = [*ROLE_NAMES, *optimizers, "default"]
-    if what == "multiplier":
-        known += ["input", "hidden", "output"]
-    unknown = [k for k in value if k not in known]
-    if unknown:
-        layers = ", layers (input, hidden, output)" if what == "multiplier" else ""
-        raise SpecError(
-            f"{option}: unknown key(s) {', '.join(unknown)}; use roles "
-            f"({', '.join(ROLE_NAMES)}), optimizers used here ({', '.join(optimizers)})"
-            f"{layers} or default"
-        )
-
-
 def _check_eps(eps: Any, p: Any) -> None:
     """An optimizer with an ε rule but no known default (a --spec file's) needs --eps."""
     from ..errors import SpecError
@@ -314,7 +251,7 @@ def run_transfer(args: argparse.Namespace) -> int:
     p = _plan(args)
     base = {what: getattr(args, what) for what in BASE_OPTIONS}
     for what, value in base.items():
-        _check_base(value, p, what)
+        check_base_value(value, p, what)
     _check_eps(args.eps, p)
     try:
         hp = hparams(

@@ -1,6 +1,6 @@
 """Tables, plots and optimum drift of a learning-rate sweep, as the paper shows them.
 
-From ``OUT/runs.jsonl`` (:mod:`spectral.sweep`) this writes, into ``OUT``:
+From ``OUT/runs.jsonl`` (:mod:`spectral.sweep.records`) this writes, into ``OUT``:
 
 * ``summary.md`` — first the transfer regret and the best loss per size and parameterisation,
   then the optimum drift, then every table (final validation loss per size × log2 LR, best
@@ -31,13 +31,14 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterable
 
-from .io import write_atomic
-from .sweep_tune import label, mean_cell
+from ..io import write_atomic
+from ..templating import environment
+from .records import META_FILE, RUNS_FILE, read_runs
+from .tune import label, mean_cell
 
 __all__ = [
     "Table",
@@ -277,7 +278,7 @@ def _base_lrs(tables: list[Table]) -> list[dict[str, Any]]:
 def render_regret_markdown(tables: list[Table]) -> str:
     """The regret / best-loss table in markdown (``templates/sweep_regret.md.j2``)."""
     params, rows = regret_rows(tables)
-    return _env(False).get_template("sweep_regret.md.j2").render(
+    return environment("text").get_template("sweep_regret.md.j2").render(
         params=params, rows=rows, bases=_base_lrs(tables))
 
 
@@ -285,36 +286,9 @@ def render_regret_latex(tables: list[Table]) -> str:
     """The regret / best-loss table in the paper's LaTeX style (``templates/sweep_regret.tex.j2``)."""
     params, rows = regret_rows(tables)
     optimizer = tables[0].optimizer if tables else ""
-    return _env(True).get_template("sweep_regret.tex.j2").render(
+    return environment("latex").get_template("sweep_regret.tex.j2").render(
         optimizer=optimizer, params=[_PARAM_TEX.get(p, p) for p in params], rows=rows,
         bases=_base_lrs(tables), label=f"tab:sweep-{optimizer}-regret".replace("+", "-"))
-
-
-@cache
-def _env(latex: bool):
-    import jinja2
-
-    import templates
-
-    from .render import latex_escape
-
-    opts: dict[str, Any] = dict(
-        loader=jinja2.FileSystemLoader(Path(templates.__file__).parent),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    if latex:
-        opts.update(
-            block_start_string="<%", block_end_string="%>",
-            variable_start_string="<<", variable_end_string=">>",
-            comment_start_string="<#", comment_end_string="#>",
-        )
-    env = jinja2.Environment(**opts)
-    env.filters["tex"] = latex_escape
-    return env
 
 
 def _rows(table: Table) -> list[dict[str, Any]]:
@@ -334,7 +308,7 @@ def _caption(table: Table) -> str:
 
 def render_markdown(table: Table) -> str:
     meta = _AXIS_META[table.axis]
-    return _env(False).get_template("sweep_table.md.j2").render(
+    return environment("text").get_template("sweep_table.md.j2").render(
         caption=f"*{_caption(table)}*", size_label=meta["label"], log2_lrs=table.log2_lrs, rows=_rows(table)
     )
 
@@ -343,7 +317,7 @@ def render_latex(table: Table) -> str:
     meta = _AXIS_META[table.axis]
     label = f"tab:sweep-{table.optimizer}-{table.axis}-{table.parameterization}".replace("+", "-")
     caption = f"{table.optimizer}, {table.parameterization}, {table.axis} scaling: final validation loss."
-    return _env(True).get_template("sweep_table.tex.j2").render(
+    return environment("latex").get_template("sweep_table.tex.j2").render(
         caption=caption, size_name=meta["name"], size_symbol=meta["symbol"],
         log2_lrs=table.log2_lrs, rows=_rows(table), label=label,
     )
@@ -432,11 +406,9 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
 
     ``seeds``: the tables are the seed-mean of each seed's (default: ``cfg.seed`` alone), and
     a per-seed table shows each seed's best and regret at the largest size. ``choice``: the
-    base tuning of ``--tune`` (:func:`spectral.sweep_tune.choose`), shown first and written
+    base tuning of ``--tune`` (:func:`spectral.sweep.tune.choose`), shown first and written
     to ``tuning.json``.
     """
-    from .sweep import META_FILE, RUNS_FILE, read_runs
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if records is None:
@@ -460,7 +432,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
     all_settings = [replace(cfg, seed=s).settings() for s in seeds]
     hp_sources = sorted({r.get("hp_source", "?") for r in records
                          if r.get("settings") in all_settings and r.get("optimizer") == cfg.optimizer})
-    summary = _env(False).get_template("sweep_summary.md.j2").render(
+    summary = environment("text").get_template("sweep_summary.md.j2").render(
         optimizer=cfg.optimizer,
         token="byte" if data.get("vocab_size", 256) == 256 else "token",
         settings=settings,
@@ -486,7 +458,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
         tables=[{"title": t.title, "markdown": render_markdown(t)} for t in tables],
         images=images,
     )
-    tuning_tex = [] if choice is None else [_env(True).get_template("sweep_tuning.tex.j2").render(
+    tuning_tex = [] if choice is None else [environment("latex").get_template("sweep_tuning.tex.j2").render(
         optimizer=cfg.optimizer, base_width=cfg.base_width, base_depth=cfg.base_depth, n_seeds=len(seeds),
         tuned=", ".join(choice.keys), winner=label(choice.chosen, choice.keys), rows=tuning_rows(choice),
         log2_lrs=list(choice.log2_lrs), label=f"tab:sweep-{cfg.optimizer}-tuning".replace("+", "-"))]
@@ -531,5 +503,5 @@ def write_index(root: str | Path, cfgs: list[Any]) -> Path:
                          "sizes": f"{sym} = {', '.join(map(str, sizes))}", "cells": cells,
                          "largest": f"{sym} = {sizes[-1]}" if sizes else "–", "regret_cells": regret_cells})
         optimizers.append({"name": cfg.optimizer, "folder": cfg.optimizer, "command": meta.get("command") or "?"})
-    text = _env(False).get_template("sweep_index.md.j2").render(rows=rows, optimizers=optimizers)
+    text = environment("text").get_template("sweep_index.md.j2").render(rows=rows, optimizers=optimizers)
     return write_atomic(root / "README.md", text, force=True)

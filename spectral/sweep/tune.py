@@ -13,7 +13,7 @@ CompleteP's input/output α) and transfers them with the learning rate. ``spectr
    base-size runs are the winner's stage-1 runs (same key), so nothing is trained twice.
 
 This module is pure (no torch, no files): candidates, the stage-1 configurations, and the
-choice from recorded runs. :mod:`spectral.sweep` runs the stages; :mod:`spectral.sweep_report`
+choice from recorded runs. :mod:`spectral.sweep.train` runs the stages; :mod:`spectral.sweep.report`
 renders the choice.
 """
 

@@ -1,0 +1,97 @@
+"""``python -m spectral.cli.coordcheck_jax``: the JAX coordinate check from the command line.
+
+Parses the options into a :class:`~spectral.coordcheck_jax.JaxCoordCheckConfig`, runs
+:func:`~spectral.coordcheck_jax.run_coord_check_jax` with progress lines on standard error,
+prints the slope table and writes the JSON; the check itself prints nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+from ..coordcheck import DEFAULT_ALPHA_BASE, PARAMETERIZATIONS
+from ..coordcheck_jax import JaxCoordCheckConfig, run_coord_check_jax, slope_table
+from ..errors import SpecError
+
+__all__ = ["main"]
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m spectral.cli.coordcheck_jax``: run the check, print the table (exit 2 on
+    bad input, 1 when a μP slope fails)."""
+    import json
+    import sys
+
+    p = argparse.ArgumentParser(
+        prog="python -m spectral.cli.coordcheck_jax",
+        description="Coordinate check of the flax residual MLP through the module "
+        "`spectral codegen --framework jax` writes (CPU); the table of `spectral coord-check`.",
+    )
+    p.add_argument("--optimizer", default="adamw", help="optimizer of the hidden weights")
+    p.add_argument("--others", default=None, help="optimizer of the other roles")
+    p.add_argument("--k", type=int, default=2, help="maps per residual block (default 2)")
+    p.add_argument("--widths", type=_ints, default=(64, 128, 256, 512), metavar="N,N,...")
+    p.add_argument("--depths", type=_ints, default=(4, 8, 16, 32, 64, 128), metavar="L,L,...")
+    p.add_argument("--parameterizations", type=lambda s: tuple(s.split(",")), default=PARAMETERIZATIONS)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--lr", type=float, default=None, help="base lr of --optimizer")
+    p.add_argument("--others-lr", type=float, default=None, help="base lr of --others")
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--alpha-base", type=float, default=DEFAULT_ALPHA_BASE["mlp"])
+    p.add_argument("--json", metavar="FILE", help="write every point and slope as JSON")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --json FILE")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = p.parse_args(argv)
+    try:
+        cfg = JaxCoordCheckConfig(
+            optimizer=args.optimizer,
+            others=args.others,
+            k=args.k,
+            parameterizations=args.parameterizations,
+            widths=args.widths,
+            depths=args.depths,
+            steps=args.steps,
+            batch=args.batch,
+            seeds=args.seeds,
+            lr=args.lr,
+            others_lr=args.others_lr,
+            weight_decay=args.weight_decay,
+            alpha_base=args.alpha_base,
+        )
+    except (SpecError, ValueError, KeyError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    if args.json and os.path.lexists(args.json) and not args.force:
+        sys.stderr.write(f"error: {args.json} exists; pass --force to overwrite it\n")
+        return 2
+
+    def progress(line: str) -> None:
+        if not args.quiet:
+            sys.stderr.write(line + "\n")
+
+    result = run_coord_check_jax(cfg, progress=progress)
+    sys.stdout.write(slope_table(result))
+    if args.json:
+        from ..io import write_atomic
+
+        try:
+            write_atomic(args.json, json.dumps(result, indent=1) + "\n", force=args.force)
+        except SpecError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            return 2
+    return 0 if result["pass"] else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,343 @@
+"""``spectral sweep``: the command line of :mod:`spectral.sweep`, registered in :mod:`spectral.cli`.
+
+Parses the arguments into :class:`~spectral.sweep.options.SweepConfig` objects (defaults
+from a preset), checks ``--out`` before any work, runs the stages of each optimizer (the
+base tuning, then the transfer sweep), writes the reports, and prints what happened: the
+only part of the sweep that prints. Also ``python -m spectral.sweep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .. import data
+from .. import sweep as sweep_package
+from ..base_values import parse_base_value
+from ..errors import SpecError
+from ..sweep import report as sweep_report
+from ..sweep import train as sweep_train
+from ..sweep.estimate import estimate
+from ..sweep.options import (
+    OPTIMIZERS,
+    PARAMETERIZATIONS,
+    PRESETS,
+    SweepConfig,
+    check_base_values,
+    resolve_device,
+)
+from ..sweep.records import RUNS_FILE
+from ..sweep.tune import apply, base_configs, candidates, label, parse_tune
+
+__all__ = ["configs_from_args", "configure_parser", "main", "run_from_args"]
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(v) for v in text.replace(" ", "").split(",") if v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not vals:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return vals
+
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    """The ``sweep`` arguments; defaults come from the cpu/gpu preset unless given."""
+    p.add_argument("--optimizer", "-O", action="append", choices=OPTIMIZERS,
+                   help="optimizer or hybrid; repeat for several (default: adamw)")
+    p.add_argument("--param", action="append", choices=PARAMETERIZATIONS, dest="params",
+                   help="parameterisation; repeat for several (default: all three)")
+    p.add_argument("--widths", type=_ints, help="widths of the width sweep (multiples of --head-dim)")
+    p.add_argument("--depth", type=int, help="depth of the width sweep")
+    p.add_argument("--depths", type=_ints, help="depths of the depth sweep")
+    p.add_argument("--width", type=int, help="width of the depth sweep")
+    p.add_argument("--base-width", type=int, help="n_base of the ratio rules")
+    p.add_argument("--base-depth", type=int, help="L_base of the ratio rules")
+    p.add_argument("--log2-lrs", type=_ints, help="base learning rates as powers of two, e.g. -10,-9,-8")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--warmup", type=int, help="warm-up steps (default: 10%% of --steps)")
+    p.add_argument("--min-lr-ratio", type=float, default=0.1, help="cosine floor as a fraction of the peak")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--block-size", type=int, help="context length")
+    p.add_argument("--head-dim", type=int, help="attention head dimension (fixed across widths)")
+    p.add_argument("--eval-batches", type=int)
+    p.add_argument("--init-std", type=float, default=0.02)
+    p.add_argument("--eps", type=float, default=1e-16, help="base AdamW ε (the paper: 1e-16)")
+    p.add_argument("--multiplier", type=parse_base_value, default=1.0, metavar="ALPHA",
+                   help="base block multiplier(s) at the base size, for every parameterisation: "
+                        "a number or KEY=VALUE pairs, KEY a layer (input, hidden, output), a role, "
+                        "an optimizer or default; e.g. output=0.5 (microsoft/mup's output_mult)")
+    p.add_argument("--lr-scale", type=parse_base_value, metavar="ROLE=F,…",
+                   help="factors on the grid's base η for some roles or optimizers, e.g. "
+                        "input_weight=0.25 (the embedding's base η is a quarter of the grid's)")
+    p.add_argument("--seed", type=int, help="init and batch seed (default 0)")
+    p.add_argument("--seeds", type=_ints, metavar="S1,S2,…",
+                   help="several seeds: every run once per seed; reports use the seed-mean loss")
+    p.add_argument("--tune", action="append", type=parse_tune, default=[], metavar="KEY=V1,V2,…",
+                   help="tune these base multiplier values × the log2 η grid at the base size only, then "
+                        "run the transfer sweep with the winner (seed-mean loss); KEY as in --multiplier, "
+                        "e.g. output=1,4,16,64, or lr.ROLE for a factor on that role's base η as in --lr-scale "
+                        "(lr.input_weight=0.25,1,4); repeat for several keys (all combinations); "
+                        "'none': no tuning, also where the preset tunes")
+    p.add_argument("--estimate", action="store_true",
+                   help="train nothing: time a few steps at each size on --device and print the plan "
+                        "(runs × steps) with its estimated wall time")
+    p.add_argument("--data", default="stdlib",
+                   help="'stdlib' (default: the standard library's .py sources), a text file, "
+                        "or a folder of nanoGPT uint16 .bin token shards (with --vocab-size)")
+    p.add_argument("--n-bytes", type=int, help="bytes of text to use (stdlib corpus / text file)")
+    p.add_argument("--val-fraction", type=float, default=0.1)
+    p.add_argument("--vocab-size", type=int, help="token vocabulary of --data DIR shards")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, … (default: cuda if present)")
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="defaults for everything not given: cpu (minutes on 2 cores), gpu (the paper's "
+                        "base 256 × 4, 1000 steps), gpu-8min (Muon-Kimi+AdamW, SP against μP with α_out "
+                        "tuned at the base, widths 128-1024, in under 8 minutes on one H100/H200); "
+                        "default: gpu on a CUDA device, else cpu")
+    p.add_argument("--threads", type=int, help="torch.set_num_threads (CPU)")
+    # required: a bare `spectral sweep` must not start a 126-run sweep in a folder of its choosing
+    p.add_argument("--out", "-o", required=True, metavar="DIR",
+                   help="results folder, created if missing (one subfolder per optimizer)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
+    p.add_argument("--report-only", action="store_true", help="render tables and plots from runs.jsonl; train nothing")
+
+
+def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
+    device = args.device
+    if device == "auto":
+        device = resolve_device("auto")
+    preset = _preset(args)
+
+    def pick(name: str, attr: str | None = None):
+        v = getattr(args, attr or name, None)
+        return preset[name] if v is None else v
+
+    base = SweepConfig(
+        parameterizations=tuple(args.params or preset.get("params", PARAMETERIZATIONS)),
+        widths=tuple(pick("widths")),
+        depth=pick("depth"),
+        depths=tuple(pick("depths")),
+        width=pick("width"),
+        base_width=pick("base_width"),
+        base_depth=pick("base_depth"),
+        steps=pick("steps"),
+        warmup=args.warmup,
+        min_lr_ratio=args.min_lr_ratio,
+        batch_size=pick("batch_size"),
+        block_size=pick("block_size"),
+        head_dim=pick("head_dim"),
+        eval_batches=pick("eval_batches"),
+        init_std=args.init_std,
+        eps=args.eps,
+        multiplier=args.multiplier,
+        lr_scale=args.lr_scale,
+        seed=_seeds(args)[0],
+        device=device,
+        threads=args.threads,
+    )
+    for n in base.widths + (base.width,):
+        if n % base.head_dim:
+            raise SpecError(f"width {n} is not a multiple of --head-dim {base.head_dim}")
+    out = []
+    tune = _tune(args)
+    for o in args.optimizer or preset.get("optimizers", ["adamw"]):
+        cfg = replace(base, optimizer=o, log2_lrs=tuple(preset["log2_lrs"][o] if args.log2_lrs is None else args.log2_lrs))
+        check_base_values(cfg)
+        for c in candidates(base.multiplier, tune) if tune else []:
+            check_base_values(apply(cfg, c))
+        out.append(cfg)
+    return out
+
+
+def _preset(args: argparse.Namespace) -> dict[str, Any]:
+    """``--preset``, or ``gpu`` on a CUDA device and ``cpu`` otherwise."""
+    device = resolve_device(args.device)
+    return PRESETS[args.preset or ("gpu" if device.startswith("cuda") else "cpu")]
+
+
+def _tune(args: argparse.Namespace) -> list[tuple[str, tuple[float, ...]]]:
+    """``--tune``, or the preset's base tuning (``--tune none`` turns it off)."""
+    if any(k == "none" for k, _ in args.tune):
+        return []
+    return list(args.tune) or list(_preset(args).get("tune", ()))
+
+
+def _seeds(args: argparse.Namespace) -> tuple[int, ...]:
+    """``--seeds``, or ``--seed`` (default 0); not both."""
+    if args.seeds is not None and args.seed is not None:
+        raise SpecError("give --seed or --seeds, not both")
+    if args.seeds is not None:
+        if len(set(args.seeds)) != len(args.seeds):
+            raise SpecError(f"--seeds: a seed is given twice in {','.join(map(str, args.seeds))}")
+        return tuple(args.seeds)
+    return (0 if args.seed is None else args.seed,)
+
+
+def _out_dirs(args: argparse.Namespace, cfgs: list[SweepConfig]) -> list[Path]:
+    """``--out`` and its per-optimizer folders, checked before any work and without writing.
+
+    A path that is there but is not a folder is refused; ``--report-only`` renders what is
+    on disk, so it needs each optimizer's ``runs.jsonl`` (else it would write empty reports).
+    """
+    root = Path(args.out)
+    dirs = [root, *(root / cfg.optimizer for cfg in cfgs)]
+    for d in dirs:
+        if d.exists() and not d.is_dir():
+            raise SpecError(f"--out: {str(d)!r} exists and is not a directory")
+    if args.report_only:
+        for d in dirs[1:]:
+            if not (d / RUNS_FILE).is_file():
+                raise SpecError(
+                    f"--report-only: no {str(d / RUNS_FILE)!r}; run the sweep first "
+                    "(without --report-only)"
+                )
+    return dirs
+
+
+def _make_dirs(dirs: list[Path]) -> None:
+    """Create the output folders (with parents); a failure is one line, not a traceback."""
+    for d in dirs:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SpecError(f"--out: cannot create {str(d)!r} ({exc.strerror or exc})") from None
+
+
+def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -> int:
+    import shlex
+    import sys
+
+    if args.estimate and args.report_only:
+        raise SpecError("--estimate and --report-only exclude each other")
+    cfgs = configs_from_args(args)
+    tune = _tune(args)
+    words = list(argv) if argv is not None else sys.argv[1:]
+    if words[:1] == ["sweep"]:  # called as `spectral sweep ...`
+        words = words[1:]
+    command = "spectral sweep " + shlex.join(words)
+    n_bytes = args.n_bytes if args.n_bytes is not None else _preset(args)["n_bytes"]
+    dirs = _out_dirs(args, cfgs)
+    out_root = dirs[0]
+    corpus = None
+    if not args.report_only:  # before any folder is made: a bad --data leaves nothing behind
+        corpus = data.load_data(args.data, n_bytes=n_bytes, val_fraction=args.val_fraction, vocab_size=args.vocab_size)
+    seeds = _seeds(args)
+    if args.estimate:
+        return _print_estimates(cfgs, tune, seeds, out_root, corpus, command)
+    _make_dirs(dirs)
+    for cfg in cfgs:
+        out = out_root / cfg.optimizer
+
+        def train(c: SweepConfig, out: Path = out) -> None:
+            if corpus is not None:
+                bar = None if args.no_progress else _StepBar()
+                sweep_train.run_sweep(c, out, corpus, progress=bar, command=command, log=_print)
+
+        choice = None
+        if tune:
+            cfg, choice = sweep_train.tune_at_base(cfg, tune, seeds, out, train)
+            _print_choice(cfg, choice)
+        for s in seeds:  # stage 2 (the only stage without --tune): both axes
+            train(replace(cfg, seed=s))
+        paths = sweep_report.write_report(out, cfg, seeds=seeds, choice=choice)
+        for pth in paths:
+            print(f"wrote {pth}")
+    # the index covers every optimizer folder under --out that has a report
+    known = [replace(cfgs[0], optimizer=o) for o in OPTIMIZERS if (out_root / o / "drift.json").is_file()]
+    if known:
+        print(f"wrote {sweep_report.write_index(out_root, known)}")
+    return 0
+
+
+def _print(message: str) -> None:
+    print(message, flush=True)
+
+
+def _print_choice(cfg: SweepConfig, choice: Any) -> None:
+    """The winner of the base tuning, and where it sits on an edge of what was tried."""
+    best = choice.mean[choice.winner][choice.best_col[choice.winner]]
+    print(f"{cfg.optimizer}: tuned at the base size {cfg.base_width} × {cfg.base_depth}: "
+          f"{label(choice.chosen, choice.keys)} (seed-mean loss {best:.4f} at log2 η "
+          f"{choice.log2_lrs[choice.best_col[choice.winner]]}); transferring it", flush=True)
+    for edge in choice.edges():
+        print(f"warning: {cfg.optimizer}: {edge}", flush=True)
+
+
+class _StepBar:
+    """:class:`spectral.sweep.train.RunProgress` as a rich bar: steps trained, elapsed, ETA."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+        self._task: Any = None
+
+    def start(self, description: str, total: int) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("steps"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+        )
+        self._bar.start()
+        self._task = self._bar.add_task(description, total=total)
+
+    def describe(self, description: str) -> None:
+        self._bar.update(self._task, description=description)
+
+    def advance(self, steps: int) -> None:
+        self._bar.advance(self._task, steps)
+
+    def stop(self) -> None:
+        self._bar.stop()
+
+
+def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float, ...]]], seeds: tuple[int, ...],
+                     out_root: Path, corpus: Any, command: str) -> int:
+    """``--estimate``: the plan of each optimizer (stage 1 and 2 as the sweep would run them;
+    the first ``--tune`` candidate stands in for the winner) and its measured wall time."""
+    total = 0.0
+    for cfg in cfgs:
+        cands = candidates(cfg.multiplier, tune) if tune else []
+        stage1 = [sc for c in cands for sc in base_configs(cfg, c, seeds)]
+        winner = cands[0] if cands else None
+        stage2 = [replace(apply(cfg, winner) if cands else cfg, seed=s) for s in seeds]
+        print(f"{cfg.optimizer}: timing each size on {resolve_device(cfg.device)} …", flush=True)
+        est = estimate(stage1 + stage2, out_root / cfg.optimizer, corpus, log=lambda m: print("  " + m, flush=True))
+        total += est["seconds"]
+        print(f"{cfg.optimizer}: {est['runs']} runs, {est['steps']} steps, estimated {_mmss(est['seconds'])} "
+              f"on {est['device_name']}", flush=True)
+        print(json.dumps({"estimate": est, "command": command}, sort_keys=True), flush=True)
+    if len(cfgs) > 1:
+        print(f"all: estimated {_mmss(total)}")
+    return 0
+
+
+def _mmss(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m} min {s:02d} s"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m spectral.sweep``: the ``spectral sweep`` command on its own."""
+    import sys
+
+    p = argparse.ArgumentParser(prog="spectral sweep", description=sweep_package.__doc__.splitlines()[0])
+    configure_parser(p)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return run_from_args(p.parse_args(argv), argv)

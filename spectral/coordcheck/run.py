@@ -1,0 +1,69 @@
+"""A whole coordinate check: every run of the sweep, then the slopes and the verdict.
+
+:func:`run_coord_check` trains each run (:func:`train_one`: a reference model or the
+user's), reports progress through a callback, and returns the JSON-ready result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .config import CoordCheckConfig
+from .reference import train_reference
+from .slopes import EXTRA_METRICS, METRICS, SLOPE_TOLERANCE, compute_slopes
+from .user_model import inspect_user_model, train_user
+
+__all__ = ["run_coord_check", "sweep_runs", "train_one"]
+
+
+def train_one(
+    cfg: CoordCheckConfig, param: str, axis: str, width: int, depth: int, seed: int
+) -> list[dict[str, Any]]:
+    """Train one model; one point per step ``t = 0..steps`` (``t`` updates taken)."""
+    if cfg.model_factory is not None:
+        return train_user(cfg, param, axis, width, depth, seed)
+    return train_reference(cfg, param, axis, width, depth, seed)
+
+
+def sweep_runs(cfg: CoordCheckConfig) -> list[tuple[str, str, int, int, int]]:
+    runs = []
+    for param in cfg.parameterizations:
+        for w in cfg.widths:
+            for seed in range(cfg.seeds):
+                runs.append((param, "width", w, cfg.fixed_depth, seed))
+        for d in cfg.depths:
+            for seed in range(cfg.seeds):
+                runs.append((param, "depth", cfg.fixed_width, d, seed))
+    return runs
+
+
+def run_coord_check(
+    cfg: CoordCheckConfig, *, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Every run of the sweep; returns the JSON-ready result (config, points, slopes)."""
+    import torch
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    user = inspect_user_model(cfg) if cfg.model_factory is not None else None
+    points: list[dict[str, Any]] = []
+    for param, axis, w, d, seed in sweep_runs(cfg):
+        points.extend(train_one(cfg, param, axis, w, d, seed))
+        if progress:
+            progress(f"{param} {axis} n={w} L={d} seed={seed}")
+    slopes = compute_slopes(points, metrics=METRICS, judged=True)
+    extra = compute_slopes(points, metrics=EXTRA_METRICS, judged=False)
+    mu = [s for s in slopes if s["parameterization"] != "sp"]
+    config = cfg.to_dict()
+    if user is not None:  # factory models: the vocabulary used, where h_L was measured
+        config["vocab_size"] = user.pop("vocab_size")
+    return {
+        "config": config,
+        **(user or {}),
+        "pass_rule": f"|slope| <= {SLOPE_TOLERANCE} at the last step, for h and delta_h, "
+        "against width and against depth; sp is judged by the same test",
+        "pass": all(s["pass"] for s in mu) if mu else None,
+        "slopes": slopes,
+        "extra_slopes": extra,
+        "points": points,
+    }

@@ -1,0 +1,240 @@
+"""What a sweep runs: its configuration, presets and plan, before anything is trained.
+
+:class:`SweepConfig` holds one optimizer's sweep (sizes, learning-rate grid, training
+recipe, base values); :func:`plan` lists its runs (:class:`Job`); :data:`PRESETS` are the
+command line's defaults. Nothing here imports torch at import time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..base_values import check_base_value
+from ..errors import SpecError
+
+__all__ = [
+    "OPTIMIZERS",
+    "PARAMETERIZATIONS",
+    "PRESETS",
+    "RULES_K",
+    "Job",
+    "SweepConfig",
+    "check_base_values",
+    "lr_factor",
+    "plan",
+    "resolve_device",
+    "split_optimizer",
+]
+
+PARAMETERIZATIONS = ("sp", "mup-k1", "mup")
+RULES_K = {"sp": 2, "mup-k1": 1, "mup": 2}
+"""The ``k`` each parameterisation's rules are derived with (SP: the ``k = 2`` module at the base size)."""
+OPTIMIZERS = ("adamw", "muon-kimi+adamw")
+
+# presets: a CPU run that fits in minutes, and a GPU run closer to the paper
+PRESETS: dict[str, dict[str, Any]] = {
+    # ~15-20 minutes per optimizer on 2 shared CPU cores: the base model is the smallest one
+    # (tune small, transfer up); head_dim 32 so that width 32 has one head.
+    "cpu": dict(
+        widths=(32, 64, 128),
+        depth=2,
+        depths=(2, 4, 8, 16),
+        width=32,
+        base_width=32,
+        base_depth=2,
+        head_dim=32,
+        log2_lrs={"adamw": (-11, -10, -9, -8, -7, -6, -5), "muon-kimi+adamw": (-8, -7, -6, -5, -4, -3)},
+        steps=120,
+        batch_size=16,
+        block_size=64,
+        eval_batches=8,
+        n_bytes=4 * 2**20,
+    ),
+    # the paper's base model (256, 4) and head_dim 64, on one GPU
+    "gpu": dict(
+        widths=(256, 512, 1024, 2048),
+        depth=4,
+        depths=(4, 8, 16, 32, 64),
+        width=256,
+        base_width=256,
+        base_depth=4,
+        head_dim=64,
+        log2_lrs={"adamw": (-12, -11, -10, -9, -8, -7, -6, -5), "muon-kimi+adamw": (-10, -9, -8, -7, -6, -5, -4, -3)},
+        steps=1000,
+        batch_size=64,
+        block_size=256,
+        eval_batches=32,
+        n_bytes=64 * 2**20,
+    ),
+    # the μP-vs-SP comparison at 4-8x the CPU widths in one command of at most 8 minutes on
+    # one H100/H200: --estimate timed it at 5.6 min on an H200, and it ran in 7.1 min wall
+    # (docs/sweep/gpu/); depth 16 would add 2.8 min. A preset may also name the optimizer,
+    # the parameterisations and the base tuning, used unless given.
+    "gpu-8min": dict(
+        optimizers=("muon-kimi+adamw",),
+        params=("sp", "mup"),
+        tune=(("output", (1.0, 4.0, 16.0)),),
+        widths=(128, 256, 512, 1024),
+        depth=2,
+        depths=(2, 4, 8),
+        width=128,
+        base_width=128,
+        base_depth=2,
+        head_dim=64,
+        log2_lrs={"adamw": (-12, -11, -10, -9, -8, -7, -6), "muon-kimi+adamw": (-9, -8, -7, -6, -5, -4, -3)},
+        steps=200,
+        batch_size=32,
+        block_size=256,
+        eval_batches=8,
+        n_bytes=16 * 2**20,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    optimizer: str = "adamw"
+    parameterizations: tuple[str, ...] = PARAMETERIZATIONS
+    widths: tuple[int, ...] = (32, 64, 128)
+    depth: int = 2
+    """Depth of the width sweep."""
+    depths: tuple[int, ...] = (2, 4, 8, 16)
+    width: int = 32
+    """Width of the depth sweep."""
+    base_width: int = 32
+    base_depth: int = 2
+    log2_lrs: tuple[int, ...] = (-10, -9, -8, -7, -6, -5)
+    steps: int = 120
+    warmup: int | None = None
+    """Warm-up steps; ``None``: 10% of ``steps``."""
+    min_lr_ratio: float = 0.1
+    batch_size: int = 16
+    block_size: int = 64
+    head_dim: int = 32
+    eval_batches: int = 8
+    init_std: float = 0.02
+    weight_decay: float = 0.0
+    eps: float = 1e-16
+    multiplier: float | dict[str, float] = 1.0
+    """Base block multiplier(s) α at (base_width, base_depth), as the generated module's
+    ``multiplier=`` takes them: a number, or a dict keyed by layer (``{"output": 0.5}`` is
+    microsoft/mup's ``output_mult``), role, optimizer or ``default``. Every
+    parameterisation gets it (SP too: SP is the recipe evaluated at the base size)."""
+    lr_scale: dict[str, float] | None = None
+    """Per-role (or per-optimizer) factors on the grid's base learning rate, as
+    ``{"input_weight": 0.25}``: that role's base η is ``0.25 × 2^log2_lr``, every other
+    role's the grid's (the generated module's ``lr={"default": η, role: …}``). ``None``: one
+    base η for all."""
+    grad_clip: float = 1.0
+    seed: int = 0
+    device: str = "cpu"
+    threads: int | None = None
+
+    @property
+    def warmup_steps(self) -> int:
+        return self.warmup if self.warmup is not None else max(1, self.steps // 10)
+
+    def settings(self) -> dict[str, Any]:
+        """What every run of this sweep shares (besides the data): part of each run key.
+
+        ``multiplier`` is there only when it is not the default 1.0, so that the keys of
+        runs recorded before it existed (all at α = 1) still match and resume.
+        """
+        extra = {} if self.multiplier == 1.0 else {"multiplier": self.multiplier}
+        scale = {k: v for k, v in (self.lr_scale or {}).items() if v != 1.0}  # a factor 1 changes nothing
+        if scale:
+            extra["lr_scale"] = scale
+        return extra | {
+            "optimizer": self.optimizer,
+            "base_width": self.base_width,
+            "base_depth": self.base_depth,
+            "steps": self.steps,
+            "warmup": self.warmup_steps,
+            "min_lr_ratio": self.min_lr_ratio,
+            "batch_size": self.batch_size,
+            "block_size": self.block_size,
+            "head_dim": self.head_dim,
+            "eval_batches": self.eval_batches,
+            "init_std": self.init_std,
+            "weight_decay": self.weight_decay,
+            "eps": self.eps,
+            "grad_clip": self.grad_clip,
+            "seed": self.seed,
+        }
+
+    def sizes(self, axis: str) -> list[tuple[int, int]]:
+        """``(width, depth)`` pairs of one axis, smallest first."""
+        if axis == "width":
+            return [(n, self.depth) for n in sorted(self.widths)]
+        if axis == "depth":
+            return [(self.width, L) for L in sorted(self.depths)]
+        raise ValueError(f"axis must be 'width' or 'depth', not {axis!r}")
+
+
+@dataclass(frozen=True)
+class Job:
+    parameterization: str
+    width: int
+    depth: int
+    log2_lr: int
+
+    @property
+    def lr(self) -> float:
+        return 2.0**self.log2_lr
+
+
+def plan(cfg: SweepConfig) -> list[Job]:
+    """Every run of the sweep, each (parameterisation, size, LR) once, width axis first."""
+    seen: set[Job] = set()
+    jobs: list[Job] = []
+    for axis in ("width", "depth"):
+        for width, depth in cfg.sizes(axis):
+            for p in cfg.parameterizations:
+                for e in cfg.log2_lrs:
+                    job = Job(p, width, depth, e)
+                    if job not in seen:
+                        seen.add(job)
+                        jobs.append(job)
+    return jobs
+
+
+def lr_factor(step: int, steps: int, warmup: int, min_ratio: float) -> float:
+    """Linear warm-up to 1 over ``warmup`` steps, then cosine decay to ``min_ratio``."""
+    if step < warmup:
+        return (step + 1) / warmup
+    span = max(1, steps - warmup)
+    progress = min(1.0, (step - warmup) / span)
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def split_optimizer(name: str) -> tuple[str, str]:
+    name = name.strip().lower()
+    if name == "adamw":
+        return "adamw", "adamw"
+    if name in ("muon-kimi+adamw", "muon-kimi-adamw"):
+        return "muon-kimi", "adamw"
+    raise SpecError(f"sweep optimizer must be one of {', '.join(OPTIMIZERS)}, not {name!r}")
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def check_base_values(cfg: SweepConfig) -> None:
+    """Refuse a negative ``--multiplier`` / ``--lr-scale`` or a key that names nothing for this
+    optimizer, before any training (the same check as ``spectral transfer --multiplier``)."""
+    from ..transfer import plan as transfer_plan  # the derivation engine: only when checking
+
+    hidden, others = split_optimizer(cfg.optimizer)
+    p = transfer_plan(hidden, None if others == hidden else others, 2)
+    check_base_value(cfg.multiplier, p, "multiplier")
+    if cfg.lr_scale is not None:
+        if not isinstance(cfg.lr_scale, dict):
+            raise SpecError("--lr-scale: expected ROLE=FACTOR pairs, e.g. input_weight=0.25")
+        check_base_value(cfg.lr_scale, p, "lr_scale")

@@ -1,0 +1,101 @@
+"""Recipes: where a sweep run's hyperparameters come from.
+
+A recipe is the config module :mod:`spectral.codegen` generates for the sweep's optimizer
+(:func:`spectral.codegen.load_generated`), evaluated at the run's size for μP and at the
+base size for SP (:class:`GeneratedRecipe`); every record says so (``hp_source: codegen``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import SpecError
+from .options import PARAMETERIZATIONS, RULES_K, SweepConfig, split_optimizer
+
+__all__ = ["GeneratedRecipe", "generated_module", "recipe"]
+
+
+def _init_stds(model: Any, role_of: Any, std_of: Any) -> dict[str, float | None]:
+    """Per parameter, the std it is drawn with: ``None`` for LayerNorm gains and biases
+    (1 and 0), ``0.0`` for other biases (the paper's base bias variance is 0)."""
+    from torch import nn
+
+    owners = {id(p): mod for mod in model.modules() for p in mod.parameters(recurse=False)}
+    out: dict[str, float | None] = {}
+    for name, p in model.named_parameters():
+        if isinstance(owners[id(p)], nn.LayerNorm):
+            out[name] = None
+        else:
+            role = role_of(name, p)
+            out[name] = 0.0 if role.endswith("_bias") else float(std_of(role))
+    return out
+
+
+class GeneratedRecipe:
+    """HPs from the config module :mod:`spectral.codegen` generates (SP: evaluated at the base size).
+
+    ``sp=True`` calls every function of the module at ``(BASE_WIDTH, BASE_DEPTH)``, where
+    every ratio is 1: multipliers 1, init std ``init_std`` for every matrix, one lr.
+    """
+
+    source = "codegen"
+
+    def __init__(self, module: Any, sp: bool):
+        self.module, self.sp = module, sp
+
+    def _size(self, width: int, depth: int) -> tuple[int, int]:
+        m = self.module
+        return (m.BASE_WIDTH, m.BASE_DEPTH) if self.sp else (width, depth)
+
+    def hparams(self, width: int, depth: int, **base: Any) -> dict[str, Any]:
+        return self.module.hparams(*self._size(width, depth), **base)
+
+    def multipliers(self, width: int, depth: int, multiplier: Any = 1.0) -> dict[str, float]:
+        return dict(self.module.multipliers(*self._size(width, depth), multiplier))
+
+    def init_stds(self, model: Any, width: int, depth: int, init_std: float) -> dict[str, float | None]:
+        w, d = self._size(width, depth)
+        return _init_stds(
+            model, self.module.classify, lambda role: self.module.init_std_of(role, w, d, init_std)
+        )
+
+    def init_(self, model: Any, width: int, depth: int, init_std: float) -> None:
+        # the generated init_ starts biases at 0, the paper's base (App. E.1), and norm gains at 1
+        self.module.init_(model, *self._size(width, depth), init_std)
+
+    def build_optimizers(self, model: Any, width: int, depth: int, **base: Any) -> list[Any]:
+        opt = self.module.build_optimizers(
+            model, *self._size(width, depth), optimizer_kwargs=_OPTIMIZER_KWARGS, **base
+        )
+        return [opt]
+
+
+_OPTIMIZER_KWARGS = {
+    "adamw": {"betas": (0.9, 0.95)},
+    "muon-kimi": {"momentum": 0.95, "nesterov": True},
+}
+"""The paper's settings (App. E): AdamW β = (0.9, 0.95); Muon-Kimi Nesterov momentum 0.95."""
+
+
+def generated_module(optimizer: str, k: int, base_width: int, base_depth: int, folder: str | os.PathLike[str]) -> Any:
+    """The config module of a sweep optimizer (:func:`spectral.codegen.load_generated`)."""
+    from ..codegen import load_generated
+
+    hidden, others = split_optimizer(optimizer)
+    return load_generated(hidden, others, k, base_width=base_width, base_depth=base_depth,
+                          folder=folder, name=f"config_{optimizer}_k{k}")
+
+
+def recipe(optimizer: str, parameterization: str, cfg: SweepConfig, folder: str | os.PathLike[str] | None = None) -> GeneratedRecipe:
+    """The HP recipe of one (optimizer, parameterisation) pair: the generated config module
+    (written to ``folder``, a temporary folder by default)."""
+    import tempfile
+
+    if parameterization not in PARAMETERIZATIONS:
+        raise SpecError(f"parameterization must be one of {', '.join(PARAMETERIZATIONS)}")
+    k, sp = RULES_K[parameterization], parameterization == "sp"
+    split_optimizer(optimizer)
+    if folder is None:
+        folder = tempfile.mkdtemp(prefix="spectral-sweep-")
+    return GeneratedRecipe(generated_module(optimizer, k, cfg.base_width, cfg.base_depth, folder), sp)
