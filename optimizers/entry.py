@@ -72,9 +72,11 @@ class JaxImpl:
 
     ``recipe`` says how :mod:`spectral.jax` calls ``transform`` (a dotted path):
     ``"decoupled"``: ``transform(learning_rate, weight_decay=..., [eps=...,] **kwargs)``;
-    ``"coupled"``: ``chain(add_decayed_weights(wd), transform(learning_rate, **kwargs))``;
-    ``"unscaled-muon"``: ``chain(transform(<(in, out) kernels>, **kwargs),
-    add_decayed_weights(wd), scale_by_learning_rate(learning_rate))``.
+    ``"coupled"``: ``chain(add_decayed_weights(wd), transform(learning_rate, [eps=...,]
+    **kwargs))``; ``"unscaled-muon"``: ``chain(transform(<(in, out) kernels>, **kwargs),
+    add_decayed_weights(wd), scale_by_learning_rate(learning_rate))``. eps is passed only
+    to an optimizer whose declaration has an eps rule. ``fixed`` holds arguments the rules
+    need (a user value that differs is refused).
     """
 
     transform: str
@@ -85,6 +87,10 @@ class JaxImpl:
     def __post_init__(self) -> None:
         if self.recipe not in ("decoupled", "coupled", "unscaled-muon"):
             raise ValueError(f"recipe: {self.recipe!r}")
+        if "." not in self.transform:
+            raise ValueError(
+                f"transform: {self.transform!r} must be a dotted path (optax.name)"
+            )
 
 
 @dataclass(frozen=True)
