@@ -12,10 +12,9 @@ import importlib
 from typing import Any
 
 # Eager, and light (no sympy): the function must shadow the submodule of the same name.
-from .catalog import catalog, resolve
+from .catalog import catalog, derive, resolve
 
 _EXPORTS = {
-    "derive": "solve",
     "MAX_K": "solve",
     "load_spec": "spec_file",
     "OptimizerSpec": "spec",
@@ -38,7 +37,7 @@ _EXPORTS = {
 light part of the package (``spectral.torch``, ``spectral.jax``, ``spectral.scaling``) does
 not import the engine (sympy) or pydantic."""
 
-__all__ = ["catalog", "resolve", *_EXPORTS]
+__all__ = ["catalog", "derive", "resolve", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:

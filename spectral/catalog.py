@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 from .errors import SpecError, UnknownOptimizerError
 
 if TYPE_CHECKING:  # the declarations need sympy; importing this module must not
+    from .result import Derivation
     from .spec import OptimizerSpec
 
-__all__ = ["build_catalog", "catalog", "module_of", "modules", "resolve"]
+__all__ = ["build_catalog", "catalog", "derive", "module_of", "modules", "resolve"]
 
 
 def build_catalog(specs: Iterable[OptimizerSpec]) -> Mapping[str, OptimizerSpec]:
@@ -75,3 +76,26 @@ def resolve(
         names = ", ".join(sorted(known))
         raise UnknownOptimizerError(f"unknown optimizer {optimizer!r}; known optimizers: {names}")
     return known[key]
+
+
+def derive(
+    optimizer: str | OptimizerSpec,
+    k: int = 2,
+    *,
+    catalog: Mapping[str, OptimizerSpec] | None = None,
+) -> Derivation:
+    """Derive and verify the HP rules of ``optimizer`` for residual blocks of ``k`` maps.
+
+    ``optimizer`` is a catalog name or an :class:`OptimizerSpec`; ``catalog`` adds
+    declarations for this call only (looked up before the built-in catalog). The engine's
+    :func:`spectral.solve.derive_spec` does the work; this layer only looks the name up.
+
+    >>> d = derive("adamw", k=2)
+    >>> d.rule("hidden_weight", "lr").ratio("η_base")
+    'η_base/r_n'
+    >>> d.rule("hidden_weight", "multiplier").ratio("α_base")
+    'α_base/r_L'
+    """
+    from .solve import derive_spec
+
+    return derive_spec(resolve(optimizer, catalog), k)

@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from collections.abc import Mapping
 
 import sympy as sp
 
-from .catalog import resolve
 from .conditions import Condition, chains, first_order_term, init_term
 from .errors import IncomparableError, SpecError
 from .expr import theta_of
@@ -34,7 +32,7 @@ from .symbols import G, L, n_in, n_out
 from .theta import Theta
 from .verify import verify, weight_norm
 
-__all__ = ["derive", "MAX_K", "init_variance", "show"]
+__all__ = ["derive_spec", "MAX_K", "init_variance", "show"]
 
 MAX_K = 64
 """Largest block depth accepted. Derivation and verification cost O(k) (the ``4 + 3·2^k``
@@ -102,24 +100,14 @@ def _short(x: Fraction) -> str:
     return f"about {'-' if x < 0 else ''}10^{digits}"
 
 
-def derive(
-    optimizer: str | OptimizerSpec,
-    k: int = 2,
-    *,
-    catalog: Mapping[str, OptimizerSpec] | None = None,
-) -> Derivation:
-    """Derive and verify the HP rules of ``optimizer`` for residual blocks of ``k`` maps.
+def derive_spec(spec: OptimizerSpec, k: int = 2) -> Derivation:
+    """Derive and verify the HP rules of a declaration for residual blocks of ``k`` maps.
 
-    ``optimizer`` is a catalog name or an :class:`OptimizerSpec`; ``catalog`` adds
-    declarations for this call only (looked up before the built-in catalog).
-
-    >>> d = derive("adamw", k=2)
-    >>> d.rule("hidden_weight", "lr").ratio("η_base")
-    'η_base/r_n'
-    >>> d.rule("hidden_weight", "multiplier").ratio("α_base")
-    'α_base/r_L'
+    Names are looked up one layer up, by :func:`spectral.catalog.derive` (the public
+    ``spectral.derive``), which calls this.
     """
-    spec = resolve(optimizer, catalog)
+    if not isinstance(spec, OptimizerSpec):
+        raise SpecError(f"expected an OptimizerSpec, got {type(spec).__name__}")
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise SpecError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
     roles = tuple(r for r in ROLES if spec.applies_to_biases or not r.is_bias)

@@ -24,7 +24,7 @@ from .errors import SpecError
 from .result import Derivation, Exponent
 from .roles import ROLE_NAMES, role
 from .scaling import BaseValue, scale_rules
-from .solve import derive
+from .catalog import derive
 from .spec import OptimizerSpec
 
 __all__ = [

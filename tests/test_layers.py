@@ -21,19 +21,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Lowest first. Names are under ``spectral.``; ``x.*`` is the package ``x`` and everything in
-# it; ``optimizers.*`` is both the top-level ``optimizers`` package and ``spectral.optimizers``
-# (where it is moving); ``.`` is ``spectral/__init__.py``; ``*.__main__`` any ``python -m`` entry.
+# it; ``optimizers.*`` is ``spectral.optimizers`` (the repository's optimizers/ folder) and
+# ``templates`` ``spectral.templates`` (templates/); ``.`` is ``spectral/__init__.py``;
+# ``*.__main__`` any ``python -m`` entry.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # 0  no sympy, no torch: errors, user text, files, the Jinja environment, the symbols
-    ("base", ("errors", "text", "io", "templating", "symbols")),
+    ("base", ("errors", "text", "io", "templating", "templates", "symbols")),
     # 1  the derivation engine (sympy)
     ("engine", ("theta", "expr", "spec", "roles", "conditions", "solve", "verify", "result", "spec_file")),
-    # 2  the optimizer declarations and their registry; the public API re-exports derive and it
+    # 2  the optimizer files and their registry (names looked up, then derived); the public
+    #    API re-exports derive from it
     ("catalog", ("catalog", "optimizers.*", ".")),
     # 3  base values → concrete HPs at a size
     ("rules", ("scaling", "transfer", "base_values")),
     # 4  what a user's training imports or gets generated; the rules tables; the reference models
-    ("runtime", ("torch.*", "jax.*", "render", "codegen", "codegen_jax", "models", "models_jax")),
+    ("runtime", ("torch.*", "jax.*", "render", "codegen", "codegen_jax", "vendor", "models", "models_jax")),
     # 5  measurements: a declaration against its implementation, from it, rules against training
     ("measure", ("measurement", "probe", "infer.*", "coordcheck.*", "coordcheck_jax", "data")),
     # 6  learning-rate transfer sweeps (train, tune, report)
@@ -44,18 +46,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 # Known exceptions, each with its owner; delete a line when its import is gone (a test below
 # says when one no longer occurs).
-KNOWN_CYCLE_EDGES: dict[tuple[str, str], str] = {
-    # result.py imports verify lazily inside a function; verify imports result
-    ("spectral.result", "spectral.verify"): "fixed on branch engine",
-    # codegen renders the JAX module through codegen_jax, which imports codegen's Implementation
-    ("spectral.codegen", "spectral.codegen_jax"): "the lead's: codegen ↔ codegen_jax",
-    # catalog() imports the declarations; optimizers/__init__ builds them with build_catalog
-    ("spectral.catalog", "optimizers"): "the lead's: optimizers ↔ catalog",
-}
-KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    # solve (engine) resolves optimizer names through the catalog (one layer up)
-    ("spectral.solve", "spectral.catalog"): "the lead's: solve → catalog",
-}
+KNOWN_CYCLE_EDGES: dict[tuple[str, str], str] = {}
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
+
 
 MAX_LINES = 600
 
@@ -66,14 +59,17 @@ MAX_LINES = 600
 
 
 def _module_files() -> dict[str, Path]:
-    """Module name → file, for ``spectral/`` and (while it is there) ``optimizers/``."""
+    """Module name → file, for ``spectral/`` and the folders installed inside it
+    (``optimizers/`` as ``spectral.optimizers``, ``templates/`` as ``spectral.templates``)."""
     out: dict[str, Path] = {}
-    for top in ("spectral", "optimizers"):
+    for top, package in (
+        ("spectral", "spectral"),
+        ("optimizers", "spectral.optimizers"),
+        ("templates", "spectral.templates"),
+    ):
         folder = ROOT / top
-        if not folder.is_dir():
-            continue
         for path in sorted(folder.rglob("*.py")):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            parts = [package, *path.relative_to(folder).with_suffix("").parts]
             if parts[-1] == "__init__":
                 parts.pop()
             out[".".join(parts)] = path
@@ -307,9 +303,26 @@ def test_the_checks_see_what_they_judge():
     """The graph finds imports inside functions, relative and absolute ones, and the
     checks fire on a made-up cycle."""
     edges = _graph()[1]
-    assert "spectral.verify" in edges["spectral.result"]  # inside a function
+    assert "spectral.vendor" in edges["spectral.codegen"]  # inside a function
     assert "spectral.cli.sweep" in edges["spectral.cli"]  # `from . import sweep`, in a function
     assert "spectral.sweep.records" in edges["spectral.sweep.report"]  # relative
     assert _cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}}, set()) == [["a", "b", "c", "a"]]
     assert layer_of("spectral.sweep.__main__") == layer_of("spectral.cli")
-    assert layer_of("optimizers.adam") == layer_of("spectral.optimizers.adam") == layer_of("spectral.catalog")
+    assert layer_of("spectral.optimizers.adam") == layer_of("spectral.catalog")
+
+
+def test_pyproject_installs_every_package_inside_spectral():
+    """Every package folder is listed in pyproject.toml (setuptools installs only those), and
+    optimizers/ and templates/ install as spectral.optimizers / spectral.templates, so no
+    top-level package of such a common name lands in site-packages."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    listed = set(config["setuptools"]["packages"])
+    packages = {m for m, path in _module_files().items() if path.name == "__init__.py"}
+    assert listed == packages
+    assert all(name == "spectral" or name.startswith("spectral.") for name in listed)
+    assert config["setuptools"]["package-dir"] == {
+        "spectral.optimizers": "optimizers",
+        "spectral.templates": "templates",
+    }

@@ -103,7 +103,7 @@ def _configure_derive(p: argparse.ArgumentParser) -> None:
 
 
 def _run_derive(args: argparse.Namespace) -> int:
-    from ..solve import derive
+    from ..catalog import derive
 
     if args.standalone and args.format != "latex":
         raise _UsageError("--standalone applies only to --format latex")
