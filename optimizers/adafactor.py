@@ -25,7 +25,7 @@ as assumed.
 
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, TorchImpl
+from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -61,6 +61,16 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="torch.optim.Adafactor(eps=(None, 1.0))",
+    kwargs={"eps": (None, 1.0)},
+    note=(
+        "eps2 = 1 turns the relative step max(eps2, RMS(W)) off, as the generated module "
+        "does"
+    ),
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = NoJax(
     reason="no optax factory is set up for it",

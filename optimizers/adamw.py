@@ -8,7 +8,7 @@ low-rank gradient ``‖sign(∇W)‖_2 = Θ(‖sign(∇W)‖_F) = Θ(sqrt(n_in n
 
 import sympy as sp
 
-from spectral.optimizers.entry import JaxImpl, TorchImpl
+from spectral.optimizers.entry import JaxImpl, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -37,6 +37,11 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="torch.optim.AdamW",
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = JaxImpl(
     transform="optax.adamw",

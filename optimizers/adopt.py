@@ -13,7 +13,7 @@ rules assume. Applies to weights and biases.
 
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, TorchImpl
+from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -41,6 +41,13 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="pytorch_optimizer.ADOPT",
+    steps=2,
+    note="ADOPT's first step only initialises v; the second step is measured",
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = NoJax(
     reason="no optax factory is set up for it",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["COMPENSATIONS", "JaxImpl", "NoJax", "SHARDINGS", "TorchImpl"]
+__all__ = ["COMPENSATIONS", "JaxImpl", "NoJax", "ProbeSetup", "SHARDINGS", "TorchImpl"]
 
 SHARDINGS = ("elementwise", "gathered", "refused")
 """How an optimizer steps FSDP2-sharded (DTensor) parameters: on the shards as they are
@@ -99,3 +99,23 @@ class NoJax:
 
     reason: str
     notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProbeSetup:
+    """How ``spectral probe`` steps the real implementation (``TORCH.cls``) of an optimizer.
+
+    The probe builds ``cls([{"params": [W], **group_keys}], lr=1.0, weight_decay=0.0,
+    **kwargs)``, takes ``steps`` steps with one gradient and measures the last change.
+    """
+
+    label: str
+    """Human-readable class and arguments (recorded in probe results)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    group_keys: dict[str, Any] = field(default_factory=dict)
+    steps: int = 1
+    note: str = ""
+    hessian: bool = False
+    """SophiaH: pass a diagonal Hessian estimate ``g * g`` to ``step``."""
+    init: str | None = None
+    """``"unit-sphere"``: start from ``|W|_F = 1`` instead of the muP init (LAMB)."""

@@ -22,7 +22,7 @@ biases.
 
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, TorchImpl
+from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -52,6 +52,17 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="pytorch_optimizer.Lamb",
+    note=(
+        "every parameter starts with ‖W‖_F = 1, so the trust ratio's numerator is 1 (the "
+        "declared update); at μP init it is min(‖W‖_F, 10), which no declaration can "
+        "express"
+    ),
+    init="unit-sphere",
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = NoJax(
     reason="no optax factory is set up for it",

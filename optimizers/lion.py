@@ -4,7 +4,7 @@ Idealised update (App. C.5, Lion): without momentum this is sign descent, as for
 ``‖A‖_R = n_in`` for a low-rank gradient. Lion has no ε. Applies to weights and biases.
 """
 
-from spectral.optimizers.entry import JaxImpl, TorchImpl
+from spectral.optimizers.entry import JaxImpl, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import n_in
 
@@ -28,6 +28,11 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="pytorch_optimizer.Lion",
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = JaxImpl(
     transform="optax.lion",

@@ -6,7 +6,7 @@ Idealised update (App. C.2, eq. updaterule_muon): ``∇W = U Σ Vᵀ``,
 
 import sympy as sp
 
-from spectral.optimizers.entry import JaxImpl, TorchImpl
+from spectral.optimizers.entry import JaxImpl, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import n_in, n_out
 
@@ -36,6 +36,12 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="torch.optim.Muon(adjust_lr_fn=None)",
+    note="torch's default adjust_lr_fn ('original') scales lr by sqrt(max(1, n_out/n_in))",
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = JaxImpl(
     transform="optax.contrib.scale_by_muon",

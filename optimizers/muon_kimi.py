@@ -8,7 +8,7 @@ Idealised update (Sec. 4.2, App. C.1): with the compact SVD ``∇W = U Σ Vᵀ``
 
 import sympy as sp
 
-from spectral.optimizers.entry import JaxImpl, TorchImpl
+from spectral.optimizers.entry import JaxImpl, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import n_in, n_out
 
@@ -36,6 +36,12 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="torch.optim.Muon(adjust_lr_fn='match_rms_adamw')",
+    kwargs={"adjust_lr_fn": "match_rms_adamw"},
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = JaxImpl(
     transform="optax.contrib.muon",

@@ -11,7 +11,7 @@ Applies to weights and biases.
 
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, TorchImpl
+from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -39,6 +39,11 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="torch.optim.NAdam",
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = NoJax(
     reason="no optax factory is set up for it",

@@ -16,7 +16,7 @@ which the generated module fixes. Applies to weights and biases.
 
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, TorchImpl
+from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -45,6 +45,16 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="torch.optim.RAdam",
+    steps=7,
+    note=(
+        "RAdam steps by un-normalised momentum until rho_t > 5 (step 6); step 7 is "
+        "measured"
+    ),
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = NoJax(
     reason="no optax factory is set up for it",

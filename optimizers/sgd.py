@@ -7,7 +7,7 @@ argument of App. C.4. Applies to weights and biases.
 
 import sympy as sp
 
-from spectral.optimizers.entry import JaxImpl, TorchImpl
+from spectral.optimizers.entry import JaxImpl, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -31,6 +31,12 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="torch.optim.SGD(momentum=0)",
+    kwargs={"momentum": 0.0},
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = JaxImpl(
     transform="optax.sgd",

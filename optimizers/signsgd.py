@@ -7,7 +7,7 @@ step is ±1, and for a low-rank gradient ``‖sign(∇W)‖_2 = Θ(sqrt(n_in n_o
 (``weight_decouple=True``, its default). Applies to weights and biases.
 """
 
-from spectral.optimizers.entry import NoJax, TorchImpl
+from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import n_in
 
@@ -31,6 +31,11 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="pytorch_optimizer.SignSGD (Signum, momentum 0.9)",
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = NoJax(
     reason="no optax factory is set up for it",

@@ -10,7 +10,7 @@ The paper tabulates no ε for SOAP; ``pytorch_optimizer.SOAP`` reads it from ``e
 
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, TorchImpl
+from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -43,6 +43,13 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="pytorch_optimizer.SOAP",
+    steps=2,
+    note="SOAP's first step only builds the preconditioner; the second step is measured",
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = NoJax(
     reason="optax implements no SOAP",

@@ -5,7 +5,7 @@ Idealised update (App. C.5, Sophia): every entry of ``A`` is at most 1 in magnit
 tabulates no ε for Sophia. Applies to weights and biases.
 """
 
-from spectral.optimizers.entry import NoJax, TorchImpl
+from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import n_in
 
@@ -41,6 +41,14 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="pytorch_optimizer.SophiaH(hessian=g⊙g)",
+    kwargs={"foreach": False},
+    note="Hessian estimate g⊙g passed to step(); the clip at ±p (p=0.01) is active",
+    hessian=True,
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = NoJax(
     reason="optax.contrib.sophia cannot be one group of multi_transform",

@@ -6,7 +6,7 @@ norm, so its size does not depend on width, depth or the gradient. Matrices only
 
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, TorchImpl
+from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 
 SPEC = OptimizerSpec(
@@ -35,6 +35,12 @@ TORCH = TorchImpl(
     ),
 )
 """The torch implementation the generated module builds, and how it was checked."""
+
+PROBE = ProbeSetup(
+    label="pytorch_optimizer.SpectralSphere",
+    kwargs={"foreach": False},
+)
+"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
 
 JAX = NoJax(
     reason="optax implements no spectral-sphere optimizer (SSO)",

@@ -17,7 +17,8 @@ Declarations that use ``G`` (SGD) are exercised here only at ``G = 1``; the scal
 in a real network comes from the loss-sensitivity argument, and the coordinate check
 (``spectral coord-check``) is their real test.
 
-The implementations are the ones the code generator uses (:data:`PROBE_BUILDERS`):
+The implementations are the ones the code generator uses (each optimizer file's ``TORCH.cls``,
+set up as its ``PROBE`` record says; :data:`PROBE_BUILDERS`):
 ``torch.optim`` SGD, Adam, AdamW, NAdam, RAdam, Adafactor and Muon (``adjust_lr_fn=None``
 for ``muon``, ``"match_rms_adamw"`` for ``muon-kimi``) and ``pytorch_optimizer`` Lion,
 Shampoo, SOAP, SophiaH, SpectralSphere, Lamb, SignSGD, SCION, ADOPT, ScheduleFreeAdamW,
@@ -31,10 +32,11 @@ Everything that imports torch is imported inside functions.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable, Sequence
 
 from .errors import SpecError, first_line
 from .measurement import (
@@ -96,185 +98,54 @@ class Impl:
         return cls(label, build, user=True)
 
 
-def _sgd(params, torch):
-    return torch.optim.SGD(params, lr=1.0, momentum=0.0, weight_decay=0.0)
-
-
-def _adamw(params, torch):
-    return torch.optim.AdamW(params, lr=1.0, weight_decay=0.0)
-
-
-def _muon(params, torch):
-    return torch.optim.Muon(params, lr=1.0, weight_decay=0.0)
-
-
-def _muon_kimi(params, torch):
-    return torch.optim.Muon(params, lr=1.0, weight_decay=0.0, adjust_lr_fn="match_rms_adamw")
-
-
-def _lion(params, torch):
-    import pytorch_optimizer as po
-
-    return po.Lion(params, lr=1.0, weight_decay=0.0)
-
-
-def _shampoo(params, torch):
-    import pytorch_optimizer as po
-
-    return po.Shampoo(params, lr=1.0, momentum=0.0, weight_decay=0.0)
-
-
-def _soap(params, torch):
-    import pytorch_optimizer as po
-
-    return po.SOAP(params, lr=1.0, weight_decay=0.0)
-
-
-def _sophia(params, torch):
-    import pytorch_optimizer as po
-
-    return po.SophiaH(params, lr=1.0, weight_decay=0.0, foreach=False)
-
-
-def _sso(params, torch):
-    import pytorch_optimizer as po
-
-    return po.SpectralSphere(params, lr=1.0, weight_decay=0.0, foreach=False)
-
-
-def _adam(params, torch):
-    return torch.optim.Adam(params, lr=1.0, weight_decay=0.0)
-
-
-def _nadam(params, torch):
-    return torch.optim.NAdam(params, lr=1.0, weight_decay=0.0)
-
-
-def _radam(params, torch):
-    return torch.optim.RAdam(params, lr=1.0, weight_decay=0.0)
-
-
-def _adafactor(params, torch):
-    # eps2 = 1 turns the relative step off while RMS(W) <= 1, as the generated module does
-    return torch.optim.Adafactor(params, lr=1.0, weight_decay=0.0, eps=(None, 1.0))
-
-
-def _lamb(params, torch):
-    import pytorch_optimizer as po
-
-    return po.Lamb(params, lr=1.0, weight_decay=0.0)
-
-
-def _unit_sphere(shape, gen, torch):
+def _unit_sphere(shape: tuple[int, ...], gen: Any, torch: Any) -> Any:
     """LAMB's probe init: ``‖W‖_F = 1``, so the trust ratio's numerator ``φ(‖W‖_F)`` is 1."""
     w = torch.randn(shape, generator=gen, dtype=torch.float64)
     return (w / w.norm()).float()
 
 
-def _signsgd(params, torch):
-    import pytorch_optimizer as po
-
-    return po.SignSGD(params, lr=1.0, weight_decay=0.0)
+_INITS: dict[str, Callable[..., Any]] = {"unit-sphere": _unit_sphere}
+"""``ProbeSetup.init`` name → ``init(shape, gen, torch)``."""
 
 
-def _scion(params, torch):
-    import pytorch_optimizer as po
+def _from_setup(cls_path: str, setup: Any) -> Impl:
+    """The probe's :class:`Impl` of a catalog optimizer: its ``TORCH.cls`` built as its
+    ``PROBE`` record says (one group, lr 1, no weight decay, the record's kwargs)."""
 
-    return po.SCION(params, lr=1.0, weight_decay=0.0)
+    def build(params: list, torch: Any) -> Any:
+        import importlib
 
+        module, _, name = cls_path.rpartition(".")
+        cls = getattr(importlib.import_module(module), name)
+        group = {"params": params, **setup.group_keys}
+        return cls([group], lr=1.0, weight_decay=0.0, **setup.kwargs)
 
-def _adopt(params, torch):
-    import pytorch_optimizer as po
-
-    return po.ADOPT(params, lr=1.0, weight_decay=0.0)
-
-
-def _schedulefree_adamw(params, torch):
-    import pytorch_optimizer as po
-
-    return po.ScheduleFreeAdamW(params, lr=1.0, weight_decay=0.0)
+    init = None if setup.init is None else _INITS[setup.init]
+    return Impl(setup.label, build, setup.steps, setup.note, setup.hessian, init=init)
 
 
-def _adan(params, torch):
-    import pytorch_optimizer as po
+class _Builders(Mapping[str, Impl]):
+    """Catalog optimizer → :class:`Impl`, from each optimizer file's ``TORCH`` and ``PROBE``
+    records; the files are read when first asked."""
 
-    return po.Adan(params, lr=1.0, weight_decay=0.0)
+    @functools.cached_property
+    def _table(self) -> dict[str, Impl]:
+        from .catalog import modules
+
+        return {m.SPEC.name: _from_setup(m.TORCH.cls, m.PROBE) for m in modules()}
+
+    def __getitem__(self, name: str) -> Impl:
+        return self._table[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
 
 
-def _mars(params, torch):
-    import pytorch_optimizer as po
-
-    return po.MARS(params, lr=1.0, weight_decay=0.0, mars_type="adamw")
-
-
-def _normuon(params, torch):
-    import pytorch_optimizer as po
-
-    return po.NorMuon([{"params": params, "use_muon": True}], lr=1.0, weight_decay=0.0)
-
-
-PROBE_BUILDERS: dict[str, Impl] = {
-    "sgd": Impl("torch.optim.SGD(momentum=0)", _sgd),
-    "adamw": Impl("torch.optim.AdamW", _adamw),
-    "lion": Impl("pytorch_optimizer.Lion", _lion),
-    "muon": Impl(
-        "torch.optim.Muon(adjust_lr_fn=None)",
-        _muon,
-        note="torch's default adjust_lr_fn ('original') scales lr by sqrt(max(1, n_out/n_in))",
-    ),
-    "muon-kimi": Impl("torch.optim.Muon(adjust_lr_fn='match_rms_adamw')", _muon_kimi),
-    "shampoo": Impl("pytorch_optimizer.Shampoo(momentum=0)", _shampoo),
-    "soap": Impl(
-        "pytorch_optimizer.SOAP",
-        _soap,
-        steps=2,
-        note="SOAP's first step only builds the preconditioner; the second step is measured",
-    ),
-    "sophia": Impl(
-        "pytorch_optimizer.SophiaH(hessian=g⊙g)",
-        _sophia,
-        hessian=True,
-        note="Hessian estimate g⊙g passed to step(); the clip at ±p (p=0.01) is active",
-    ),
-    "sso": Impl("pytorch_optimizer.SpectralSphere", _sso),
-    "adam": Impl("torch.optim.Adam", _adam),
-    "nadam": Impl("torch.optim.NAdam", _nadam),
-    "radam": Impl(
-        "torch.optim.RAdam",
-        _radam,
-        steps=7,
-        note="RAdam steps by un-normalised momentum until rho_t > 5 (step 6); step 7 is measured",
-    ),
-    "adafactor": Impl(
-        "torch.optim.Adafactor(eps=(None, 1.0))",
-        _adafactor,
-        note="eps2 = 1 turns the relative step max(eps2, RMS(W)) off, as the generated module does",
-    ),
-    "lamb": Impl(
-        "pytorch_optimizer.Lamb",
-        _lamb,
-        init=_unit_sphere,
-        note="every parameter starts with ‖W‖_F = 1, so the trust ratio's numerator is 1 (the "
-        "declared update); at μP init it is min(‖W‖_F, 10), which no declaration can express",
-    ),
-    "signsgd": Impl("pytorch_optimizer.SignSGD (Signum, momentum 0.9)", _signsgd),
-    "scion": Impl("pytorch_optimizer.SCION (norm_type AUTO)", _scion),
-    "adopt": Impl(
-        "pytorch_optimizer.ADOPT",
-        _adopt,
-        steps=2,
-        note="ADOPT's first step only initialises v; the second step is measured",
-    ),
-    "schedulefree-adamw": Impl(
-        "pytorch_optimizer.ScheduleFreeAdamW",
-        _schedulefree_adamw,
-        steps=3,
-        note="the change of the stored weights y = (1-β₁) z + β₁ x at step 3 is measured",
-    ),
-    "adan": Impl("pytorch_optimizer.Adan", _adan),
-    "mars": Impl("pytorch_optimizer.MARS(mars_type='adamw')", _mars),
-    "normuon": Impl("pytorch_optimizer.NorMuon(use_muon=True)", _normuon),
-}
+PROBE_BUILDERS: Mapping[str, Impl] = _Builders()
+"""Catalog optimizer → how the probe builds and steps its real implementation."""
 
 
 @dataclass(frozen=True)
