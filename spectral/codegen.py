@@ -42,6 +42,7 @@ TORCH_RUNTIME = (
     "spectral.torch.composite",
     "spectral.torch.rules",
     "spectral.torch.optim",
+    "spectral.torch.measure",
     "spectral.torch.check",
     "spectral.torch.config",
 )

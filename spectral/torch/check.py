@@ -17,6 +17,7 @@ from spectral.torch.hooks import (
     placement_problems,
     placements,
 )
+from spectral.torch.measure import measured_problems
 from spectral.torch.optim import role_param_groups
 from spectral.torch.rules import TorchRules
 
@@ -196,6 +197,8 @@ def check_model(
     head_dim: int | None = None,
     patterns: Patterns | None = None,
     adapter: AdapterLike | None = None,
+    example_input: Any = None,
+    measure: bool = True,
     **base: Any,
 ) -> list[str]:
     """Problems found on the real model (and optimizer); [] when all is right.
@@ -207,7 +210,16 @@ def check_model(
     scheduler changed it). head_dim: the head dimension of the base model; the rules
     assume it stays fixed as the width grows (or 1/d attention scaling), so a different
     one is a problem.
+
+    measure=True (the default) also runs the model on a small example batch (built from its
+    input embedding, or example_input: what its forward takes) and verifies the rules on
+    the real forward pass: h_0 is the multiplied embedding output, every checked branch
+    end's multiplier reaches the residual stream, alpha_out reaches the output, every norm
+    has gain 1 at init, a compiled model computes what its module does. It costs a few
+    forward passes (spectral.torch.measure); measure=False reads names and values only.
     """
+    if not isinstance(measure, bool):
+        raise TypeError(f"measure must be True or False, got {measure!r}")
     try:
         classified(model, patterns, adapter)
     except ValueError as exc:
@@ -224,4 +236,6 @@ def check_model(
         problems += _optimizer_problems(
             rules, model, width, depth, optimizer, base, patterns, adapter
         )
+    if measure and not problems:
+        problems += measured_problems(model, as_adapter(adapter, model), example_input)
     return problems

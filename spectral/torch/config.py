@@ -125,6 +125,8 @@ class Config(TorchRules):
         head_dim: int | None = None,
         patterns: Patterns | None = None,
         adapter: AdapterLike | None = None,
+        example_input: Any = None,
+        measure: bool = True,
         **base: Any,
     ) -> list[str]:
         return check_model(
@@ -137,6 +139,8 @@ class Config(TorchRules):
             head_dim=head_dim,
             patterns=patterns,
             adapter=adapter,
+            example_input=example_input,
+            measure=measure,
             **base,
         )
 

@@ -1,0 +1,402 @@
+"""check() that measures: the rules verified on the real forward pass of the user's model.
+
+Names can lie (Gemma's modules are called as Llama's; Gemma2 normalises a branch again after
+the module the adapter hooks), so on top of reading names, check() runs the model on a small
+example batch (built from its input embedding, or the user's) and measures, with the
+multiplier hooks' factors changed for one forward pass at a time:
+
+* the embedding output: h_0, the input of the first residual block, is the sum of the
+  hooked input modules' outputs (an extra scale such as Gemma's sqrt(n) shows as a ratio);
+* every checked branch end reaches the residual stream: halving its multiplier halves its
+  contribution to the block's output (a norm after the hooked module leaves it unchanged);
+* the readout: halving alpha_out halves the logits;
+* every norm's effective gain, with the gain parameter at the value init_ writes, is 1
+  (a norm computing x * (1 + w) has gain 2 there);
+* a torch.compile'd model computes what its eager module computes (hooks added after
+  compiling are not in the compiled code).
+
+Cost: 2 + branches_per_layer x (blocks checked) forward passes of a batch of 2 x 8 tokens
+(the first and the last block are checked; 6 for a transformer), one more for a compiled
+model, and one call of each norm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+
+from spectral.torch.adapters import Adapter, is_norm
+from spectral.torch.hooks import our_hooks, placements
+
+BRANCH_TOLERANCE = 0.15
+"""Halving a branch end's multiplier must move its block's output by half the branch's
+output, within 2 x this (relative): a later branch of the block sees the change through
+its input, so the match is first-order only. A norm after the hooked module gives ~0."""
+EXACT_TOLERANCE = 1e-3
+"""Largest relative error of the measurements that are exact (input, readout, gains)."""
+GAIN_TOLERANCE = 0.05
+
+
+def _first_tensor(out: Any) -> torch.Tensor | None:
+    """The tensor a module or model returned: itself, the first of a tuple, or .logits /
+    .last_hidden_state of a Hugging Face output."""
+    if isinstance(out, torch.Tensor):
+        return out
+    for attr in ("logits", "last_hidden_state"):
+        value = getattr(out, attr, None)
+        if isinstance(value, torch.Tensor):
+            return value
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    return None
+
+
+def _rms(t: torch.Tensor) -> float:
+    return float(t.detach().double().pow(2).mean().sqrt())
+
+
+def example_batch(model: nn.Module, family: Adapter) -> Any:
+    """A small input the model takes: token ids below its smallest input table (2 x 8), or
+    a standard normal batch for a dense input layer; None when neither is recognisable."""
+    inputs = placements(model, family)["input"]
+    gen = torch.Generator().manual_seed(0)
+    tables = [m for _, m in inputs if isinstance(m, nn.Embedding)]
+    if tables:
+        vocab = max(t.num_embeddings for t in tables)
+        length = min(8, min(t.num_embeddings for t in tables))
+        device = tables[0].weight.device
+        return torch.randint(0, vocab, (2, length), generator=gen).to(device)
+    dense = [m for _, m in inputs if isinstance(m, nn.Linear)]
+    if dense:
+        w = dense[0].weight
+        return torch.randn(2, w.shape[1], generator=gen).to(
+            device=w.device, dtype=w.dtype
+        )
+    return None
+
+
+def _run(model: nn.Module, example: Any) -> Any:
+    if isinstance(example, dict):
+        return model(**example)
+    if isinstance(example, (tuple, list)):
+        return model(*example)
+    return model(example)
+
+
+@contextmanager
+def _scaled(hooks: list[Any], factor: float) -> Iterator[None]:
+    """Multiplier hooks (their functools.partial) scaled by ``factor`` inside the block."""
+    saved = [(hook, hook.keywords["factor"]) for hook in hooks]
+    for hook, value in saved:
+        hook.keywords["factor"] = value * factor
+    try:
+        yield
+    finally:
+        for hook, value in saved:
+            hook.keywords["factor"] = value
+
+
+def _blocks(
+    model: nn.Module, family: Adapter
+) -> list[tuple[str, nn.Module, list[tuple[str, Any]]]]:
+    """(block name, block module, [(branch-end name, hook)]) for each layer whose branch
+    ends share an enclosing module other than themselves (the residual block)."""
+    hooks = {name: hook for name, _, _, hook in our_hooks(model)}
+    ends = [name for name, _ in placements(model, family)["hidden"]]
+    per = max(1, family.branches_per_layer)
+    modules = dict(model.named_modules())
+    out = []
+    for start in range(0, len(ends), per):
+        group = ends[start : start + per]
+        parts = [name.split(".") for name in group]
+        common: list[str] = []
+        for pieces in zip(*parts, strict=False):
+            if len(set(pieces)) != 1:
+                break
+            common.append(pieces[0])
+        # one branch per layer: its own module is the branch, nothing to measure inside
+        prefix = ".".join(common[:-1] if len(group) == 1 else common)
+        # the enclosing block: the deepest module above every branch end of the layer
+        while prefix and (prefix not in modules or prefix in group):
+            prefix = prefix.rpartition(".")[0]
+        if not prefix or prefix not in modules or any(g not in hooks for g in group):
+            continue
+        out.append((prefix, modules[prefix], [(g, hooks[g]) for g in group]))
+    return out
+
+
+class _Recorder:
+    """Forward hooks that keep, for one pass: each checked block's input and output, each
+    input module's input and (multiplied) output, each checked branch end's output."""
+
+    def __init__(self, inputs: list[tuple[str, nn.Module]], blocks: list[Any]):
+        self.values: dict[str, Any] = {}
+        self.handles: list[Any] = []
+        for name, module in inputs:
+            self._keep(f"input:{name}", module, with_args=True)
+        for block_name, block, ends in blocks:
+            self._keep(f"block:{block_name}", block)
+            self.handles.append(
+                block.register_forward_pre_hook(
+                    self._pre(f"h:{block_name}"), with_kwargs=True
+                )
+            )
+            for end_name, _ in ends:
+                self._keep(
+                    f"end:{end_name}",
+                    dict(block.named_modules())[_rel(end_name, block_name)],
+                )
+
+    def _keep(self, key: str, module: nn.Module, with_args: bool = False) -> None:
+        def hook(mod: nn.Module, args: Any, out: Any) -> None:
+            y = _first_tensor(out)
+            if y is not None:
+                self.values[key] = y.detach().clone()
+            if with_args and args and isinstance(args[0], torch.Tensor):
+                self.values[key + ":args"] = args[0]
+
+        self.handles.append(module.register_forward_hook(hook))
+
+    def _pre(self, key: str) -> Any:
+        def hook(mod: nn.Module, args: Any, kwargs: Any) -> None:
+            x = args[0] if args else kwargs.get("hidden_states")
+            if isinstance(x, torch.Tensor):
+                self.values[key] = x.detach().clone()
+
+        return hook
+
+    def run(self, model: nn.Module, example: Any) -> dict[str, Any]:
+        self.values = {}
+        self.values["logits"] = _first_tensor(_run(model, example))
+        return self.values
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def _rel(name: str, prefix: str) -> str:
+    return name[len(prefix) + 1 :] if prefix else name
+
+
+def _input_problems(
+    inputs: list[tuple[str, nn.Module]], blocks: list[Any], base: dict[str, Any]
+) -> list[str]:
+    """An embedding's output is alpha_in times its lookup, and h_0 (the first block's
+    input) the sum of the input modules' outputs."""
+    problems = []
+    outs = []
+    for name, module in inputs:
+        out, ids = base.get(f"input:{name}"), base.get(f"input:{name}:args")
+        if out is None:
+            return []
+        outs.append(out)
+        hook: Any = next(
+            (h for h in module._forward_hooks.values() if getattr(h, "keywords", None)),
+            None,
+        )
+        if isinstance(module, nn.Embedding) and ids is not None and hook is not None:
+            lookup = (
+                torch.nn.functional.embedding(ids, module.weight)
+                * hook.keywords["factor"]
+            )
+            ratio = _rms(out) / max(_rms(lookup), 1e-30)
+            if abs(ratio - 1.0) > EXACT_TOLERANCE:
+                problems.append(
+                    f"{name}: its output is {ratio:.4g} x alpha_in times its table's rows: "
+                    "the embedding scales its lookup (e.g. Gemma's sqrt(hidden_size)), so "
+                    "h_0 grows with the width; use the adapter of this family, which "
+                    "divides it out"
+                )
+    if problems or not blocks or f"h:{blocks[0][0]}" not in base:
+        return problems
+    expected = outs[0]
+    for o in outs[1:]:
+        expected = expected + o
+    h0 = base[f"h:{blocks[0][0]}"]
+    if expected.shape != h0.shape:
+        return []
+    ratio = _rms(h0) / max(_rms(expected), 1e-30)
+    if abs(ratio - 1.0) <= EXACT_TOLERANCE:
+        return []
+    names = ", ".join(n for n, _ in inputs)
+    return [
+        f"{blocks[0][0]}: its input h_0 is {ratio:.4g} x the multiplied embedding output "
+        f"({names}): the model scales the embedding again after the hooked module (e.g. "
+        "Gemma's sqrt(hidden_size)); use the adapter of this family, which divides it out"
+    ]
+
+
+def _branch_problems(
+    model: nn.Module,
+    example: Any,
+    blocks: list[Any],
+    rec: _Recorder,
+    base: dict[str, Any],
+) -> list[str]:
+    """Halving one branch end's multiplier moves its block's output by half the branch's
+    output: its contribution reaches the residual stream. A norm after the hooked module
+    (Gemma2's post-norms) leaves the block's output unchanged instead."""
+    problems = []
+    for block_name, _, ends in blocks:
+        full = base.get(f"block:{block_name}")
+        for end_name, hook in ends:
+            branch = base.get(f"end:{end_name}")
+            if full is None or branch is None or branch.shape != full.shape:
+                continue
+            with _scaled([hook], 0.5):
+                half = rec.run(model, example).get(f"block:{block_name}")
+            expected = _rms(0.5 * branch)
+            if half is None or expected == 0.0:
+                continue
+            ratio = _rms(full - half) / expected
+            if abs(ratio - 1.0) > 2 * BRANCH_TOLERANCE:
+                problems.append(
+                    f"{end_name}: halving alpha_hidden moved {block_name}'s output by "
+                    f"{ratio:.3g} x half the branch's output, not 1 x: something after the "
+                    "hooked module (a norm?) undoes the multiplier; hook the last module "
+                    "before the residual addition (an adapter of this family)"
+                )
+    return problems
+
+
+def _readout_problems(
+    model: nn.Module, example: Any, rec: _Recorder, base: dict[str, Any]
+) -> list[str]:
+    hooks = [
+        (name, hook)
+        for name, _, _, hook in our_hooks(model)
+        if hook.keywords["layer"] == "output"
+    ]
+    full = base.get("logits")
+    if not hooks or full is None or _rms(full) == 0.0:
+        return []
+    with _scaled([h for _, h in hooks], 0.5):
+        half = rec.run(model, example).get("logits")
+    if half is None:
+        return []
+    ratio = _rms(half) / _rms(full)
+    if abs(ratio - 0.5) <= EXACT_TOLERANCE * 10:
+        return []
+    names = ", ".join(n for n, _ in hooks)
+    return [
+        f"{names}: halving alpha_out changed the model's output by x{ratio:.3g}, not x0.5: "
+        "something after the readout (a final norm, logit soft-capping) undoes alpha_out"
+    ]
+
+
+@torch.no_grad()
+def _norm_problems(model: nn.Module, family: Adapter) -> list[str]:
+    """Each norm's gain with its weight at the value init_ writes (1 - norm_offset)."""
+    offset = float(getattr(family, "norm_offset", 0.0))
+    problems = []
+    for name, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        if (
+            not is_norm(module)
+            or not isinstance(weight, nn.Parameter)
+            or weight.ndim != 1
+        ):
+            continue
+        if isinstance(module, nn.GroupNorm):
+            continue
+        n = weight.shape[0]
+        x = torch.randn(4, n, generator=torch.Generator().manual_seed(1))
+        x = (x - x.mean(-1, keepdim=True)).to(device=weight.device, dtype=weight.dtype)
+        saved = weight.detach().clone()
+        bias = getattr(module, "bias", None)
+        saved_bias = bias.detach().clone() if isinstance(bias, torch.Tensor) else None
+        try:
+            weight.fill_(1.0 - offset)
+            if saved_bias is not None:
+                bias.zero_()  # type: ignore[union-attr]
+            y = module(x)
+        except Exception:  # a norm that needs other inputs: not measurable here
+            continue
+        finally:
+            weight.copy_(saved)
+            if saved_bias is not None:
+                bias.copy_(saved_bias)  # type: ignore[union-attr]
+        if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+            continue
+        normalized = x / x.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt()
+        gain = _rms(y) / _rms(normalized)
+        if abs(gain - 1.0) > GAIN_TOLERANCE:
+            problems.append(
+                f"{name}: effective gain {gain:.3g} at init, not 1: it computes its output "
+                f"with the weight at {1.0 - offset:g} differently (e.g. x * (1 + w)); use the "
+                "adapter of this family, which initialises such norms to gain 1"
+            )
+    return problems
+
+
+def _compiled_problems(model: nn.Module, example: Any) -> list[str]:
+    inner = getattr(model, "_orig_mod", None)
+    if not isinstance(inner, nn.Module):
+        return []
+    compiled = _first_tensor(_run(model, example))
+    eager = _first_tensor(_run(inner, example))
+    if compiled is None or eager is None:
+        return []
+    scale = max(_rms(eager), 1e-30)
+    if _rms(compiled - eager) / scale <= 1e-3:
+        return []
+    return [
+        "the compiled model computes another output than its module (relative difference "
+        f"{_rms(compiled - eager) / scale:.3g}): multipliers applied after torch.compile "
+        "are not in the compiled code; call apply_multipliers before torch.compile"
+    ]
+
+
+def measured_problems(
+    model: nn.Module, family: Adapter | None, example_input: Any = None
+) -> list[str]:
+    """What the forward pass shows; [] when there is nothing to measure (no hooks, built-in
+    multipliers, a sharded model) or everything holds."""
+    if family is None or not our_hooks(model):
+        return []
+    if any(type(p).__name__ == "DTensor" for p in model.parameters()):
+        return []  # a sharded model: a forward pass is a collective; measured unsharded
+    example = (
+        example_input if example_input is not None else example_batch(model, family)
+    )
+    if example is None:
+        return [
+            "check cannot build an example input for this model (no embedding or linear "
+            "input layer); pass example_input=... or measure=False"
+        ]
+    eager = getattr(model, "_orig_mod", model)  # a compiled model: perturb its module
+    was_training = model.training
+    model.eval()
+    rec: _Recorder | None = None
+    try:
+        with torch.no_grad():
+            inputs = placements(eager, family)["input"]
+            blocks = _blocks(eager, family)
+            if len(blocks) > 2:
+                blocks = [blocks[0], blocks[-1]]
+            rec = _Recorder(inputs, blocks)
+            base = rec.run(eager, example)
+            problems = _input_problems(inputs, blocks, base)
+            problems += _branch_problems(eager, example, blocks, rec, base)
+            problems += _readout_problems(eager, example, rec, base)
+            rec.remove()
+            rec = None
+            problems += _compiled_problems(model, example)
+        problems += _norm_problems(eager, family)
+    except Exception as exc:  # the user's model: one line, never a traceback from check
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return [
+            f"check could not run the model on an example batch ({type(exc).__name__}: "
+            f"{text}); pass example_input=... (what the model's forward takes) or "
+            "measure=False"
+        ]
+    finally:
+        if rec is not None:
+            rec.remove()
+        model.train(was_training)
+    return problems
