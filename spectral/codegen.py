@@ -44,6 +44,7 @@ TORCH_RUNTIME = (
     "spectral.torch.optim",
     "spectral.torch.measure",
     "spectral.torch.check",
+    "spectral.torch.export",
     "spectral.torch.config",
 )
 """The modules a vendored PyTorch config copies, in the order they build on one another."""

@@ -55,6 +55,9 @@ LAYER_OF: dict[str, str] = {
 }
 """Role -> the layer whose block multiplier it shares."""
 
+MAX_SIZE = 2**53
+"""Largest width or depth: every integer up to it is an exact float."""
+
 BIAS_ROLES = ("input_bias", "hidden_bias")
 """Biases and normalisation gains: no weight decay and zero init unless named."""
 
@@ -132,10 +135,17 @@ def _factor(rule: tuple[float, float], r_n: float, r_L: float) -> float:
 def ratios(
     width: float, depth: float, base_width: float, base_depth: float
 ) -> tuple[float, float]:
-    """(r_n, r_L); sizes must be positive."""
+    """(r_n, r_L); sizes must be positive whole numbers (an int, or a float such as 1024.0)
+    below 2**53, so that width / base_width is an exact float."""
     for what, v in (("width", width), ("depth", depth)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-            raise ValueError(f"{what} must be a positive number, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{what} must be a positive integer, got {v!r}")
+        if isinstance(v, int) and v > MAX_SIZE:
+            raise ValueError(f"{what} must be at most 2**53, got {len(str(v))} digits")
+        if not (math.isfinite(v) and 1 <= v <= MAX_SIZE and float(v).is_integer()):
+            raise ValueError(
+                f"{what} must be a positive integer up to 2**53, got {v!r}"
+            )
     return width / base_width, depth / base_depth
 
 

@@ -12,7 +12,9 @@ The modules, in the order they build on one another:
 * ``init``: initialisation by role (:func:`init_`)
 * ``factories`` / ``sharded`` / ``composite``: real optimizers, FSDP2, one Optimizer over them
 * ``optim``: param groups with each role's numbers (:func:`build_optimizers`)
-* ``check``: the model and optimizer against the rules (:func:`check`)
+* ``measure`` / ``check``: the model and optimizer against the rules, measured on the
+  forward pass too (:func:`check`)
+* ``export``: the multipliers folded into the weights, for saving (:func:`fold_multipliers`)
 * ``config``: :class:`Config`, the numbers with the functions bound to them
 """
 

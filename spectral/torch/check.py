@@ -10,7 +10,14 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue
-from spectral.torch.adapters import AdapterLike, Patterns, as_adapter, classified
+from spectral.torch.adapters import (
+    AdapterLike,
+    Patterns,
+    as_adapter,
+    classified,
+    fans,
+    is_norm,
+)
 from spectral.torch.hooks import (
     builtin_multipliers,
     our_hooks,
@@ -51,6 +58,27 @@ def head_dims(model: nn.Module) -> set[int]:
             ):
                 dims.add(n_embd // n_head)
     return dims
+
+
+def _size_problems(
+    model: nn.Module,
+    width: float,
+    patterns: Patterns | None,
+    adapter: AdapterLike | None,
+) -> list[str]:
+    """The width given against the model's: the fan-out of its input weights."""
+    found: dict[int, str] = {}
+    for name, p, role, module in classified(model, patterns, adapter):
+        if role == "input_weight" and p.ndim == 2 and not is_norm(module):
+            found.setdefault(fans(module, p)[0], name)
+    wrong = {n: name for n, name in found.items() if n != width}
+    if not wrong:
+        return []
+    n, name = next(iter(wrong.items()))
+    return [
+        f"the model's width is {n} ({name}), check was given width {width}: the rules at "
+        "another size give other numbers"
+    ]
 
 
 def _multiplier_problems(
@@ -158,11 +186,11 @@ def _optimizer_problems(
                 ("lr", lr, want["lr"]),
                 ("weight_decay", group.get("weight_decay"), want["weight_decay"]),
             ]
-            kind = want["optimizer"]
+            opt_name = want["optimizer"]
             if "spectral_eps" in want or any(
                 k in want for k, _ in rules.eps_places.values()
             ):
-                key, index = rules.eps_places.get(kind, ("eps", None))
+                key, index = rules.eps_places.get(opt_name, ("eps", None))
                 got = group.get(key)
                 if (
                     index is not None
@@ -224,7 +252,8 @@ def check_model(
         classified(model, patterns, adapter)
     except ValueError as exc:
         return [str(exc)]
-    problems = _multiplier_problems(rules, model, width, depth, multiplier, adapter)
+    problems = _size_problems(model, width, patterns, adapter)
+    problems += _multiplier_problems(rules, model, width, depth, multiplier, adapter)
     if head_dim is not None:
         for found in sorted(head_dims(model) - {head_dim}):
             problems.append(

@@ -17,6 +17,7 @@ from spectral.scaling import BaseValue
 from spectral.torch.adapters import AdapterLike, Patterns
 from spectral.torch.check import check_model
 from spectral.torch.composite import CompositeOptimizer
+from spectral.torch.export import fold_into_weights
 from spectral.torch.hooks import MultiplierHandle, install_multipliers
 from spectral.torch.init import init_by_role
 from spectral.torch.optim import build_composite, role_param_groups
@@ -144,6 +145,19 @@ class Config(TorchRules):
             **base,
         )
 
+    def fold_multipliers(
+        self,
+        model: nn.Module,
+        width: float,
+        depth: float,
+        *,
+        multiplier: BaseValue = 1.0,
+        adapter: AdapterLike | None = None,
+    ) -> list[str]:
+        return fold_into_weights(
+            self, model, width, depth, multiplier=multiplier, adapter=adapter
+        )
+
 
 for _method, _function in (
     ("apply_multipliers", install_multipliers),
@@ -151,6 +165,7 @@ for _method, _function in (
     ("param_groups", role_param_groups),
     ("build_optimizers", build_composite),
     ("check", check_model),
+    ("fold_multipliers", fold_into_weights),
 ):
     # the bound API shows the function's own documentation
     getattr(Config, _method).__doc__ = _function.__doc__

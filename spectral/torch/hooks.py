@@ -177,6 +177,10 @@ def install_multipliers(
         for _, module in modules
     ]
     names = {layer: [n for n, _ in modules] for layer, modules in placed.items()}
+    if isinstance(getattr(model, "_orig_mod", None), nn.Module):
+        # torch.compile'd: code compiled before the hooks existed does not call them (no
+        # guard on hooks), so drop the compiled code; the next call compiles with them
+        torch.compiler.reset()
     return MultiplierHandle(handles, names, values)
 
 

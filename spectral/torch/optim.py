@@ -64,14 +64,14 @@ def role_param_groups(
         if not p.requires_grad:
             continue
         rules.covered(role, f"parameter {name!r}")
-        kind = rules.optimizers[role]
-        if rules.matrix_only[kind] and p.ndim != 2:
+        opt_name = rules.optimizers[role]
+        if rules.matrix_only[opt_name] and p.ndim != 2:
             raise ValueError(
                 f"parameter {name!r} (shape {tuple(p.shape)}) has role {role}, trained by "
-                f"{kind}, which takes 2-D matrices only"
+                f"{opt_name}, which takes 2-D matrices only"
             )
-        c = _compensation(rules.implementations.get(kind), module, p)
-        key = (kind, role, c)
+        c = _compensation(rules.implementations.get(opt_name), module, p)
+        key = (opt_name, role, c)
         if key not in groups:
             h = hp[role]
             group: dict[str, Any] = {
@@ -79,10 +79,10 @@ def role_param_groups(
                 "lr": h["lr"] / c,
                 "weight_decay": h["weight_decay"] * c,
                 "role": role,
-                "optimizer": kind,
+                "optimizer": opt_name,
             }
             if "eps" in h:
-                eps_key, index = rules.eps_places.get(kind, ("eps", None))
+                eps_key, index = rules.eps_places.get(opt_name, ("eps", None))
                 if index is None:
                     group[eps_key] = h["eps"]
                 else:
@@ -93,7 +93,7 @@ def role_param_groups(
 
 
 def _place_eps(
-    optimizer: torch.optim.Optimizer, kind: str, place: tuple[str, int | None]
+    optimizer: torch.optim.Optimizer, opt_name: str, place: tuple[str, int | None]
 ) -> None:
     """Write each group's eps into its place inside the implementation's tuple."""
     key, index = place
@@ -103,7 +103,7 @@ def _place_eps(
         value = group.get(key)
         if index is None or not isinstance(value, (tuple, list)) or index >= len(value):
             raise ValueError(
-                f"{kind}: param-group key {key!r} holds {value!r}, not a tuple with an "
+                f"{opt_name}: param-group key {key!r} holds {value!r}, not a tuple with an "
                 f"entry {index} for eps (eps_key / eps_index of the declaration)"
             )
         entries = list(value)
@@ -133,6 +133,7 @@ def build_composite(
     0.95)}} passes extra arguments to one implementation; factories = {"name": fn}
     replaces or adds one (fn(groups, **kwargs) returning a torch optimizer).
     """
+    _check_options(rules, factories, optimizer_kwargs, multipliers_in_forward)
     if not (multipliers_in_forward or multipliers_applied(model)):
         raise ValueError(
             "the model's forward pass does not apply the block multipliers: call "
@@ -142,19 +143,63 @@ def build_composite(
     groups = role_param_groups(
         rules, model, width, depth, patterns=patterns, adapter=adapter, **base
     )
-    by_kind: dict[str, list[dict[str, Any]]] = {}
+    by_optimizer: dict[str, list[dict[str, Any]]] = {}
     for group in groups:
-        by_kind.setdefault(group["optimizer"], []).append(group)
+        by_optimizer.setdefault(group["optimizer"], []).append(group)
     known = {**rules.factories(), **(factories or {})}
     parts = {}
-    for kind, kind_groups in by_kind.items():
-        if kind not in known:
+    for opt_name, opt_groups in by_optimizer.items():
+        if opt_name not in known:
             raise ValueError(
-                f"no implementation known for {kind!r}; pass factories="
-                f"{ {kind: 'fn'} }, fn(groups, **kwargs) returning a torch optimizer"
+                f"no implementation known for {opt_name!r}; pass factories="
+                f"{ {opt_name: 'fn'} }, fn(groups, **kwargs) returning a torch optimizer"
             )
-        kwargs = dict((optimizer_kwargs or {}).get(kind, {}))
-        impl = rules.implementations.get(kind)
-        parts[kind] = build_part(model, kind, known[kind], kind_groups, kwargs, impl)
-        _place_eps(parts[kind], kind, rules.eps_places.get(kind, ("eps", None)))
+        kwargs = dict((optimizer_kwargs or {}).get(opt_name, {}))
+        impl = rules.implementations.get(opt_name)
+        part = build_part(model, opt_name, known[opt_name], opt_groups, kwargs, impl)
+        if not isinstance(part, torch.optim.Optimizer):
+            raise TypeError(
+                f"factories[{opt_name!r}] returned {type(part).__name__}, not a "
+                "torch.optim.Optimizer"
+            )
+        parts[opt_name] = part
+        _place_eps(part, opt_name, rules.eps_places.get(opt_name, ("eps", None)))
     return CompositeOptimizer(parts, width=width, depth=depth, base=base)
+
+
+def _check_options(
+    rules: TorchRules,
+    factories: Any,
+    optimizer_kwargs: Any,
+    multipliers_in_forward: Any,
+) -> None:
+    """build_optimizers' options, refused by name before anything is built: a typo in a
+    key ({"adam": ...} for "adamw") would otherwise be ignored."""
+    if multipliers_in_forward is not None and not isinstance(
+        multipliers_in_forward, bool
+    ):
+        raise TypeError(
+            f"multipliers_in_forward must be True, False or None, got {multipliers_in_forward!r}"
+        )
+    for what, value in (
+        ("factories", factories),
+        ("optimizer_kwargs", optimizer_kwargs),
+    ):
+        if value is not None and not isinstance(value, Mapping):
+            raise TypeError(
+                f"{what} must be a dict keyed by optimizer name, got {value!r}"
+            )
+    for name, fn in (factories or {}).items():
+        if not callable(fn):
+            raise TypeError(f"factories[{name!r}] must be callable, got {fn!r}")
+    names = set(rules.optimizers.values()) | set(factories or {})
+    for name, kwargs in (optimizer_kwargs or {}).items():
+        if name not in names:
+            raise ValueError(
+                f"optimizer_kwargs: unknown optimizer {name!r}; this config's optimizers: "
+                f"{', '.join(sorted(set(rules.optimizers.values())))}"
+            )
+        if not isinstance(kwargs, Mapping):
+            raise TypeError(
+                f"optimizer_kwargs[{name!r}] must be a dict, got {kwargs!r}"
+            )

@@ -1,0 +1,95 @@
+"""Export: the block multipliers folded into the weights, for a model saved without hooks.
+
+A multiplier hook scales a module's output by a plain float. Where the output is linear in
+the module's parameters (a Linear, an Embedding, HF's Conv1D, a norm's gain and bias), the
+same float multiplied into those parameters gives the same output with no hook, so the
+model saved with ``save_pretrained`` or ``state_dict`` and loaded anywhere computes what
+the hooked model computes. A parameter shared with another module (tied embeddings) cannot
+take a factor one of its users does not have: that is refused, with what to do instead.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from spectral.scaling import BaseValue, Rules
+from spectral.torch.adapters import AdapterLike, as_adapter, is_norm
+from spectral.torch.hooks import builtin_multipliers, our_hooks
+
+
+def _foldable(module: nn.Module) -> bool:
+    linear = (nn.Linear, nn.Embedding, nn.Conv1d, nn.Conv2d)
+    return (
+        isinstance(module, linear)
+        or type(module).__name__ == "Conv1D"
+        or is_norm(module)
+    )
+
+
+@torch.no_grad()
+def fold_into_weights(
+    rules: Rules,
+    model: nn.Module,
+    width: float,
+    depth: float,
+    *,
+    multiplier: BaseValue = 1.0,
+    adapter: AdapterLike | None = None,
+) -> list[str]:
+    """Fold every multiplier hook into its module's parameters and remove the hooks.
+
+    The hooks must be the rules' at (width, depth) (apply_multipliers with these sizes);
+    returns the names of the modules folded. After it the model needs no hooks: save it
+    for serving. It refuses, changing nothing, a model whose multipliers are built into
+    its forward pass, a hooked module whose output is not linear in its parameters, and a
+    parameter shared with another module (tied embeddings: alpha_out would scale the input
+    too; untie them, or keep the hook and scale the logits where you serve).
+    """
+    if builtin_multipliers(model):
+        raise ValueError(
+            "this model applies the block multipliers in its forward pass: it needs no "
+            "folding (its alpha attributes are saved with it)"
+        )
+    hooks = our_hooks(model)
+    if not hooks:
+        raise ValueError("no multiplier hooks to fold: call apply_multipliers first")
+    want = rules.multipliers(width, depth, multiplier)
+    offset = float(getattr(as_adapter(adapter, model), "norm_offset", 0.0))
+    users: dict[int, list[str]] = {}
+    for name, module in model.named_modules(remove_duplicate=False):
+        for p in module.parameters(recurse=False):
+            users.setdefault(id(p), []).append(name)
+    plan = []
+    for name, module, hook_id, hook in hooks:
+        layer, factor = hook.keywords["layer"], hook.keywords["factor"]
+        if abs(factor - want[layer]) > 1e-9 * max(1.0, abs(want[layer])):
+            raise ValueError(
+                f"{name}: alpha_{layer} is {factor:.6g}, the rules give {want[layer]:.6g} "
+                f"at width {width}, depth {depth}: fold at the size the hooks were made for"
+            )
+        if not _foldable(module) or getattr(module, "weight", None) is None:
+            raise ValueError(
+                f"{name} ({type(module).__name__}): its output is not linear in its own "
+                "parameters, so alpha cannot be folded into them; keep the hook"
+            )
+        for p in module.parameters(recurse=False):
+            shared = [u for u in users[id(p)] if u != name]
+            if shared:
+                raise ValueError(
+                    f"{name}'s parameters are shared with {shared[0]} (tied weights): "
+                    f"alpha_{layer} = {factor:.6g} would scale both; untie them (Hugging "
+                    "Face: tie_word_embeddings=False) or keep the hook and multiply the "
+                    "logits by it where you serve"
+                )
+        plan.append((module, hook_id, factor))
+    for module, hook_id, factor in plan:
+        norm = is_norm(module)
+        for pname, p in module.named_parameters(recurse=False):
+            if norm and pname == "weight" and offset:
+                # a gain parameterised as (offset + w): (offset + w') = factor (offset + w)
+                p.mul_(factor).add_(offset * (factor - 1.0))
+            else:
+                p.mul_(factor)
+        del module._forward_hooks[hook_id]
+    return [name for name, *_ in hooks]
