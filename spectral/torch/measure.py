@@ -338,8 +338,11 @@ def _compiled_problems(model: nn.Module, example: Any) -> list[str]:
     inner = getattr(model, "_orig_mod", None)
     if not isinstance(inner, nn.Module):
         return []
-    compiled = _first_tensor(_run(model, example))
-    eager = _first_tensor(_run(inner, example))
+    with torch.enable_grad():
+        compiled = _first_tensor(_run(model, example))
+        eager = _first_tensor(_run(inner, example))
+    if compiled is not None and eager is not None:
+        compiled, eager = compiled.detach(), eager.detach()
     if compiled is None or eager is None:
         return []
     scale = max(_rms(eager), 1e-30)
@@ -370,6 +373,12 @@ def measured_problems(
             "input layer); pass example_input=... or measure=False"
         ]
     eager = getattr(model, "_orig_mod", model)  # a compiled model: perturb its module
+    try:
+        # in the model's own mode, gradients on: the compiled code training runs (a call
+        # in another mode would compile afresh, with the hooks, and show nothing)
+        compiled = _compiled_problems(model, example)
+    except Exception as exc:
+        return [_could_not_run(exc)]
     was_training = model.training
     model.eval()
     rec: _Recorder | None = None
@@ -386,17 +395,19 @@ def measured_problems(
             problems += _readout_problems(eager, example, rec, base)
             rec.remove()
             rec = None
-            problems += _compiled_problems(model, example)
         problems += _norm_problems(eager, family)
     except Exception as exc:  # the user's model: one line, never a traceback from check
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return [
-            f"check could not run the model on an example batch ({type(exc).__name__}: "
-            f"{text}); pass example_input=... (what the model's forward takes) or "
-            "measure=False"
-        ]
+        return [_could_not_run(exc)]
     finally:
         if rec is not None:
             rec.remove()
         model.train(was_training)
-    return problems
+    return compiled + problems
+
+
+def _could_not_run(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return (
+        f"check could not run the model on an example batch ({type(exc).__name__}: "
+        f"{text}); pass example_input=... (what the model's forward takes) or measure=False"
+    )
