@@ -47,6 +47,11 @@ class Role:
         return self.layer == "output"
 
     @property
+    def in_block(self) -> bool:
+        """Inside a residual block: hidden weights and biases, and routers."""
+        return self.layer in ("hidden", "router")
+
+    @property
     def gate(self) -> bool:
         """A router: its own layer's multiplier on its logits, its gate inside a block."""
         return self.layer == "router"
