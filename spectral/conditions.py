@@ -290,8 +290,9 @@ def chains(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Chain]:
 def generate(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Condition]:
     """Every init and update condition term for blocks of ``k`` maps, over ``roles``.
 
-    ``4 + 3·2^k`` of them (``3 + 6·2^k`` with the router): the engine never lists them (see :mod:`spectral.verify`); the
-    tests do, for small ``k``, as the oracle the factor-by-factor check must agree with.
+    ``3 + 6·2^k`` of them (``4 + 3·2^k`` without the router): the engine never lists them
+    (see :mod:`spectral.verify`); the tests do, for small ``k``, as the oracle the
+    factor-by-factor check must agree with.
     """
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ValueError(f"k must be an integer ≥ 1, got {k!r}")

@@ -12,9 +12,9 @@ learning-rate and weight-decay rules give the realised step
 The ``3 + 6·2^k`` terms (``4 + 3·2^k`` of the paper's network, the rest the router's) are
 checked without listing them. The update terms of a chain are
 ``α ∏_{i∉S} ‖p_i‖ ∏_{i∈S} ‖Δp_i‖`` over every non-empty set ``S`` of updated factors, all
-with one target ``T`` (a router's gated chain: its gate always in ``S``, and the terms with
-more than the gate ``O(T)`` at ``k = 1``); they all equal ``T`` exactly when the largest and the smallest of
-them do. In log-scale a term is a sum of independent per-factor choices, so its largest
+with one target ``T`` (a router's gated chain: its gate always in ``S``, and the terms
+with more than the gate only ``O(T)`` at ``k = 1``); they all equal ``T`` exactly when the
+largest and the smallest of them do. In log-scale a term is a sum of independent per-factor choices, so its largest
 value with factor ``i`` updated is ``‖Δp_i‖ ∏_{j≠i} max(‖p_j‖, ‖Δp_j‖)`` (the maximum of
 a sum of independent choices is the sum of the maxima), and the largest over all ``S`` is
 the largest of these over ``i``; likewise the smallest with ``min``. Θ-scales are
