@@ -91,6 +91,8 @@ def _describe(label: str) -> str:
     head, order = label.split(".")
     j = int(order) - 1
     what = {"C2": "hidden weight", "B2": "hidden bias chain", "R2": "router gate"}[head]
+    if head == "R2" and j >= 2:
+        return f"router gate and block updates, order {j} (only O(1/L) at k = 1)"
     return f"{what} updates, order {j}"
 
 
