@@ -13,7 +13,17 @@ multiplier of the layer the parameters sit in.
   each non-empty subset ``S`` of the chain updated, order ``j = |S|`` — is ``Θ(1/L)``.
   For ``k = 1`` this is Condition "one-layer"; for ``k ≥ 2`` Condition C (App. B.2).
 
-The number of terms grows as ``2^k`` (:func:`term_formula`: ``4 + 3·2^k`` with every role).
+* A router (``docs/router.md``) adds two kinds of term, labelled R. Its logits
+  ``α_r W_r h`` are Θ(1) at init (R1.1: ``α_r‖W_r‖ = Θ(1)``), so its gate is Θ(1) and moves
+  as ``α_r‖ΔW_r‖``. The gate multiplies every path of the block, so each hidden chain has a
+  *gated* twin ``(W_r, …chain)`` under ``α_l``; only its terms with the gate updated are
+  new (the others are the chain's own, times ``‖g‖ = Θ(1)``): the gate alone is the
+  router's first-order term, ``Θ(1/L)`` (R2.2); with factors of the chain updated too
+  (R2.3, …) they are ``Θ(1/L)`` under Condition C (``k ≥ 2``) and ``O(1/L)`` under
+  Condition "one-layer" (``k = 1``, whose multiplier leaves no cross term maximal).
+
+The number of terms grows as ``2^k`` (:func:`term_formula`: ``4 + 3·2^k`` over the paper's
+roles, ``3 + 6·2^k`` with the router).
 Nothing in the engine enumerates them: a chain's terms differ only in *which* factors are
 updates, so :mod:`spectral.verify` bounds them factor by factor, and :func:`term_counts`
 counts them with binomial coefficients. :func:`generate` still yields every term, lazily,
@@ -41,6 +51,7 @@ __all__ = [
     "chain_terms",
     "init_term",
     "update_label",
+    "update_relation",
     "update_target",
     "first_order_term",
     "term_counts",
@@ -53,7 +64,7 @@ Relation = Literal["=", "≤"]
 _ONE = Theta.one()
 _INV_L = Theta.monomial(0, -1)
 _INV_SQRT_L = Theta.monomial(0, Fraction(-1, 2))
-MULTIPLIER_SYMBOL = {"input": "α_0", "hidden": "α_l", "output": "α_{L+1}"}
+MULTIPLIER_SYMBOL = {"input": "α_0", "hidden": "α_l", "output": "α_{L+1}", "router": "α_r"}
 
 _SUP = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
@@ -75,13 +86,25 @@ class Factor:
 
 
 class Chain(NamedTuple):
-    """A path through one layer: ``W⁽¹⁾…W⁽ᵏ⁾``, ``b⁽ⁱ⁾ → W⁽ⁱ⁺¹⁾…W⁽ᵏ⁾``, or one in/out parameter."""
+    """A path through one layer: ``W⁽¹⁾…W⁽ᵏ⁾``, ``b⁽ⁱ⁾ → W⁽ⁱ⁺¹⁾…W⁽ᵏ⁾``, one in/out parameter,
+    a router's logits, or a hidden chain gated by a router (``W_r`` first, ``gated``)."""
 
     layer: str
     params: tuple[tuple[str, int], ...]
     """``(role, position)`` of each factor, in the order the signal passes them."""
     is_bias: bool
     """Whether the chain starts at a bias (its terms are labelled B…)."""
+    gated: bool = False
+    """``params[0]`` is a router whose gate multiplies the rest: every term of this chain
+    has the gate updated (the others are the ungated chain's), and it has no init term."""
+    cross: Relation = "="
+    """Relation of a gated chain's terms with more than the gate updated: ``=`` under
+    Condition C (``k ≥ 2``), ``≤`` under Condition "one-layer" (``k = 1``)."""
+
+    @property
+    def has_updates(self) -> bool:
+        """A router's logits chain has only its init term: the block fixes how they move."""
+        return self.layer != "router"
 
 
 class Condition(NamedTuple):
@@ -115,28 +138,42 @@ class Condition(NamedTuple):
         return len(self.updated)
 
     def __str__(self) -> str:
-        lhs = " ".join([MULTIPLIER_SYMBOL[self.layer], *map(str, self.factors)])
+        # a factor from another layer (a router's gate in a block) carries its own multiplier
+        own = {f.role: role(f.role).layer for f in self.factors}
+        factors = [
+            f"{MULTIPLIER_SYMBOL[own[f.role]]}{f}" if own[f.role] != self.layer else str(f)
+            for f in self.factors
+        ]
+        lhs = " ".join([MULTIPLIER_SYMBOL[self.layer], *factors])
         rhs = "Θ" if self.relation == "=" else "O"
         return f"{lhs} = {rhs}({format_monomial(*self.target.exponents)})"
 
 
-def _label(init: bool, layer: str, order: int, bias_chain: bool) -> str:
-    head = "B" if bias_chain else "C"
-    if init:
-        return f"{head}1.{1 if layer != 'hidden' else 2}"
-    return f"{head}2.{1 if layer != 'hidden' else order + 1}"
+def _label(chain: Chain, order: int) -> str:
+    """Paper label of the terms of ``chain`` with ``order`` factors updated (0: init)."""
+    if chain.gated or chain.layer == "router":
+        return f"R{1 if order == 0 else 2}.{1 if order == 0 else order + 1}"
+    head = "B" if chain.is_bias else "C"
+    inner = chain.layer == "hidden"
+    if order == 0:
+        return f"{head}1.{2 if inner else 1}"
+    return f"{head}2.{order + 1 if inner else 1}"
 
 
 def init_term(chain: Chain) -> Condition:
     """The chain with no factor updated: ``Θ(1/L)`` for a hidden chain of ``m ≥ 2`` factors
-    (Condition C), ``O(1/√L)`` for ``m = 1`` (Condition "one-layer"), ``Θ(1)`` outside blocks."""
+    (Condition C), ``O(1/√L)`` for ``m = 1`` (Condition "one-layer"), ``Θ(1)`` outside blocks
+    (a router's logits included). A gated chain has none: it is the chain's own, times
+    ``‖g‖ = Θ(1)``."""
+    if chain.gated:
+        raise ValueError("a gated chain has no init term of its own")
     rel: Relation
     target: Theta
     if chain.layer == "hidden":
         rel, target = ("=", _INV_L) if len(chain.params) >= 2 else ("≤", _INV_SQRT_L)
     else:
         rel, target = "=", _ONE
-    return Condition(_label(True, chain.layer, 0, chain.is_bias), chain, (), rel, target)
+    return Condition(_label(chain, 0), chain, (), rel, target)
 
 
 def update_target(chain: Chain) -> Theta:
@@ -144,16 +181,35 @@ def update_target(chain: Chain) -> Theta:
     return _INV_L if chain.layer == "hidden" else _ONE
 
 
+def update_relation(chain: Chain, order: int) -> Relation:
+    """``=`` for every update term but a gated chain's cross terms (``chain.cross``)."""
+    return chain.cross if chain.gated and order >= 2 else "="
+
+
 def update_label(chain: Chain, order: int) -> str:
     """Label of the update terms of ``chain`` with ``order`` factors updated (``C2.3``, ``B2.2``)."""
-    return _label(False, chain.layer, order, chain.is_bias)
+    return _label(chain, order)
+
+
+def _free(chain: Chain) -> int:
+    """How many factors of ``chain`` may be updated or not (a gated chain's gate always is)."""
+    return len(chain.params) - chain.gated
 
 
 def chain_terms(chain: Chain) -> Iterator[Condition]:
-    """The init term and every update term of one chain of parameters."""
+    """The init term and every update term of one chain of parameters (see the module doc)."""
+    target = update_target(chain)
+    if chain.gated:
+        for j in range(_free(chain) + 1):
+            for subset in combinations(range(1, len(chain.params)), j):
+                order = j + 1
+                rel = update_relation(chain, order)
+                yield Condition(_label(chain, order), chain, (0, *subset), rel, target)
+        return
     m = len(chain.params)
     yield init_term(chain)
-    target = update_target(chain)
+    if not chain.has_updates:
+        return
     for j in range(1, m + 1):
         label = update_label(chain, j)
         for subset in combinations(range(m), j):
@@ -162,9 +218,18 @@ def chain_terms(chain: Chain) -> Iterator[Condition]:
 
 def term_counts(chain: Chain) -> dict[str, int]:
     """How many terms of each label ``chain`` has, without listing them: one init term and
-    ``C(m, j)`` update terms of order ``j`` (one per set of ``j`` updated factors)."""
-    m = len(chain.params)
-    out = {init_term(chain).label: 1}
+    ``C(m, j)`` update terms of order ``j`` (one per set of ``j`` updated factors); a gated
+    chain ``C(m − 1, j − 1)`` of order ``j`` (the gate is always one of them)."""
+    m = _free(chain)
+    out: dict[str, int] = {}
+    if chain.gated:
+        for j in range(m + 1):
+            label = _label(chain, j + 1)
+            out[label] = out.get(label, 0) + comb(m, j)
+        return out
+    out[init_term(chain).label] = 1
+    if not chain.has_updates:
+        return out
     for j in range(1, m + 1):
         label = update_label(chain, j)
         out[label] = out.get(label, 0) + comb(m, j)
@@ -173,10 +238,13 @@ def term_counts(chain: Chain) -> dict[str, int]:
 
 def first_order_term(chain_list: Iterable[Chain], role_name: str) -> Condition:
     """The first term, in :func:`generate` order, in which ``role_name`` alone is updated:
-    its first factor in the first chain that holds it. It fixes the role's update size."""
+    its first factor in the first chain that holds it (a router: its gate, alone updated,
+    in the first gated chain). It fixes the role's update size."""
     for chain in chain_list:
+        if not chain.has_updates:
+            continue
         for p, (r, _) in enumerate(chain.params):
-            if r == role_name:
+            if r == role_name and (p == 0 or not chain.gated):
                 return Condition(update_label(chain, 1), chain, (p,), "=", update_target(chain))
     raise ValueError(f"no chain holds {role_name}")
 
@@ -185,13 +253,17 @@ def term_formula(roles: tuple[Role, ...] = ROLES) -> tuple[int, int]:
     """``(a, b)`` with ``a + b·2^k`` condition terms for blocks of ``k`` maps over ``roles``.
 
     Each in/out chain (one factor) has 2 terms; the hidden weight chain ``2^k`` (init and
-    every non-empty subset); the bias chains ``Σ_{m=1..k} 2^m = 2^{k+1} − 2``. With every
-    role: ``4 + 3·2^k``.
+    every non-empty subset); the bias chains ``Σ_{m=1..k} 2^m = 2^{k+1} − 2``. With the
+    paper's roles: ``4 + 3·2^k``. A router adds its init term (1) and a gated twin of each
+    hidden chain with the gate always updated: ``2^k`` and ``2^{k+1} − 2`` more, so
+    ``3 + 6·2^k`` with every role.
     """
     names = {r.name for r in roles}
-    outside = sum(1 for r in roles if r.layer != "hidden")
+    outside = sum(1 for r in roles if r.layer not in ("hidden", "router"))
+    routers = sum(1 for r in roles if r.gate)
     weights, biases = "hidden_weight" in names, "hidden_bias" in names
-    return 2 * outside - 2 * biases, weights + 2 * biases
+    twins = 1 + routers
+    return 2 * outside + routers - 2 * biases * twins, (weights + 2 * biases) * twins
 
 
 def chains(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Chain]:
@@ -200,19 +272,27 @@ def chains(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Chain]:
     for r in roles:
         if r.layer != "hidden":
             yield Chain(r.layer, ((r.name, 0),), r.is_bias)
+    block: list[Chain] = []
     if "hidden_weight" in names:
-        yield Chain("hidden", tuple(("hidden_weight", i) for i in range(1, k + 1)), False)
+        block.append(Chain("hidden", tuple(("hidden_weight", i) for i in range(1, k + 1)), False))
     if "hidden_bias" in names:
         for i in range(1, k + 1):
             tail = tuple(("hidden_weight", m) for m in range(i + 1, k + 1))
-            yield Chain("hidden", (("hidden_bias", i), *tail), True)
+            block.append(Chain("hidden", (("hidden_bias", i), *tail), True))
+    yield from block
+    cross: Relation = "=" if k >= 2 else "≤"
+    for r in roles:
+        if r.gate:
+            for c in block:
+                yield Chain("hidden", ((r.name, 0), *c.params), c.is_bias, True, cross)
 
 
 def generate(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Condition]:
     """Every init and update condition term for blocks of ``k`` maps, over ``roles``.
 
-    ``4 + 3·2^k`` of them: the engine never lists them (see :mod:`spectral.verify`); the
-    tests do, for small ``k``, as the oracle the factor-by-factor check must agree with.
+    ``3 + 6·2^k`` of them (``4 + 3·2^k`` without the router): the engine never lists them
+    (see :mod:`spectral.verify`); the tests do, for small ``k``, as the oracle the
+    factor-by-factor check must agree with.
     """
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ValueError(f"k must be an integer ≥ 1, got {k!r}")

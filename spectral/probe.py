@@ -231,7 +231,19 @@ def roles_for(optimizer: str | OptimizerSpec) -> tuple[str, ...]:
     from .roles import ROLES
 
     spec = resolve(optimizer)
-    return tuple(r.name for r in ROLES if spec.applies_to_biases or not r.is_bias)
+    # One measurement per shape: the update direction depends on the dimensions alone, so a
+    # role with an earlier role's (n_in, n_out) — the router, E × n like the output
+    # weight — is measured there (its declared exponent at L = 1, G = 1 is the same).
+    out: list[str] = []
+    shapes = set()
+    for r in ROLES:
+        if not (spec.applies_to_biases or not r.is_bias):
+            continue
+        if r.gate and (r.n_in, r.n_out) in shapes:
+            continue
+        shapes.add((r.n_in, r.n_out))
+        out.append(r.name)
+    return tuple(out)
 
 
 def _gradient(shape: tuple[int, ...], rank: int, noise: float, gen, torch) -> Any:

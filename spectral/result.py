@@ -16,6 +16,7 @@ __all__ = [
     "Entry",
     "CheckGroup",
     "RoleScales",
+    "TieDifference",
     "Derivation",
     "summary",
     "CONVENTIONS",
@@ -103,6 +104,27 @@ class CheckGroup:
 
 
 @dataclass(frozen=True)
+class TieDifference:
+    """One rule in which input_weight and output_weight differ (see ``Derivation.tie_differences``)."""
+
+    hp: str
+    input_weight: Exponent | None
+    output_weight: Exponent | None
+    """``None`` where the role has no such rule."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hp": self.hp,
+            "input_weight": None if self.input_weight is None else self.input_weight.as_strings(),
+            "output_weight": None if self.output_weight is None else self.output_weight.as_strings(),
+        }
+
+
+TIED = ("input_weight", "output_weight")
+"""The roles a tied embedding shares one matrix between (vocabulary × width)."""
+
+
+@dataclass(frozen=True)
 class Derivation:
     """HP rules for one optimizer and block depth ``k``; produced only if verified."""
 
@@ -132,14 +154,41 @@ class Derivation:
             out[e.role][e.hp] = e.exponent
         return out
 
+    def tie_differences(self) -> tuple[TieDifference, ...]:
+        """The rules input_weight and output_weight do not share, the multiplier aside.
+
+        A tied embedding is one matrix read both ways (``h_0 = α_0 W e_x``, logits
+        ``α_{L+1} W h_L``): the multipliers are applied in the forward pass, so they may
+        differ, but one matrix has one init, one lr, one weight decay and one ε. Exponents
+        are compared exactly; an empty result means the tie is allowed.
+
+        >>> from spectral import derive
+        >>> derive("adamw").tie_differences()
+        ()
+        >>> [d.hp for d in derive("sso").tie_differences()]
+        ['lr', 'weight_decay']
+        """
+        rules = self.rules
+        a, b = (rules.get(r, {}) for r in TIED)
+        return tuple(
+            TieDifference(hp, a.get(hp), b.get(hp))
+            for hp in self.hps
+            if hp != "multiplier" and a.get(hp) != b.get(hp)
+        )
+
+    @property
+    def tie_allowed(self) -> bool:
+        """Whether input_weight and output_weight may share one matrix (:meth:`tie_differences`)."""
+        return not self.tie_differences()
+
     @property
     def terms_checked(self) -> int:
         return sum(c.terms for c in self.checks)
 
     @property
     def verification_summary(self) -> str:
-        """How many condition terms the verification covers and how: ``4 + 3·2^k = 196 612
-        condition terms at k = 16, checked factor by factor (…), plus 12 checks of …``."""
+        """How many condition terms the verification covers and how: ``3 + 6·2^k = 393 219
+        condition terms at k = 16, checked factor by factor (…), plus 14 checks of …``."""
         return summary(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,6 +199,10 @@ class Derivation:
             "verified": self.verified,
             "rules": {
                 r: {hp: exp.as_strings() for hp, exp in hps.items()} for r, hps in self.rules.items()
+            },
+            "tie_embeddings": {
+                "allowed": self.tie_allowed,
+                "differences": [t.to_dict() for t in self.tie_differences()],
             },
         }
 
@@ -164,7 +217,7 @@ def summary(result: Derivation) -> str:
 
     >>> from spectral import derive
     >>> summary(derive("adamw", k=16))
-    '4 + 3·2^k = 196 612 condition terms at k = 16, checked factor by factor (the largest and smallest term of each chain), plus 12 checks of the conventions Δ2, C.4 and α'
+    '3 + 6·2^k = 393 219 condition terms at k = 16, checked factor by factor (the largest and smallest term of each chain), plus 14 checks of the conventions Δ2, C.4 and α'
     """
     roles = tuple(r for r in ROLES if r.name in result.roles)
     a, b = term_formula(roles)

@@ -52,8 +52,11 @@ LAYER_OF: dict[str, str] = {
     "output_weight": "output",
     "input_bias": "input",
     "hidden_bias": "hidden",
+    "router_weight": "router",
 }
-"""Role -> the layer whose block multiplier it shares."""
+"""Role -> the layer whose block multiplier it shares. A router (an E x n map inside a
+block: a mixture of experts' router, a gate) has its own, on its logits: Θ(1) in every
+derivation (docs/router.md), so only a base value given for it changes anything."""
 
 MAX_SIZE = 2**53
 """Largest width or depth: every integer up to it is an exact float."""

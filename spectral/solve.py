@@ -12,7 +12,7 @@ The order follows the paper (Sec. 4, App. C, D):
 5. The declaration gives ``‖A‖_R``; ``η = ‖ΔW‖_R / ‖A‖_R``; weight decay by convention Δ2
    ``‖λW‖_R = Θ(‖A‖_R)``; ``ε`` from its declared scale.
 6. :func:`spectral.verify.verify` substitutes the emitted rules into every condition term
-   (factor by factor: no step lists the ``4 + 3·2^k`` terms, so the cost is linear in ``k``).
+   (factor by factor: no step lists the ``3 + 6·2^k`` terms, so the cost is linear in ``k``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import sympy as sp
 
-from .conditions import Condition, chains, first_order_term, init_term
+from .conditions import MULTIPLIER_SYMBOL, Condition, chains, first_order_term, init_term
 from .errors import IncomparableError, SpecError
 from .expr import theta_of
 from .result import Derivation, Entry, Exponent, RoleScales
@@ -35,9 +35,10 @@ from .verify import verify, weight_norm
 __all__ = ["derive_spec", "MAX_K", "init_variance", "show"]
 
 MAX_K = 64
-"""Largest block depth accepted. Derivation and verification cost O(k) (the ``4 + 3·2^k``
+"""Largest block depth accepted. Derivation and verification cost O(k) (the ``3 + 6·2^k``
 terms are bounded factor by factor, never listed); 64 keeps every per-label term count in
-a signed 64-bit integer (the largest, ``C(65, 33)``, is about 3.6·10¹⁸), so the JSON
+a signed 64-bit integer (the largest, the router's order-33 terms ``C(64, 32) + C(65, 33)``,
+is about 5.4·10¹⁸), so the JSON
 ``terms`` stay exact in any 64-bit consumer, and is far beyond any real block."""
 
 _HALF = Fraction(1, 2)
@@ -100,6 +101,14 @@ def _short(x: Fraction) -> str:
     return f"about {'-' if x < 0 else ''}10^{digits}"
 
 
+def _gated_scales(c: Condition, alpha: dict[str, Theta], norm: dict[str, Theta]) -> str:
+    """``α_l = Θ(1/L), α_r = Θ(1), ‖W‖ = Θ(1)``: the scales in a gated first-order term."""
+    layers = dict.fromkeys([c.layer, *(role(f.role).layer for f in c.factors)])
+    parts = [f"{MULTIPLIER_SYMBOL[x]} = Θ({alpha[x]})" for x in layers]
+    parts += [f"‖{role(r).symbol}‖ = Θ({norm[r]})" for r in dict.fromkeys(f.role for f in c.factors if not f.delta)]
+    return ", ".join(parts)
+
+
 def derive_spec(spec: OptimizerSpec, k: int = 2) -> Derivation:
     """Derive and verify the HP rules of a declaration for residual blocks of ``k`` maps.
 
@@ -128,16 +137,19 @@ def derive_spec(spec: OptimizerSpec, k: int = 2) -> Derivation:
     alpha: dict[str, Theta] = {}
     alpha_cond: dict[str, Condition] = {}
     for chain in chain_list:
-        if chain.layer not in alpha:
+        if chain.layer not in alpha and not chain.gated:
             c = init_term(chain)
             alpha[c.layer] = c.target / product(c, False)
             alpha_cond[c.layer] = c
     # 3. required update size from each role's first first-order term
     target: dict[str, Theta] = {}
     target_cond: dict[str, Condition] = {}
+    # a factor from another layer (a router's gate in a block) carries its own multiplier
+    gain: dict[str, Theta] = {}
     for r in roles:
         c = first_order_term(chain_list, r.name)
-        target[r.name] = c.target / (alpha[c.layer] * product(c, True))
+        gain[r.name] = alpha[r.layer] if r.layer != c.layer else Theta.one()
+        target[r.name] = c.target / (alpha[c.layer] * gain[r.name] * product(c, True))
         target_cond[r.name] = c
 
     entries: list[Entry] = []
@@ -166,7 +178,12 @@ def derive_spec(spec: OptimizerSpec, k: int = 2) -> Derivation:
                 ac.label,
                 f"{ac.label} {ac} with ‖{role(ac.factors[0].role).symbol}‖ = Θ({norm[ac.factors[0].role]})"
                 + ("; the largest α it allows (Depth-μP choice)" if ac.relation == "≤" else "")
-                + ("; a bias shares the multiplier of its layer" if r.is_bias else ""),
+                + ("; a bias shares the multiplier of its layer" if r.is_bias else "")
+                + (
+                    "; its own multiplier: α_l scales the gated block output, not the logits"
+                    if r.gate
+                    else ""
+                ),
             ),
             "init_var": (
                 "init",
@@ -177,8 +194,13 @@ def derive_spec(spec: OptimizerSpec, k: int = 2) -> Derivation:
             ),
             "lr": (
                 c.label,
-                f"{c.label} {c} with α = Θ({alpha[r.layer]}), ‖W‖ = Θ({norm[name]}) ⇒ "
-                f"‖Δ{r.symbol}‖ = Θ({target[name]}); ‖A‖ = Θ({direction}) from "
+                f"{c.label} {c} with "
+                + (
+                    f"α = Θ({alpha[r.layer]}), ‖W‖ = Θ({norm[name]})"
+                    if c.layer == r.layer
+                    else _gated_scales(c, alpha, norm)
+                )
+                + f" ⇒ ‖Δ{r.symbol}‖ = Θ({target[name]}); ‖A‖ = Θ({direction}) from "
                 f"update_norm = {show(spec.update_norm)} with G = Θ({grad})",
             ),
             "weight_decay": (

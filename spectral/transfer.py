@@ -7,8 +7,11 @@ arithmetic lives in :mod:`spectral.scaling`, whose lines ``spectral codegen`` co
 every generated module, so what ``spectral transfer`` prints is what training applies.
 
 Hybrid optimizers (:func:`plan`) follow the paper's experiments: the *hidden* optimizer
-takes the hidden weights and the *others* optimizer every other role (input and output
-weights, all biases) — Muon-Kimi on hidden matrices, AdamW on embeddings, head and biases.
+takes the matrices inside the residual blocks — the hidden weights, and routers (an
+``E × n`` gate inside a block: its derived rules hold for every optimizer, and matrix
+optimizers train it in practice; see ``docs/router.md``) — and the *others* optimizer
+every other role (input and output weights, all biases) — Muon-Kimi on hidden matrices,
+AdamW on embeddings, head and biases.
 Without *others*, the hidden optimizer takes every role it applies to; a matrix-only
 optimizer then leaves the bias roles uncovered (fine for a bias-free model; anything that
 needs them raises, naming the role and suggesting ``others="adamw"``).
@@ -138,7 +141,8 @@ def plan(
     optimizers: dict[str, str] = {}
     uncovered: list[str] = []
     for r in ROLE_NAMES:
-        if r == "hidden_weight":
+        block_matrix = role(r).in_block and not role(r).is_bias
+        if block_matrix and r in d_hidden.roles:
             optimizers[r] = d_hidden.optimizer
         elif d_others is not None and r in d_others.roles:
             optimizers[r] = d_others.optimizer

@@ -9,10 +9,12 @@ learning-rate and weight-decay rules give the realised step
 (``‖λW‖ = Θ(‖A‖)``) and the loss-sensitivity fixed point of App. C.4
 (``‖ΔW‖_2 ‖∇W‖_2 = ΔL``).
 
-The ``4 + 3·2^k`` terms are checked without listing them. The update terms of a chain are
+The ``3 + 6·2^k`` terms (``4 + 3·2^k`` of the paper's network, the rest the router's) are
+checked without listing them. The update terms of a chain are
 ``α ∏_{i∉S} ‖p_i‖ ∏_{i∈S} ‖Δp_i‖`` over every non-empty set ``S`` of updated factors, all
-with one target ``T``; they all equal ``T`` exactly when the largest and the smallest of
-them do. In log-scale a term is a sum of independent per-factor choices, so its largest
+with one target ``T`` (a router's gated chain: its gate always in ``S``, and the terms
+with more than the gate only ``O(T)`` at ``k = 1``); they all equal ``T`` exactly when the
+largest and the smallest of them do. In log-scale a term is a sum of independent per-factor choices, so its largest
 value with factor ``i`` updated is ``‖Δp_i‖ ∏_{j≠i} max(‖p_j‖, ‖Δp_j‖)`` (the maximum of
 a sum of independent choices is the sum of the maxima), and the largest over all ``S`` is
 the largest of these over ``i``; likewise the smallest with ``min``. Θ-scales are
@@ -43,12 +45,13 @@ from .conditions import (
     init_term,
     term_counts,
     update_label,
+    update_relation,
     update_target,
 )
 from .errors import VerificationError
 from .expr import theta_of
 from .result import CheckGroup, Derivation, summary
-from .roles import ROLES, Role
+from .roles import ROLES, Role, role
 from .symbols import G, L, n_in, n_out
 from .theta import Theta
 
@@ -66,7 +69,7 @@ _HALF = Fraction(1, 2)
 
 MAX_ENUMERATED_K = 16
 """Largest ``k`` the oracle (:func:`check_terms` with ``enumerate_subsets=True``) accepts:
-it lists ``4 + 3·2^k`` terms."""
+it lists ``3 + 6·2^k`` terms."""
 
 GROUP_DESCRIPTIONS = {
     "C1.1": "input/output weights at init",
@@ -78,6 +81,7 @@ GROUP_DESCRIPTIONS = {
     "Δ2": "weight decay matches the update direction",
     "C.4": "loss-sensitivity fixed point ‖ΔW‖₂‖∇W‖₂ = ΔL",
     "α": "biases share their layer's multiplier",
+    "R1.1": "router logits at init",
 }
 
 
@@ -86,7 +90,9 @@ def _describe(label: str) -> str:
         return GROUP_DESCRIPTIONS[label]
     head, order = label.split(".")
     j = int(order) - 1
-    what = "hidden weight" if head == "C2" else "hidden bias chain"
+    what = {"C2": "hidden weight", "B2": "hidden bias chain", "R2": "router gate"}[head]
+    if head == "R2" and j >= 2:
+        return f"router gate and block updates, order {j} (only O(1/L) at k = 1)"
     return f"{what} updates, order {j}"
 
 
@@ -148,16 +154,27 @@ def _substitute(result: Derivation, roles: tuple[Role, ...], tally: Tally) -> _S
     return _Scales(alpha, norm, step)
 
 
-def _holds(value: Theta, c: Condition) -> bool:
-    return value == c.target if c.relation == "=" else value.le(c.target)
+def _holds(value: Theta, relation: str, target: Theta) -> bool:
+    return value == target if relation == "=" else value.le(target)
 
 
-def _groups(chain: Chain) -> dict[str, tuple[int, ...]]:
-    """The positions of each role's factors in ``chain`` (factors of one role share scales)."""
+def _groups(params: tuple[tuple[str, int], ...]) -> dict[str, tuple[int, ...]]:
+    """The positions of each role's factors in ``params`` (factors of one role share scales)."""
     out: dict[str, list[int]] = {}
-    for p, (r, _) in enumerate(chain.params):
+    for p, (r, _) in enumerate(params):
         out.setdefault(r, []).append(p)
     return {r: tuple(ps) for r, ps in out.items()}
+
+
+def _local(chain: Chain, s: _Scales) -> _Scales:
+    """The scales of ``chain``'s factors: a factor from another layer (a router's gate in a
+    block) carries its own layer's multiplier, ``α_r‖W_r‖`` and ``α_r‖ΔW_r‖``."""
+    gain = {r: s.alpha[role(r).layer] for r, _ in chain.params if role(r).layer != chain.layer}
+    if not gain:
+        return s
+    norm = {r: v * gain[r] if r in gain else v for r, v in s.norm.items()}
+    step = {r: v * gain[r] if r in gain else v for r, v in s.step.items()}
+    return _Scales(s.alpha, norm, step)
 
 
 def _extreme(
@@ -181,65 +198,84 @@ def _extreme(
 
 
 def _check_chain(chain: Chain, s: _Scales, tally: Tally) -> None:
-    """Every term of ``chain``, factor by factor (see the module docstring)."""
+    """Every term of ``chain``, factor by factor (see the module docstring).
+
+    A gated chain's gate is always updated: its terms are ``α ‖Δg‖`` times the free
+    factors' terms, the empty set (the router's first-order term) included."""
     alpha = s.alpha[chain.layer]
-    groups = _groups(chain)
-    init = init_term(chain)
-    value = alpha * prod((s.norm[r] ** len(ps) for r, ps in groups.items()), start=Theta.one())
-    tally.record(init.label)
-    if not _holds(value, init):
-        tally.fail(init.label, 1, f"{init}, but the rules give Θ({value})")
-    target = update_target(chain)
-    counts = term_counts(chain)
-    del counts[init.label]
-    for label, n in counts.items():
+    s = _local(chain, s)
+    for label, n in term_counts(chain).items():
         tally.record(label, n)
-    hi = _extreme(Theta.maximum, alpha, groups, s)
-    lo = _extreme(Theta.minimum, alpha, groups, s)
-    if hi == target and lo == target:
+    lead: tuple[int, ...] = (0,) if chain.gated else ()
+    free = chain.params[len(lead) :]
+    groups = _groups(free)
+    target = update_target(chain)
+    if chain.gated:
+        base = alpha * s.step[chain.params[0][0]]
+        first = base * prod((s.norm[r] ** len(ps) for r, ps in groups.items()), start=Theta.one())
+        ok = first == target
+    else:
+        base = alpha
+        init = init_term(chain)
+        value = alpha * prod((s.norm[r] ** len(ps) for r, ps in groups.items()), start=Theta.one())
+        if not _holds(value, init.relation, init.target):
+            tally.fail(init.label, 1, f"{init}, but the rules give Θ({value})")
+        if not chain.has_updates:
+            return
+        ok = True
+    rel = update_relation(chain, len(lead) + 2)
+    hi = _extreme(Theta.maximum, base, groups, s)
+    lo = _extreme(Theta.minimum, base, groups, s)
+    ok = ok and (hi == target and lo == target if rel == "=" else hi.le(target))
+    if ok:
         return
     # Some term fails: split the chain into its distinct terms (how many factors of each
     # role are updated) to count the failing ones per label and show one of each.
     roles = list(groups)
     patterns = product(*(range(len(groups[r]) + 1) for r in roles))
     for updated in sorted(patterns, key=sum):
-        order = sum(updated)
+        order = sum(updated) + len(lead)
         if order == 0:
             continue
-        value = alpha
+        value = base
         for r, u in zip(roles, updated, strict=True):
             c = len(groups[r])
             value = value * s.norm[r] ** (c - u) * s.step[r] ** u
-        if value == target:
+        rel = update_relation(chain, order)
+        if _holds(value, rel, target):
             continue
         label = update_label(chain, order)
         terms = prod(comb(len(groups[r]), u) for r, u in zip(roles, updated, strict=True))
-        witness = tuple(sorted(p for r, u in zip(roles, updated, strict=True) for p in groups[r][:u]))
-        term = Condition(label, chain, witness, "=", target)
+        shift = len(lead)
+        witness = lead + tuple(
+            sorted(p + shift for r, u in zip(roles, updated, strict=True) for p in groups[r][:u])
+        )
+        term = Condition(label, chain, witness, rel, target)
         tally.fail(label, terms, f"{term}, but the rules give Θ({value})")
 
 
 def _enumerate_chain(chain: Chain, s: _Scales, tally: Tally) -> None:
     """The oracle: every term of ``chain`` multiplied out and compared, one by one."""
     alpha = s.alpha[chain.layer]
+    s = _local(chain, s)
     for c in chain_terms(chain):
         value = alpha
         for f in c.factors:
             value = value * (s.step[f.role] if f.delta else s.norm[f.role])
         tally.record(c.label)
-        if not _holds(value, c):
+        if not _holds(value, c.relation, c.target):
             tally.fail(c.label, 1, f"{c}, but the rules give Θ({value})")
 
 
 def check_terms(result: Derivation, *, enumerate_subsets: bool = False) -> Tally:
     """Check every condition term and convention for ``result``; return what was found.
 
-    ``enumerate_subsets=True`` lists all ``4 + 3·2^k`` terms one by one (the test-time
+    ``enumerate_subsets=True`` lists all ``3 + 6·2^k`` terms one by one (the test-time
     oracle, ``k ≤`` :data:`MAX_ENUMERATED_K`); the default checks each chain factor by factor.
     """
     k = result.k
     if enumerate_subsets and k > MAX_ENUMERATED_K:
-        raise ValueError(f"enumerating 4 + 3·2^k terms is for k ≤ {MAX_ENUMERATED_K}, got {k}")
+        raise ValueError(f"enumerating 3 + 6·2^k terms is for k ≤ {MAX_ENUMERATED_K}, got {k}")
     roles = tuple(r for r in ROLES if r.name in result.roles)
     tally = Tally()
     s = _substitute(result, roles, tally)
@@ -270,5 +306,5 @@ def verify(result: Derivation) -> tuple[CheckGroup, ...]:
             f"{shown}" + (f"; … {more} more" if more > 0 else "")
         )
     counts = tally.counts
-    order = sorted(counts, key=lambda s: (s[0] not in "CB", s[0], len(s), s))
+    order = sorted(counts, key=lambda s: (s[0] not in "CBR", s[0], len(s), s))
     return tuple(CheckGroup(label, _describe(label), counts[label], True) for label in order)

@@ -75,17 +75,21 @@ def test_factor_check_agrees_with_enumeration_on_broken_rules(optimizer, k, hp, 
 
 
 def test_hidden_lr_off_by_one_counts_every_failing_term_without_listing_them():
-    """Only ‖ΔW‖ of the hidden weights is wrong. Failing: every update term of the weight
-    chain (2^k − 1), every bias-chain term with a weight updated (Σ_{m=1..k} 2^m − 2 =
-    2^{k+1} − 2 − 2k), and that role's C.4 check: 3·2^k − 2 − 2k in all."""
+    """Only ‖ΔW‖ of the hidden weights is wrong. Failing among the paper's terms: every
+    update term of the weight chain (2^k − 1), every bias-chain term with a weight updated
+    (Σ_{m=1..k} 2^m − 2 = 2^{k+1} − 2 − 2k), and that role's C.4 check: 3·2^k − 2 − 2k.
+    Among the router's (R): every gated term with a weight updated, the same count less
+    the C.4 check: 3·2^k − 3 − 2k."""
+    paper, router = (lambda k: 3 * 2**k - 2 - 2 * k), (lambda k: 3 * 2**k - 3 - 2 * k)
     for k in (3, 5):  # the oracle agrees with the formula
         _, failing = agree(broken(derive("sgd", k=k), "hidden_weight", "lr", (Fraction(1), Fraction(0))))
-        assert sum(failing.values()) == 3 * 2**k - 2 - 2 * k
+        assert sum(n for label, n in failing.items() if label[0] != "R") == paper(k)
+        assert sum(n for label, n in failing.items() if label[0] == "R") == router(k)
     k = MAX_K
     bad = broken(derive("sgd", k=k), "hidden_weight", "lr", (Fraction(1), Fraction(0)))
     with pytest.raises(VerificationError) as err:
         verify(bad)
-    assert str(err.value).startswith(f"sgd (k={k}): {3 * 2**k - 2 - 2 * k} condition term(s) fail")
+    assert str(err.value).startswith(f"sgd (k={k}): {paper(k) + router(k)} condition term(s) fail")
     assert "C2.2: α_l ‖ΔW⁽¹⁾‖" in str(err.value)
 
 
@@ -158,10 +162,11 @@ def test_no_term_is_listed_when_deriving(monkeypatch):
 def test_verification_summary_says_how_many_terms_and_how():
     d = derive("adamw", k=16)
     assert d.verification_summary == summary(d) == (
-        "4 + 3·2^k = 196 612 condition terms at k = 16, checked factor by factor (the largest "
-        "and smallest term of each chain), plus 12 checks of the conventions Δ2, C.4 and α"
+        "3 + 6·2^k = 393 219 condition terms at k = 16, checked factor by factor (the largest "
+        "and smallest term of each chain), plus 14 checks of the conventions Δ2, C.4 and α"
     )
-    assert derive("muon", k=3).verification_summary.startswith("4 + 2^k = 12 condition terms at k = 3,")
+    # matrices only: in/out weights 4, the router's init 1, the weight chain and its gated twin
+    assert derive("muon", k=3).verification_summary.startswith("5 + 2·2^k = 21 condition terms at k = 3,")
 
 
 def test_k_up_to_max_k_is_accepted_and_gives_the_k2_rules():

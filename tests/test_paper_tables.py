@@ -109,12 +109,28 @@ BEYOND_PAPER = {"soap": {"eps"}}
 SOAP's ε (``optimizers/soap.py``; its exponents are pinned in tests/test_spec_eps.py)."""
 
 
+ROLES_BEYOND_PAPER = {"router_weight"}
+"""Roles the engine derives that the paper's network does not have: the router
+(docs/router.md; its rules are pinned against a hand derivation in tests/test_router.py).
+An addition, so every role the paper has must still come out exactly as tabulated."""
+
+
 def as_dict(d) -> dict:
     skip = BEYOND_PAPER.get(d.optimizer, set())
     return {
         role: {hp: (e.r_n, e.r_L) for hp, e in hps.items() if hp not in skip}
         for role, hps in d.rules.items()
+        if role not in ROLES_BEYOND_PAPER
     }
+
+
+def test_the_roles_beyond_the_paper_are_only_additions():
+    """Leaving the router out of the network changes no rule of the paper's roles."""
+    from spectral.roles import ROLE_NAMES
+
+    assert ROLES_BEYOND_PAPER <= set(ROLE_NAMES)
+    for optimizer, k in PAPER:
+        assert ROLES_BEYOND_PAPER <= set(derive(optimizer, k=k).roles)
 
 
 def normalise(expected: dict) -> dict:
@@ -150,7 +166,11 @@ def test_every_catalog_optimizer_is_in_the_paper_table():
 def test_every_subset_of_every_chain_is_checked(k):
     """SGD has every role. In/out layers and the input bias give 6 terms; the weight chain
     2^k (init + every non-empty subset); the bias chains b⁽ⁱ⁾ → W⁽ⁱ⁺¹⁾…W⁽ᵏ⁾ give
-    Σ_{m=1..k} 2^m. All of them are substituted: 4 + 3·2^k terms."""
+    Σ_{m=1..k} 2^m. All of them are substituted: 4 + 3·2^k terms. The router's (labelled R)
+    add its init term and a gated twin of each hidden chain with the gate updated:
+    1 + 2^k + 2^{k+1} − 2 more."""
     d = derive("sgd", k=k)
     condition_terms = sum(c.terms for c in d.checks if c.label[0] in "CB" and c.label != "C.4")
     assert condition_terms == 4 + 3 * 2**k
+    router_terms = sum(c.terms for c in d.checks if c.label[0] == "R")
+    assert router_terms == 3 * 2**k - 1

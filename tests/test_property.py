@@ -82,19 +82,37 @@ def independent_check(d) -> None:
             decay = line(rule["weight_decay"], u) + norm[name]
             assert abs(decay - direction) < TOL, ("Δ2", name, u)
             step[name] = line(rule["lr"], u) + max(direction, decay)
-            # loss sensitivity: ‖ΔW‖_2 ‖∇W‖_2 = ΔL (1 for in/out, 1/L for hidden)
+            # loss sensitivity: ‖ΔW‖_2 ‖∇W‖_2 = ΔL (1 for in/out, 1/L inside a block: the
+            # hidden roles and the router, whose gate is scaled by α_l)
             change = (a_out - a_in) * float(u) / 2 + step[name] + float(scales[name].gradient(u))
-            target = -(1 - float(u)) if r.layer == "hidden" else 0.0
+            target = -(1 - float(u)) if r.layer in ("hidden", "router") else 0.0
             assert abs(change - target) < TOL, ("C.4", name, u)
         check_chains(d, u, alpha, norm, step)
 
 
 def check_chains(d, u, alpha, norm, step) -> None:
     inv_l = -(1 - float(u))
-    chains = [(r, [r]) for r in d.roles if role(r).layer != "hidden"]
-    chains.append(("hidden_weight", ["hidden_weight"] * d.k))
+    chains = [(r, [r]) for r in d.roles if role(r).layer not in ("hidden", "router")]
+    block = [("hidden_weight", ["hidden_weight"] * d.k)]
     if "hidden_bias" in d.roles:
-        chains += [("hidden_bias", ["hidden_bias"] + ["hidden_weight"] * (d.k - i)) for i in range(1, d.k + 1)]
+        block += [("hidden_bias", ["hidden_bias"] + ["hidden_weight"] * (d.k - i)) for i in range(1, d.k + 1)]
+    chains += block
+    for r in (r for r in d.roles if role(r).layer == "router"):
+        # the router's logits: α_r‖W_r‖ = Θ(1) at init; its gate g(α_r W_r h) multiplies every
+        # path of the block, so α_l α_r‖ΔW_r‖ ∏(‖p‖ or ‖Δp‖) over each block chain, every
+        # subset: Θ(1/L), except the cross terms (a weight updated too) at k = 1: O(1/L)
+        assert abs(alpha["router"] + norm[r]) < TOL, ("R1.1", r, u)
+        gate = alpha["router"] + step[r]
+        for _, chain in block:
+            for j in range(len(chain) + 1):
+                for subset in combinations(range(len(chain)), j):
+                    value = alpha["hidden"] + gate + sum(
+                        step[p] if i in subset else norm[p] for i, p in enumerate(chain)
+                    )
+                    if j and d.k == 1:
+                        assert value <= inv_l + TOL, (r, subset, u)
+                    else:
+                        assert abs(value - inv_l) < TOL, (r, subset, u)
     for head, chain in chains:
         layer = role(head).layer
         hidden = layer == "hidden"

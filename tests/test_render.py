@@ -107,7 +107,8 @@ def test_paper_entries_adamw():
         row.hp: dict(zip([c for c, _ in lay.columns], row.cells, strict=True)) for row in lay.rows
     }
     assert [label for _, label in lay.columns] == [
-        "Input weights", "Hidden weights", "Output weights", "Input biases", "Hidden biases"
+        "Input weights", "Hidden weights", "Output weights", "Router weights", "Input biases",
+        "Hidden biases",
     ]  # fmt: skip
     assert [row.label for row in lay.rows] == [
         "Block Multiplier", "Initial Variance", "Learning Rate", "Weight Decay", "AdamW ε"
@@ -123,7 +124,7 @@ def test_paper_entries_adamw():
 
 def test_matrix_only_optimizer_has_no_bias_columns():
     lay = render.layout(derive("muon-kimi", k=2))
-    assert [c for c, _ in lay.columns] == ["input_weight", "hidden_weight", "output_weight"]
+    assert [c for c, _ in lay.columns] == ["input_weight", "hidden_weight", "output_weight", "router_weight"]
     assert "eps" not in [row.hp for row in lay.rows]
 
 
@@ -138,7 +139,7 @@ def test_latex_highlights_like_the_paper():
         r"& \hl{$\eta_{\mathrm{base}}\sqrt{r_n}$} \ \ll{($\eta_{\mathrm{base}}$)}",
         r"& \hl{$\lambda_{\mathrm{base}}/\sqrt{r_n}$} \ \ll{($\lambda_{\mathrm{base}}$)}",
         r"& $\sigma^2_{\mathrm{base}}/d_0$ or $\sigma^2_{\mathrm{base}}$",
-        "verified: 14 condition terms",
+        "verified: 21 condition terms",
     ):
         assert needle in tex
     assert r"\documentclass" not in tex
@@ -160,7 +161,7 @@ def test_json_is_exactly_to_dict():
     assert text.endswith("}\n")
     assert text == json.dumps(d.to_dict(), indent=2, ensure_ascii=False) + "\n"
     explained = json.loads(render.json_text(d, explain=True))
-    assert list(explained) == ["optimizer", "k", "verified", "rules", "explain"]
+    assert list(explained) == ["optimizer", "k", "verified", "rules", "tie_embeddings", "explain"]
     assert {k: explained[k] for k in d.to_dict()} == d.to_dict()
     assert len(explained["explain"]["entries"]) == len(d.entries)
     assert sum(c["terms"] for c in explained["explain"]["checks"]) == d.terms_checked

@@ -141,6 +141,9 @@ SOAP_EPS = {
     2: {"input_weight": (Fraction(-1, 2), 0), "hidden_weight": (0, -1), "output_weight": (Fraction(-1, 2), 0)},
     1: {"input_weight": (Fraction(-1, 2), 0), "hidden_weight": (0, Fraction(-1, 2)), "output_weight": (Fraction(-1, 2), 0)},
 }
+# the router (docs/router.md): ε = G = ‖∇W_r‖_2 = √n/L (k = 2), √(n/L) (k = 1)
+SOAP_EPS[2]["router_weight"] = (Fraction(1, 2), -1)
+SOAP_EPS[1]["router_weight"] = (Fraction(1, 2), Fraction(-1, 2))
 
 
 @pytest.mark.parametrize("k", [1, 2])

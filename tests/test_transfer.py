@@ -27,11 +27,14 @@ def expected(opt: str, role: str, hp: str, base: float, w: int, d: int, bw=256, 
 
 
 def test_hybrid_assignment_follows_the_paper():
+    """The hidden optimizer takes the matrices inside the blocks (the router too: see
+    docs/router.md), the others optimizer the embeddings, the head and every vector."""
     p = plan("muon-kimi", "adamw")
     assert p.optimizers == {
         "input_weight": "adamw",
         "hidden_weight": "muon-kimi",
         "output_weight": "adamw",
+        "router_weight": "muon-kimi",
         "input_bias": "adamw",
         "hidden_bias": "adamw",
     }
@@ -41,14 +44,14 @@ def test_hybrid_assignment_follows_the_paper():
 
 def test_matrix_only_without_others_leaves_biases_uncovered():
     p = plan("muon")
-    assert set(p.optimizers) == {"input_weight", "hidden_weight", "output_weight"}
+    assert set(p.optimizers) == {"input_weight", "hidden_weight", "output_weight", "router_weight"}
     assert set(p.optimizers.values()) == {"muon"}
     assert p.uncovered == ("input_bias", "hidden_bias")
 
 
 def test_all_roles_optimizer_alone_takes_everything():
     p = plan("adamw")
-    assert set(p.optimizers.values()) == {"adamw"} and len(p.optimizers) == 5
+    assert set(p.optimizers.values()) == {"adamw"} and len(p.optimizers) == 6
 
 
 def test_others_equal_to_hidden_is_refused():
