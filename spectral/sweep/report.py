@@ -28,6 +28,7 @@ Templates: ``templates/sweep_table.md.j2``, ``sweep_table.tex.j2``, ``sweep_summ
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from dataclasses import dataclass, replace
@@ -362,11 +363,12 @@ def plot(tables: list[Table], axis: str, path: str | Path, note: str = "") -> Pa
     _plot_regret(axes[0][-1], panels, axis)
     fig.suptitle(f"{panels[0].optimizer if panels else ''}: {axis} scaling{note}")
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path.with_suffix(".tmp.png"), dpi=120)
-    plt.close(fig)
-    path.with_suffix(".tmp.png").replace(path)
-    return path
+    buffer = io.BytesIO()  # rendered in memory, then the one writer (atomic, no debris)
+    try:
+        fig.savefig(buffer, format="png", dpi=120)
+    finally:
+        plt.close(fig)
+    return write_atomic(path, buffer.getvalue(), force=True)
 
 
 _PARAM_COLOR = {"sp": "tab:red", "mup-k1": "tab:orange", "mup": "tab:blue"}
