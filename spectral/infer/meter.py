@@ -123,7 +123,7 @@ class Meter:
                 out.append(self._norm(p, before, lr, role, width, i))
         if count is None and out[self.warmup] == 0.0:
             raise BadStep(
-                f"{self.target.label}: the measured step (step {self.warmup + 1}) on a "
+                f"{self.target.label}: the measured step (step {self.warmup + 1}) on the "
                 f"{SHAPES[role][0]} tensor (n = {width}) is exactly zero: the optimizer made no "
                 f"update after {self.warmup} warm-up steps (raise --warmup?)"
             )
@@ -134,13 +134,15 @@ class Meter:
         (:class:`BadStep`) instead of reaching the fit as ``nan`` or ``log(0)``."""
         torch = self.torch
         delta = p.detach().to(torch.float64) - before.to(torch.float64)
-        where = f"{self.target.label}: step {step + 1} on a {SHAPES[role][0]} tensor (n = {width})"
+        where = f"{self.target.label}: step {step + 1} on the {SHAPES[role][0]} tensor (n = {width})"
         if not bool(torch.isfinite(p.detach()).all()):
             bad = "NaN" if bool(torch.isnan(p.detach()).any()) else "inf"
             raise BadStep(f"{where} made the weights {bad}")
         value = rms_norm(delta, torch) / lr
-        if not math.isfinite(value) or value > HUGE:
-            raise BadStep(f"{where} is too large to measure (‖ΔW‖_R/lr = {value:.3g}, above {HUGE:g})")
+        if not math.isfinite(value):
+            raise BadStep(f"{where} is too large to measure: its norm overflows float64")
+        if value > HUGE:
+            raise BadStep(f"{where} is too large to measure: ‖ΔW‖_R/lr = {value:.3g}, above {HUGE:g}")
         return value
 
     def measured(self, role: str, width: int, **kw) -> float:
