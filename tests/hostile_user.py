@@ -163,22 +163,65 @@ def exiting_step_factory(groups, **kwargs):
 
 
 # model factories for `coord-check --model-factory`
-class _Tiny(torch.nn.Module):
-    def __init__(self, width, depth, vocab=64, poison=None):
+class _MLP(torch.nn.Module):
+    def __init__(self, width):
         super().__init__()
-        self.embed = torch.nn.Embedding(vocab, width)
-        self.blocks = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(depth))
-        self.head = torch.nn.Linear(width, vocab)
+        self.up_proj = torch.nn.Linear(width, 2 * width, bias=False)
+        self.down_proj = torch.nn.Linear(2 * width, width, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(torch.relu(self.up_proj(x)))
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self, width, head_dim=8):
+        super().__init__()
+        self.head_dim, self.heads = head_dim, width // head_dim
+        self.q_proj, self.k_proj, self.v_proj, self.o_proj = (
+            torch.nn.Linear(width, width, bias=False) for _ in range(4)
+        )
+
+    def forward(self, x):
+        B, T, W = x.shape
+        q, k, v = (
+            p(x).view(B, T, self.heads, self.head_dim).transpose(1, 2)
+            for p in (self.q_proj, self.k_proj, self.v_proj)
+        )
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, W))
+
+
+class _Layer(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.input_layernorm = torch.nn.RMSNorm(width)
+        self.self_attn = _Attention(width)
+        self.post_attention_layernorm = torch.nn.RMSNorm(width)
+        self.mlp = _MLP(width)
+
+    def forward(self, h):
+        h = h + self.self_attn(self.input_layernorm(h))
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class _Tiny(torch.nn.Module):
+    """Llama-named (embed_tokens, layers.N.self_attn / mlp, norm, lm_head), head_dim 8."""
+
+    def __init__(self, width, depth, vocab=40, poison=None):
+        super().__init__()
+        self.embed_tokens = torch.nn.Embedding(vocab, width)
+        self.layers = torch.nn.ModuleList(_Layer(width) for _ in range(depth))
+        self.norm = torch.nn.RMSNorm(width)
+        self.lm_head = torch.nn.Linear(width, vocab, bias=False)
         self.poison = poison
 
     def forward(self, ids):
-        h = self.embed(ids)
-        for b in self.blocks:
-            h = h + torch.relu(b(h))
-        out = self.head(h)
+        h = self.embed_tokens(ids)
         if self.poison == "nan":
-            out = out * float("nan")
-        return out
+            h = h * float("nan")
+        for layer in self.layers:
+            h = layer(h)
+        return self.lm_head(self.norm(h))
 
 
 def nan_model(width, depth):
