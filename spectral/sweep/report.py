@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..io import write_atomic
 from ..templating import environment
@@ -403,21 +403,28 @@ def _plot_regret(ax: Any, tables: list[Table], axis: str) -> None:
 
 
 def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None = None,
-                 seeds: tuple[int, ...] | None = None, choice: Any = None) -> list[Path]:
+                 seeds: tuple[int, ...] | None = None, choice: Any = None,
+                 warn: Callable[[str], None] | None = None) -> list[Path]:
     """Render ``summary.md``, ``tables.tex``, ``drift.json`` and the plots into ``out``.
 
     ``seeds``: the tables are the seed-mean of each seed's (default: ``cfg.seed`` alone), and
     a per-seed table shows each seed's best and regret at the largest size. ``choice``: the
     base tuning of ``--tune`` (:func:`spectral.sweep.tune.choose`), shown first and written
-    to ``tuning.json``.
+    to ``tuning.json``. ``warn`` hears of each damaged line of ``runs.jsonl`` (skipped).
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if records is None:
-        records = read_runs(out / RUNS_FILE)
-    meta = {}
+        records = read_runs(out / RUNS_FILE, warn=warn)
+    meta: Any = {}
     if (out / META_FILE).is_file():
-        meta = json.loads((out / META_FILE).read_text(encoding="utf-8"))
+        try:
+            meta = json.loads((out / META_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON
+            if warn is not None:
+                warn(f"{out / META_FILE}: ignored: {getattr(exc, 'strerror', None) or type(exc).__name__}")
+        if not isinstance(meta, dict):
+            meta = {}
     seeds = tuple(seeds) if seeds else (cfg.seed,)
     per_seed = {s: build_tables(records, replace(cfg, seed=s)) for s in seeds}
     tables = per_seed[seeds[0]] if len(seeds) == 1 else mean_tables(list(per_seed.values()))
@@ -429,7 +436,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
     for axis in ("width", "depth"):
         note = f" (mean of seeds {', '.join(map(str, seeds))})" if len(seeds) > 1 else ""
         images.append(plot(tables, axis, out / f"lr_{axis}.png", note).name)
-    data = meta.get("data") or {}
+    data = meta.get("data") if isinstance(meta.get("data"), dict) else {}
     settings = cfg.settings()
     all_settings = [replace(cfg, seed=s).settings() for s in seeds]
     hp_sources = sorted({r.get("hp_source", "?") for r in records
