@@ -416,15 +416,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
     out.mkdir(parents=True, exist_ok=True)
     if records is None:
         records = read_runs(out / RUNS_FILE, warn=warn)
-    meta: Any = {}
-    if (out / META_FILE).is_file():
-        try:
-            meta = json.loads((out / META_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON
-            if warn is not None:
-                warn(f"{out / META_FILE}: ignored: {getattr(exc, 'strerror', None) or type(exc).__name__}")
-        if not isinstance(meta, dict):
-            meta = {}
+    meta = _read_meta(out / META_FILE, warn)
     seeds = tuple(seeds) if seeds else (cfg.seed,)
     per_seed = {s: build_tables(records, replace(cfg, seed=s)) for s in seeds}
     tables = per_seed[seeds[0]] if len(seeds) == 1 else mean_tables(list(per_seed.values()))
@@ -483,6 +475,20 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
     return paths + [out / img for img in images]
 
 
+def _read_meta(path: Path, warn: Callable[[str], None] | None) -> dict[str, Any]:
+    """``sweep.json`` as a dict; a damaged or foreign one is ``{}`` (and ``warn`` hears so):
+    it only annotates the report."""
+    if not path.is_file():
+        return {}
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON
+        meta = None
+        if warn is not None:
+            warn(f"{path}: ignored: {getattr(exc, 'strerror', None) or type(exc).__name__}")
+    return meta if isinstance(meta, dict) else {}
+
+
 def write_index(root: str | Path, cfgs: list[Any]) -> Path:
     """``root/README.md``: best loss and transfer regret at the largest size, then the drift, of every optimizer's sweep under ``root``, and its plots."""
     root = Path(root)
@@ -490,7 +496,7 @@ def write_index(root: str | Path, cfgs: list[Any]) -> Path:
     for cfg in cfgs:
         folder = root / cfg.optimizer
         drifts = json.loads((folder / "drift.json").read_text(encoding="utf-8"))
-        meta = json.loads((folder / "sweep.json").read_text(encoding="utf-8")) if (folder / "sweep.json").is_file() else {}
+        meta = _read_meta(folder / META_FILE, None)
         for axis in ("width", "depth"):
             by_p = {d["parameterization"]: d for d in drifts if d["axis"] == axis}
             cells, regret_cells = [], []
