@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import sys
 
+from ..errors import SpecError
 from ..guard import DEFAULT_TIMEOUT
 from . import options
 from .common import EXIT_DERIVATION, EXIT_OK, emit, write_json
@@ -37,7 +38,6 @@ def configure_infer(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--kwargs",
         metavar="JSON",
-        type=options.json_object(),
         default=None,
         help='constructor arguments as a JSON object, e.g. \'{"adjust_lr_fn": "match_rms_adamw"}\' '
         "(lists become tuples; lr is set by the measurement, weight_decay defaults to 0)",
@@ -45,7 +45,6 @@ def configure_infer(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--group",
         metavar="JSON",
-        type=options.json_object(),
         default=None,
         help='keys of the parameter group, e.g. \'{"use_muon": true}\' for NorMuon / AdaMuon',
     )
@@ -54,9 +53,9 @@ def configure_infer(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite existing files")
     p.add_argument(
         "--widths",
-        type=options.integers(33, 4096, at_least=3, at_most=12),
+        type=options.integers(1, 4096, at_least=3, at_most=12),
         default=None,
-        help="widths, three to twelve from 33 to 4096 (default 64,128,256,512)",
+        help="widths, three to twelve, larger than 32 and at most 4096 (default 64,128,256,512)",
     )
     p.add_argument(
         "--warmup",
@@ -102,6 +101,17 @@ def configure_infer(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
 
 
+def _json_option(text: str | None, option: str) -> dict:
+    """``--kwargs`` / ``--group``: a JSON object, bounded in size and nesting
+    (:func:`spectral.cli.options.json_object`); a refusal is one ``error:`` line."""
+    if text is None:
+        return {}
+    try:
+        return options.json_object()(text)
+    except argparse.ArgumentTypeError as exc:
+        raise SpecError(f"{option}: {exc}") from None
+
+
 def run_infer(args: argparse.Namespace) -> int:
     from .common import console
     from ..infer import DEFAULT_WIDTHS, WARMUP, infer, load_target
@@ -114,13 +124,18 @@ def run_infer(args: argparse.Namespace) -> int:
     for option, path in (("-o", args.output), ("--json", args.json)):
         if path is not None:
             check_output(path, force=args.force, option=option)
+    kwargs, group = _json_option(args.kwargs, "--kwargs"), _json_option(args.group, "--group")
+    from ..measurement import D0
+
+    if args.widths is not None and min(args.widths) <= D0:
+        raise SpecError(f"--widths: need at least three widths, all larger than d0 = {D0}; got {args.widths}")
     eps = None if args.eps == "none" else args.eps
     # the user's print()s go to stderr: stdout carries the TOML
     import torch  # noqa: F401 - imported before the time limit starts: it is not the user's time
 
     with contextlib.redirect_stdout(sys.stderr):
         with user_code(f"importing {args.target.strip()}", args.timeout):
-            target = load_target(args.target, args.kwargs or {}, args.group or {})
+            target = load_target(args.target, kwargs, group)
         run = dict(
             widths=args.widths or DEFAULT_WIDTHS,
             warmup=WARMUP if args.warmup is None else args.warmup,
