@@ -49,7 +49,15 @@ from pathlib import Path
 
 from .errors import SpecError
 
-__all__ = ["write_atomic", "read_user_file", "FileExistsRefusal", "OutputError", "TEMP_PREFIX"]
+__all__ = [
+    "FileExistsRefusal",
+    "OutputError",
+    "TEMP_PREFIX",
+    "check_distinct",
+    "check_output",
+    "read_user_file",
+    "write_atomic",
+]
 
 TEMP_PREFIX = ".spectral-"
 """Temporary files are ``TEMP_PREFIX + 8 hex digits + ".tmp"`` in the target's folder."""
@@ -258,6 +266,52 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, force: bool
     except OSError as exc:
         raise OutputError(f"cannot write {raw}: {exc.strerror or exc}") from None
     return Path(raw)
+
+
+def check_output(path: str | os.PathLike[str], *, force: bool = False, option: str = "") -> None:
+    """Refuse now what :func:`write_atomic` would refuse later, without writing anything.
+
+    For the CLI, before any work: an empty path, a folder, a missing or unwritable folder, a
+    FIFO or device (``/dev/null``), a dangling symbolic link, an existing file without
+    ``force``. ``option`` (``--json``) starts the message. :func:`write_atomic` checks again
+    when it writes (and refuses, without ``force``, a file that appeared meanwhile).
+    """
+    try:
+        raw, folder = _target(path)
+        _check_folder(raw, folder)
+        _resolve_existing(raw, force)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise OutputError(f"cannot write {raw}: folder {folder} is not writable")
+    except OutputError as exc:
+        if not option:
+            raise
+        raise type(exc)(f"{option}: {exc}") from None
+
+
+def _identity(path: str) -> tuple:
+    """What makes two paths the same file: its device and inode when it exists (hard and
+    symbolic links), else the resolved path (``a/../b`` and ``b``)."""
+    try:
+        st = os.stat(path)
+        return ("inode", st.st_dev, st.st_ino)
+    except OSError:
+        return ("path", os.path.normcase(os.path.realpath(path)))
+
+
+def check_distinct(outputs: dict[str, str | os.PathLike[str] | None]) -> None:
+    """Refuse two outputs (option → path; ``None``: not given) that name one file.
+
+    Otherwise the second write would refuse (or, with ``--force``, silently replace) the
+    first one's file after all the work was done.
+    """
+    seen: dict[tuple, str] = {}
+    for option, path in outputs.items():
+        if path is None or os.fspath(path) == "":
+            continue
+        key = _identity(os.fspath(path))
+        if key in seen:
+            raise OutputError(f"{seen[key]} and {option} name the same file {os.fspath(path)}; give each its own")
+        seen[key] = option
 
 
 def _size(n: int) -> str:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import SpecError, first_line
+from .guard import DEFAULT_TIMEOUT, user_code
 from .measurement import (
     D0,
     SHAPES,
@@ -305,7 +306,25 @@ def measure(
             raise SpecError(
                 f"{impl.name}: step() of {type(opt).__name__} raised {first_line(exc)}"
             ) from None
-    return rms_operator_norm(p.detach() - before, torch)
+    delta = p.detach() - before
+    if not bool(torch.isfinite(p.detach()).all()):  # an SVD of NaNs raises: name it instead
+        return math.nan if bool(torch.isnan(p.detach()).any()) else math.inf
+    return rms_operator_norm(delta, torch)
+
+
+def _bad_step(value: float, width: int) -> str:
+    """What is wrong with a measured ``‖ΔW‖_R`` that is not a measurement ('' if nothing)."""
+    if math.isnan(value):
+        return f"the step made the weights NaN at n = {width}"
+    if math.isinf(value) or value > HUGE_STEP:
+        return f"the step overflows at n = {width} (‖ΔW‖_R = {value:.3g})"
+    if value == 0.0:
+        return f"the step is exactly zero at n = {width} (no update)"
+    return ""
+
+
+HUGE_STEP = 1e100
+"""A ``‖ΔW‖_R`` above this is reported as an overflow, not fitted."""
 
 
 def probe(
@@ -320,6 +339,7 @@ def probe(
     device: str = "cpu",
     dtype: str = "float32",
     progress: Callable[[str], None] | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> ProbeResult:
     """Measure every role of ``optimizer`` at every width; fit and compare exponents.
 
@@ -327,7 +347,9 @@ def probe(
     :func:`spectral.spec_file.load_spec`); its ``update_norm`` gives the declared exponents.
     ``factory(param_groups, **kwargs)`` builds the implementation measured (see
     :meth:`Impl.from_factory`); without one the optimizer's name must be in
-    :data:`PROBE_BUILDERS`.
+    :data:`PROBE_BUILDERS`. ``timeout``: seconds one measurement (one build and its steps)
+    may take (:func:`spectral.guard.user_code`). A step that is NaN, inf, overflowing or
+    exactly zero fails its row, and the note says which.
     """
     from .catalog import resolve
 
@@ -348,31 +370,30 @@ def probe(
     rows = []
     for role_name in roles_for(spec):
         norms = []
+        bad = ""
         for w in widths:
-            vals = [
-                measure(
-                    impl,
-                    role_name,
-                    w,
-                    d0=d0,
-                    seed=s,
-                    rank=rank,
-                    noise=noise,
-                    device=device,
-                    dtype=dtype,
-                )
-                for s in range(seeds)
-            ]
+            vals = []
+            for s in range(seeds):
+                with user_code(f"{impl.name} ({role_name}, n = {w})", timeout):
+                    vals.append(
+                        measure(
+                            impl, role_name, w, d0=d0, seed=s, rank=rank, noise=noise,
+                            device=device, dtype=dtype,
+                        )
+                    )
+            bad = bad or next((b for b in (_bad_step(v, w) for v in vals) if b), "")
             norms.append(math.exp(sum(math.log(max(v, 1e-300)) for v in vals) / len(vals)))
             if progress:
                 progress(f"{spec.name} {role_name} n={w}")
         measured, _ = fit_slope(widths, norms)
         declared, uses_g = declared_exponent(spec, role_name)
-        ok = abs(measured - declared) <= TOLERANCE
+        ok = abs(measured - declared) <= TOLERANCE and not bad
         note = ""
         if uses_g:
             note = "declaration uses G; measured at G = ‖∇W‖_2 = 1 — the coordinate check is its real test"
-        if not ok:
+        if bad:
+            note = (note + "; " if note else "") + f"NOT MEASURED: {bad}"
+        elif not ok:
             note = (note + "; " if note else "") + (
                 f"MISMATCH: measured n^{measured:+.2f}, declared n^{declared:+.2f}"
             )

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # ``templates`` ``spectral.templates`` (templates/); ``.`` is ``spectral/__init__.py``;
 # ``*.__main__`` any ``python -m`` entry.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # 0  no sympy, no torch: errors, user text, files, the Jinja environment, the symbols
-    ("base", ("errors", "text", "io", "templating", "templates", "symbols")),
+    # 0  no sympy, no torch: errors, user text, files, the user-code guard, the Jinja environment, the symbols
+    ("base", ("errors", "text", "io", "guard", "templating", "templates", "symbols")),
     # 1  the derivation engine (sympy)
     ("engine", ("theta", "expr", "spec", "roles", "conditions", "solve", "verify", "result", "spec_file")),
     # 2  the optimizer files and their registry (names looked up, then derived); the public

@@ -259,8 +259,8 @@ def test_hybrid_builds_muon_and_adamw(tmp_path: Path, corpus):
 
 def test_append_run_repairs_torn_line(tmp_path: Path):
     p = tmp_path / RUNS_FILE
-    p.write_text('{"key": "a"}\n{"key": "b", "tor')
-    append_run(p, {"key": "c"})
+    p.write_text('{"key": "a", "fingerprint": "fa"}\n{"key": "b", "tor')
+    append_run(p, {"key": "c", "fingerprint": "fc"})
     assert [r["key"] for r in read_runs(p)] == ["a", "c"]
 
 

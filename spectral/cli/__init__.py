@@ -28,6 +28,7 @@ from ..text import for_terminal
 from . import checks as _checks
 from . import codegen as cli_codegen
 from . import infer as cli_infer
+from . import probe as cli_probe
 from .common import UsageError as _UsageError
 from .common import add_output_options as _add_output_options
 from .common import EXIT_DERIVATION, EXIT_OK, EXIT_USAGE, console, emit
@@ -182,8 +183,8 @@ COMMANDS["coord-check"] = Command(
 )
 COMMANDS["probe"] = Command(
     "measure a real optimizer's update norm and compare its width exponent with the declaration",
-    _checks.configure_probe,
-    _checks.run_probe_cmd,
+    cli_probe.configure_probe,
+    cli_probe.run_probe_cmd,
     description="One step of the real implementation (unit lr, no weight decay) on a low-rank "
     "gradient for each role's shape and widths 64..1024; fit the exponent of ‖ΔW‖_R in n and "
     "compare it with the declared update_norm (mismatch > 0.1 fails).",

@@ -1,4 +1,4 @@
-"""``spectral coord-check`` and ``spectral probe``: verification you can see.
+"""``spectral coord-check``: verification you can see (``spectral probe``: :mod:`.probe`).
 
 Registered in :data:`spectral.cli.COMMANDS`. torch, numpy, matplotlib and rich are imported
 inside the handlers only, so ``spectral derive`` never imports them.
@@ -12,27 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..guard import DEFAULT_TIMEOUT
+from . import options
 from .common import progress as _progress
 from .common import write_json as _write_json
 
 __all__ = [
     "configure_coord_check",
     "run_coord_check_cmd",
-    "configure_probe",
-    "run_probe_cmd",
 ]
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(v) for v in text.replace(" ", "").split(",") if v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-    if not vals or min(vals) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return vals
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -103,13 +91,13 @@ def configure_coord_check(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--vocab-size",
-        type=int,
+        type=options.integer(2, 2**24),
         default=None,
         help="token ids are drawn below this (default: the model's config.vocab_size, else "
         "its readout's out_features)",
     )
     p.add_argument(
-        "--k", type=int, default=2, help="maps per residual block of the MLP (default 2)"
+        "--k", type=options.integer(1, 8), default=2, help="maps per residual block of the MLP (default 2)"
     )
     p.add_argument(
         "--linear", action="store_true", help="MLP without ReLU (the paper's linear analysis)"
@@ -130,52 +118,74 @@ def configure_coord_check(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--widths",
-        type=_ints,
+        type=options.integers(1, 8192, at_least=2, at_most=16),
         default=None,
-        help="width sweep (default 64,128,256,512)",
+        help="width sweep, two to sixteen widths up to 8192 (default 64,128,256,512)",
     )
     p.add_argument(
         "--depths",
-        type=_ints,
+        type=options.integers(1, 1024, at_least=2, at_most=16),
         default=None,
         help="depth sweep (default 4,8,16,32,64,128; GPT and --model-factory 2,4,8,16,32)",
     )
     p.add_argument(
-        "--width", type=int, default=None, help="width of the depth sweep (default: smallest width)"
+        "--width", type=options.integer(1, 8192), default=None, help="width of the depth sweep (default: smallest width)"
     )
     p.add_argument(
-        "--depth", type=int, default=None, help="depth of the width sweep (default: smallest depth)"
+        "--depth", type=options.integer(1, 1024), default=None, help="depth of the width sweep (default: smallest depth)"
     )
-    p.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
-    p.add_argument("--batch", type=int, default=8, help="batch size (default 8)")
-    p.add_argument("--seeds", type=int, default=3, help="seeds per point (default 3)")
     p.add_argument(
-        "--lr", type=float, default=None,
+        "--steps", type=options.integer(1, 10_000), default=10, help="training steps (default 10)"
+    )
+    p.add_argument(
+        "--batch", type=options.integer(1, 4096), default=8, help="batch size (default 8)"
+    )
+    p.add_argument(
+        "--seeds", type=options.integer(1, 100), default=3, help="seeds per point (default 3)"
+    )
+    p.add_argument(
+        "--lr", type=options.floats(0.0, 1e6, lo_open=True), default=None,
         help="base learning rate of --optimizer (default: MLP per optimizer, e.g. adamw 0.01; "
         "GPT and --model-factory 0.003)",
     )
-    p.add_argument("--others-lr", type=float, default=None, help="base learning rate of --others")
-    p.add_argument("--weight-decay", type=float, default=0.0, help="base weight decay (default 0)")
+    p.add_argument(
+        "--others-lr", type=options.floats(0.0, 1e6, lo_open=True), default=None,
+        help="base learning rate of --others",
+    )
+    p.add_argument(
+        "--weight-decay", type=options.floats(0.0, 1e6), default=0.0,
+        help="base weight decay (default 0)",
+    )
     p.add_argument(
         "--alpha-base",
-        type=float,
+        type=options.floats(0.0, 1e6, lo_open=True),
         default=None,
         help="base block multiplier of the hidden blocks at the base depth (default: MLP 0.5, "
         "GPT and --model-factory 1)",
     )
     p.add_argument(
         "--seq-len",
-        type=int,
+        type=options.integer(1, 65536),
         default=32,
         help="tokens per sequence of the GPT and of --model-factory (default 32)",
     )
     p.add_argument(
-        "--threads", type=int, default=None, help="torch CPU threads (default: torch's)"
+        "--threads", type=options.integer(1, 1024), default=None,
+        help="torch CPU threads (default: torch's)",
     )
-    p.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
+    p.add_argument(
+        "--device", type=options.device, default="cpu", help="torch device, e.g. cuda (default cpu)"
+    )
+    p.add_argument(
+        "--timeout", type=options.timeout, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+        help=f"time limit of one run (building a model and training it; default {DEFAULT_TIMEOUT:g})",
+    )
     p.add_argument("--json", metavar="FILE", help="write every point and every slope as JSON")
     p.add_argument("--plots", metavar="DIR", help="write one PNG per sweep into DIR")
-    p.add_argument("--prefix", default=None, help="file name prefix of the PNGs")
+    p.add_argument(
+        "--prefix", type=options.file_prefix, default=None,
+        help="file name prefix of the PNGs (a name, not a path: they go into --plots)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite existing files")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -223,20 +233,43 @@ def _coord_table(result: dict[str, Any]):
 
 
 def run_coord_check_cmd(args: argparse.Namespace) -> int:
+    import contextlib
+    import sys
+
+    from ..guard import user_code
+
+    # the user's print()s (at import or while training) go to stderr: stdout has the table
+    with contextlib.redirect_stdout(sys.stderr):
+        cfg = _coord_config(args, user_code)
+        plots = _coord_outputs(args, cfg)
+        result = _coord_run(args, cfg)
+    from ..coordcheck import plot_coord_check
     from .common import console
-    from ..coordcheck import CoordCheckConfig, plot_coord_check, run_coord_check, sweep_runs
+
+    for path, axis in zip(plots, ("width", "depth"), strict=False):
+        plot_coord_check(result, axis, path, force=args.force)
+    if plots:
+        result["plots"] = plots
+    if args.json:
+        _write_json(args.json, result, args.force)
+    console().print(_coord_table(result))
+    for path in plots:
+        console().print(f"wrote {path}")
+    bad = _not_finite(result)
+    if bad:
+        model = cfg.model_factory_name or cfg.model
+        sys.stderr.write(f"error: model {model}: {bad}; no slope can be fitted\n")
+        return 1
+    return 0
+
+
+def _coord_config(args: argparse.Namespace, user_code: Any):
+    """The :class:`CoordCheckConfig` of the arguments; the user's modules imported under the
+    time limit."""
+    from ..coordcheck import CoordCheckConfig
 
     if args.spec is not None and args.optimizer is not None:
         raise SpecError("give --optimizer or --spec FILE.toml, not both")
-    spec = factory = None
-    if args.spec is not None:
-        from ..spec_file import load_spec
-
-        spec = load_spec(args.spec)
-    if args.factory is not None:
-        from .common import load_callable
-
-        factory = load_callable(args.factory)
     if args.model_factory is not None and args.model is not None:
         raise SpecError("give --model or --model-factory, not both")
     if args.model_factory is None:
@@ -250,38 +283,46 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
         raise SpecError(
             "--vocab-size sizes the random token batch; a --batch-factory makes its own"
         )
+    options.check_device(args.device)
+    spec = None
+    if args.spec is not None:
+        from ..spec_file import load_spec
+
+        spec = load_spec(args.spec)
+    import torch
+
     if args.threads is not None:
-        if args.threads < 1:
-            raise SpecError(f"--threads must be positive, got {args.threads}")
-        import torch
-
         torch.set_num_threads(args.threads)
-    model_factory = batch_factory = None
-    if args.model_factory is not None:
-        from .common import load_callable
+    from .common import load_callable
 
-        model_factory = load_callable(args.model_factory, option="--model-factory")
-    if args.batch_factory is not None:
-        from .common import load_callable
-
-        batch_factory = load_callable(args.batch_factory, option="--batch-factory")
-    gpt = args.model == "gpt" or model_factory is not None
+    loaded = {}
+    for option, attr in (
+        ("--factory", "factory"),
+        ("--model-factory", "model_factory"),
+        ("--batch-factory", "batch_factory"),
+    ):
+        text = getattr(args, attr)
+        loaded[attr] = None
+        if text is not None:
+            with user_code(f"importing {text}", args.timeout):
+                loaded[attr] = load_callable(text, option=option)
+    gpt = args.model == "gpt" or loaded["model_factory"] is not None
     # Sweeps reach well past the base: the mup slopes converge to 0 only as the finite-size
     # corrections die out (random branch sum ~ 1/L in variance; widths below the batch's
     # token count), see docs/coord-check/README.md.
     widths = args.widths or (64, 128, 256, 512)
     depths = args.depths or ((2, 4, 8, 16, 32) if gpt else (4, 8, 16, 32, 64, 128))
-    cfg = CoordCheckConfig(
+    return CoordCheckConfig(
         model=args.model or "mlp",
-        model_factory=model_factory,
-        batch_factory=batch_factory,
+        model_factory=loaded["model_factory"],
+        batch_factory=loaded["batch_factory"],
         model_factory_name=args.model_factory,  # as written: a file path, not a module name
         batch_factory_name=args.batch_factory,
         vocab_size=args.vocab_size,
         optimizer=args.optimizer or "adamw",
         others=args.others,
         spec=spec,
-        factory=factory,
+        factory=loaded["factory"],
         k=args.k,
         relu=not args.linear,
         parameterizations=tuple(args.parameterizations),
@@ -299,233 +340,54 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
         seq_len=args.seq_len,
         device=args.device,
     )
+
+
+def _coord_outputs(args: argparse.Namespace, cfg: Any) -> list[str]:
+    """Check ``--json`` and the PNGs of ``--plots`` before any training (creating the folder);
+    returns the PNGs' paths."""
+    from ..io import check_distinct, check_output
+
     _check_outputs(args, "json", "plots")
+    if args.prefix is not None and not args.plots:
+        raise SpecError("--prefix names the PNGs of --plots DIR; give --plots too")
+    plots: list[str] = []
     if args.plots:
         _make_folder(args.plots, "--plots")
-    if args.json and Path(args.json).exists() and not args.force:
-        raise SpecError(f"{args.json} exists; pass --force to overwrite it")
+        name = args.model_factory.rpartition(":")[2] if cfg.model_factory else cfg.model
+        prefix = args.prefix or (f"{name}-{cfg.optimizer}" + (f"+{cfg.others}" if cfg.others else "")).replace("/", "-")
+        plots = [str(Path(args.plots) / f"{prefix}-{axis}.png") for axis in ("width", "depth")]
+    outputs = {"--json": args.json, **{f"--plots ({Path(p).name})": p for p in plots}}
+    check_distinct(outputs)
+    for option, path in outputs.items():
+        if path is not None:
+            check_output(path, force=args.force, option=option)
+    return plots
+
+
+def _coord_run(args: argparse.Namespace, cfg: Any) -> dict[str, Any]:
+    from ..coordcheck import run_coord_check, sweep_runs
+
+    if args.quiet:
+        return run_coord_check(cfg, timeout=args.timeout)
     total = len(sweep_runs(cfg))
-    if args.quiet:
-        result = run_coord_check(cfg)
-    else:
-        with _progress(total, "coord-check") as bar:
-            task = bar.add_task("coord-check", total=total, what="")
+    with _progress(total, "coord-check") as bar:
+        task = bar.add_task("coord-check", total=total, what="")
 
-            def tick(what: str) -> None:
-                bar.update(task, advance=1, what=what)
+        def tick(what: str) -> None:
+            bar.update(task, advance=1, what=what)
 
-            result = run_coord_check(cfg, progress=tick)
-    paths = []
-    if args.plots:
-        name = args.model_factory.rpartition(":")[2] if model_factory else cfg.model
-        prefix = args.prefix or f"{name}-{cfg.optimizer}" + (
-            f"+{cfg.others}" if cfg.others else ""
-        )
-        for axis in ("width", "depth"):
-            path = Path(args.plots) / f"{prefix}-{axis}.png"
-            if path.exists() and not args.force:
-                raise SpecError(f"{path} exists; pass --force to overwrite it")
-            plot_coord_check(result, axis, str(path))
-            paths.append(str(path))
-        result["plots"] = paths
-    if args.json:
-        _write_json(args.json, result, args.force)
-    console().print(_coord_table(result))
-    for path in paths:
-        console().print(f"wrote {path}")
-    return 0
+        return run_coord_check(cfg, progress=tick, timeout=args.timeout)
 
 
-# --------------------------------------------------------------------------------------
-# spectral probe
-# --------------------------------------------------------------------------------------
-
-
-def configure_probe(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "optimizer", nargs="*", help="catalog optimizer(s), or 'all' (or none, with --spec)"
-    )
-    _add_user_optimizer_options(p, "OPTIMIZER")
-    p.add_argument(
-        "--widths", type=_ints, default=(64, 128, 256, 512, 1024), help="widths (default 64..1024)"
-    )
-    p.add_argument("--d0", type=int, default=32, help="fixed input/output dimension (default 32)")
-    p.add_argument("--seeds", type=int, default=1, help="gradients per point (default 1)")
-    p.add_argument("--rank", type=int, default=2, help="rank of the synthetic gradient (default 2)")
-    p.add_argument(
-        "--noise", type=float, default=1e-3, help="spectral norm of the added noise (default 1e-3)"
-    )
-    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    p.add_argument(
-        "--dtype", choices=("float32", "float64"), default="float32", help="parameter dtype"
-    )
-    p.add_argument("--json", metavar="FILE", help="write the result as JSON")
-    p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
-    p.add_argument("--plot", metavar="FILE.png", help="write a log–log plot of ‖ΔW‖_R against n")
-    p.add_argument("--force", action="store_true", help="overwrite existing files")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
-def _probe_table(results):
-    from rich.table import Table
-
-    t = Table(title="probe — exponent of ‖ΔW‖_R in n: measured vs declared (pass: |Δ| ≤ 0.1)")
-    for col in ("optimizer", "role", "shape", "declared", "measured", "pass", "note"):
-        t.add_column(col, justify="right" if col in ("declared", "measured") else "left")
-    for res in results:
-        for r in res.rows:
-            t.add_row(
-                res.optimizer,
-                r.role,
-                r.shape,
-                f"{r.declared:+.2f}",
-                f"{r.measured:+.3f}",
-                "[green]pass[/]" if r.passed else "[red]FAIL[/]",
-                r.note,
-            )
-    from ..probe import PROBE_BUILDERS
-
-    own = [
-        f"{res.optimizer} = {res.implementation}"
-        for res in results
-        if res.optimizer not in PROBE_BUILDERS
-        or PROBE_BUILDERS[res.optimizer].name != res.implementation
-    ]
-    if own:
-        t.caption = "measured: " + "; ".join(own)
-    return t
-
-
-def probe_markdown(results) -> str:
-    lines = [
-        "| optimizer | implementation | role | shape | declared | measured | pass | note |",
-        "|---|---|---|---|---:|---:|---|---|",
-    ]
-    for res in results:
-        for r in res.rows:
-            lines.append(
-                f"| {res.optimizer} | `{res.implementation}` | {r.role} | {r.shape} | "
-                f"{r.declared:+.2f} | {r.measured:+.3f} | {'pass' if r.passed else '**FAIL**'} | "
-                f"{r.note} |"
-            )
-    return "\n".join(lines) + "\n"
-
-
-def _probe_plot(results, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n = len(results)
-    cols = min(3, n)
-    rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.6 * rows), squeeze=False)
-    for idx, res in enumerate(results):
-        ax = axes[idx // cols][idx % cols]
-        for r in res.rows:
-            ax.plot(
-                res.widths,
-                r.norms,
-                marker="o",
-                ms=3,
-                lw=1,
-                label=f"{r.role} {r.measured:+.2f} (decl {r.declared:+.1f})",
-            )
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_title(f"{res.optimizer}", fontsize=9)
-        ax.set_xlabel("n", fontsize=8)
-        ax.set_ylabel("‖ΔW‖_R", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.legend(fontsize=5.5)
-    for idx in range(n, rows * cols):
-        axes[idx // cols][idx % cols].axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-
-
-def _user_optimizer(args: argparse.Namespace, names: list[str]) -> tuple[Any, Any]:
-    """``(spec or None, factory or None)`` from ``--spec`` / ``--factory``, checked against
-    the OPTIMIZER names given: one optimizer only, and an implementation must be known."""
-    from ..catalog import resolve
-
-    if args.spec is None and args.factory is None:
-        return None, None
-    if args.spec is not None and names:
-        raise SpecError("give OPTIMIZER or --spec FILE.toml, not both")
-    if args.spec is None and (len(names) != 1 or names == ["all"]):
-        raise SpecError("--factory replaces the implementation of one OPTIMIZER (or of --spec)")
-    from .common import load_callable
-
-    spec = None
-    if args.spec is not None:
-        from ..spec_file import load_spec
-
-        spec = load_spec(args.spec)
-    factory = load_callable(args.factory) if args.factory is not None else None
-    return (spec if spec is not None else resolve(names[0])), factory
-
-
-def run_probe_cmd(args: argparse.Namespace) -> int:
-    from ..catalog import catalog, resolve
-    from .common import console
-    from ..probe import PROBE_BUILDERS, probe
-
-    names = list(args.optimizer)
-    spec, factory = _user_optimizer(args, names)
-    if spec is not None:
-        if factory is None and spec.name not in PROBE_BUILDERS:
-            raise SpecError(
-                f"--spec {args.spec} declares {spec.name!r}, which has no built-in "
-                "implementation; pass --factory MODULE:CALLABLE, a function "
-                "fn(param_groups, **kwargs) returning the torch optimizer"
-            )
-        optimizers: list[Any] = [spec]
-    else:
-        if not names:
-            raise SpecError("name an OPTIMIZER (or 'all'), or give --spec FILE.toml")
-        if names == ["all"]:
-            names = [n for n in catalog() if n in PROBE_BUILDERS]
-        optimizers = [resolve(n) for n in names]
-    _check_outputs(args, "json", "markdown", "plot")
-    for path in (args.json, args.markdown, args.plot):
-        if path and Path(path).exists() and not args.force:
-            raise SpecError(f"{path} exists; pass --force to overwrite it")
-    total = sum(len(args.widths) * (5 if o.applies_to_biases else 3) for o in optimizers)
-    settings = {
-        "factory": factory,
-        "widths": args.widths,
-        "d0": args.d0,
-        "seeds": args.seeds,
-        "rank": args.rank,
-        "noise": args.noise,
-        "device": args.device,
-        "dtype": args.dtype,
-    }
-    if args.quiet:
-        results = [probe(o, **settings) for o in optimizers]
-    else:
-        with _progress(total, "probe") as bar:
-            task = bar.add_task("probe", total=total, what="")
-
-            def advance(what: str) -> None:
-                bar.update(task, advance=1, what=what)
-
-            results = [probe(o, **settings, progress=advance) for o in optimizers]
-    console().print(_probe_table(results))
-    if args.json:
-        data: Any = (
-            results[0].to_dict()
-            if len(results) == 1
-            else {"results": [r.to_dict() for r in results]}
-        )
-        _write_json(args.json, data, args.force)
-    if args.markdown:
-        from ..io import write_atomic
-
-        write_atomic(args.markdown, probe_markdown(results), force=args.force)
-    if args.plot:
-        _probe_plot(results, args.plot)
-    return 0 if all(r.passed for r in results) else 1
+def _not_finite(result: dict[str, Any]) -> str:
+    """Where the measured activations are NaN or infinite ('' when they are finite)."""
+    for p in result["points"]:
+        for metric in ("h", "delta_h"):
+            v = p.get(metric)
+            if isinstance(v, float) and not math.isfinite(v):
+                what = "NaN" if math.isnan(v) else "infinite"
+                return (
+                    f"{metric} is {what} ({p['parameterization']}, n = {p.get('width')}, "
+                    f"L = {p.get('depth')}, step {p.get('step')})"
+                )
+    return ""

@@ -11,6 +11,7 @@ from typing import Any
 
 # parse_base_value stays in __all__: it was defined here before it moved below the CLI
 from ..base_values import check_base_value, parse_base_value
+from .options import MAX_SIZE
 
 __all__ = [
     "CODEGEN_DESCRIPTION",
@@ -70,6 +71,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-depth", type=_positive_int, required=True, metavar="L")
 
 
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -77,6 +79,9 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value > MAX_SIZE:  # width / base_width must stay a float that holds it
+        shown = text.strip() if len(text.strip()) <= 20 else f"an integer of {len(text.strip())} digits"
+        raise argparse.ArgumentTypeError(f"expected a positive integer of at most 2**53, got {shown}")
     return value
 
 

@@ -151,6 +151,9 @@ def load_callable(text: str, *, option: str = "--factory") -> Any:
         except Exception as exc:  # the user's code: any failure is bad input
             del sys.modules[name]
             raise fail(f"importing {module_text} raised {first_line(exc)}") from None
+        except SystemExit as exc:  # the module's own sys.exit() must not become ours
+            del sys.modules[name]
+            raise fail(f"importing {module_text} called sys.exit({exc.code!r})") from None
     else:
         try:
             module = importlib.import_module(module_text)
@@ -160,6 +163,8 @@ def load_callable(text: str, *, option: str = "--factory") -> Any:
             raise fail(f"importing {module_text} raised {first_line(exc)}") from None
         except Exception as exc:
             raise fail(f"importing {module_text} raised {first_line(exc)}") from None
+        except SystemExit as exc:
+            raise fail(f"importing {module_text} called sys.exit({exc.code!r})") from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):

@@ -8,11 +8,12 @@ fits the measurement (the reasons, with the numbers, go to stderr), 2 bad input.
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import sys
-from pathlib import Path
 
 from ..errors import SpecError
+from ..guard import DEFAULT_TIMEOUT
+from . import options
 from .common import EXIT_DERIVATION, EXIT_OK, emit, write_json
 
 __all__ = ["INFER_DESCRIPTION", "configure_infer", "run_infer"]
@@ -26,16 +27,6 @@ INFER_DESCRIPTION = (
     "comments). If the step depends on the weights, is not proportional to the lr, or its "
     "exponents do not round, it says why with the numbers and exits 1 instead of guessing."
 )
-
-
-def _widths(text: str) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(v) for v in text.replace(" ", "").split(",") if v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if len(vals) < 3 or min(vals) < 1:
-        raise argparse.ArgumentTypeError(f"expected at least three positive widths, got {text!r}")
-    return vals
 
 
 def configure_infer(p: argparse.ArgumentParser) -> None:
@@ -61,16 +52,20 @@ def configure_infer(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="FILE", help="write the fits, intervals and checks as JSON")
     p.add_argument("--force", action="store_true", help="overwrite existing files")
     p.add_argument(
-        "--widths", type=_widths, default=None, help="widths, at least three (default 64,128,256,512)"
+        "--widths",
+        type=options.integers(1, 4096, at_least=3, at_most=12),
+        default=None,
+        help="widths, three to twelve, larger than 32 and at most 4096 (default 64,128,256,512)",
     )
     p.add_argument(
         "--warmup",
-        type=int,
+        type=options.integer(0, 50),
         default=None,
         help="steps before the measured one (default 6: RAdam's rectification starts at step 6)",
     )
     p.add_argument(
         "--eps",
+        type=options.eps_option,
         default="auto",
         metavar="auto|none|KEY|KEY[I]",
         help="which constructor argument is the ε (default: detect eps, epsilon, *_eps and "
@@ -82,57 +77,81 @@ def configure_infer(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="auto: biases too when they measure consistently (default); matrices: skip them",
     )
-    p.add_argument("--name", default=None, help="the declaration's name (default: the class, lower case)")
+    p.add_argument(
+        "--name",
+        type=options.spec_name,
+        default=None,
+        help="the declaration's name: 1-64 of a-z, 0-9, '-', '_', '+', '.' (default: the class, "
+        "lower case)",
+    )
     p.add_argument(
         "--threads",
-        type=int,
+        type=options.integer(1, 1024),
         default=1,
         help="torch threads (default 1: the matrices are small, and extra threads only "
         "contend on a shared machine)",
     )
+    p.add_argument(
+        "--timeout",
+        type=options.timeout,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"time limit of one measurement (one build and its steps; default {DEFAULT_TIMEOUT:g})",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
 
 
-def _json_object(text: str | None, option: str) -> dict:
+def _json_option(text: str | None, option: str) -> dict:
+    """``--kwargs`` / ``--group``: a JSON object, bounded in size and nesting
+    (:func:`spectral.cli.options.json_object`); a refusal is one ``error:`` line."""
     if text is None:
         return {}
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"{option}: not valid JSON ({exc.msg} at character {exc.pos}): {text!r}") from None
-    if not isinstance(value, dict):
-        raise SpecError(f"{option}: expected a JSON object {{\"name\": value, ...}}, got {text!r}")
-    return value
+        return options.json_object()(text)
+    except argparse.ArgumentTypeError as exc:
+        raise SpecError(f"{option}: {exc}") from None
 
 
 def run_infer(args: argparse.Namespace) -> int:
     from .common import console
     from ..infer import DEFAULT_WIDTHS, WARMUP, infer, load_target
 
-    kwargs = _json_object(args.kwargs, "--kwargs")
-    group = _json_object(args.group, "--group")
-    for path in (args.output, args.json):
-        if path and Path(path).exists() and not args.force:
-            raise SpecError(f"{path} exists; pass --force to overwrite it")  # before measuring
-    if args.threads < 1:
-        raise SpecError(f"--threads must be positive, got {args.threads}")
-    eps = None if args.eps.strip().lower() == "none" else args.eps.strip()
-    target = load_target(args.target, kwargs, group)
-    run = dict(
-        widths=args.widths or DEFAULT_WIDTHS,
-        warmup=WARMUP if args.warmup is None else args.warmup,
-        eps=eps,
-        name=args.name,
-        applies_to=args.applies_to,
-        threads=args.threads,
-    )
-    if args.quiet:
-        result = infer(target, **run)
-    else:
-        with console(stderr=True).status(f"infer {target.label}") as status:
-            result = infer(
-                target, progress=lambda what: status.update(f"infer {target.label}: {what}"), **run
-            )
+    from ..guard import user_code
+    from ..io import check_distinct, check_output
+
+    # every output refused now, not after minutes of measuring
+    check_distinct({"-o": args.output, "--json": args.json})
+    for option, path in (("-o", args.output), ("--json", args.json)):
+        if path is not None:
+            check_output(path, force=args.force, option=option)
+    kwargs, group = _json_option(args.kwargs, "--kwargs"), _json_option(args.group, "--group")
+    from ..measurement import D0
+
+    if args.widths is not None and min(args.widths) <= D0:
+        raise SpecError(f"--widths: need at least three widths, all larger than d0 = {D0}; got {args.widths}")
+    eps = None if args.eps == "none" else args.eps
+    # the user's print()s go to stderr: stdout carries the TOML
+    import torch  # noqa: F401 - imported before the time limit starts: it is not the user's time
+
+    with contextlib.redirect_stdout(sys.stderr):
+        with user_code(f"importing {args.target.strip()}", args.timeout):
+            target = load_target(args.target, kwargs, group)
+        run = dict(
+            widths=args.widths or DEFAULT_WIDTHS,
+            warmup=WARMUP if args.warmup is None else args.warmup,
+            eps=eps,
+            name=args.name,
+            applies_to=args.applies_to,
+            threads=args.threads,
+            timeout=args.timeout,
+        )
+        if args.quiet:
+            result = infer(target, **run)
+        else:
+            with console(stderr=True).status(f"infer {target.label}") as status:
+                result = infer(
+                    target, progress=lambda what: status.update(f"infer {target.label}: {what}"), **run
+                )
     if args.json:
         write_json(args.json, result.to_dict(), args.force)
     if not result.fits:

@@ -30,20 +30,15 @@ from ..sweep.options import (
     check_base_values,
     resolve_device,
 )
-from ..sweep.records import RUNS_FILE
+from ..sweep.records import RUNS_FILE, check_appendable
 from ..sweep.tune import apply, base_configs, candidates, label, parse_tune
+from . import options
 
 __all__ = ["configs_from_args", "configure_parser", "main", "run_from_args"]
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(v) for v in text.replace(" ", "").split(",") if v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not vals:
-        raise argparse.ArgumentTypeError("expected at least one integer")
-    return vals
+_SIZES = options.integers(1, 65536, at_most=32)
+_COUNTS = options.integers(1, 4096, at_most=32)
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -52,22 +47,24 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="optimizer or hybrid; repeat for several (default: adamw)")
     p.add_argument("--param", action="append", choices=PARAMETERIZATIONS, dest="params",
                    help="parameterisation; repeat for several (default: all three)")
-    p.add_argument("--widths", type=_ints, help="widths of the width sweep (multiples of --head-dim)")
-    p.add_argument("--depth", type=int, help="depth of the width sweep")
-    p.add_argument("--depths", type=_ints, help="depths of the depth sweep")
-    p.add_argument("--width", type=int, help="width of the depth sweep")
-    p.add_argument("--base-width", type=int, help="n_base of the ratio rules")
-    p.add_argument("--base-depth", type=int, help="L_base of the ratio rules")
-    p.add_argument("--log2-lrs", type=_ints, help="base learning rates as powers of two, e.g. -10,-9,-8")
-    p.add_argument("--steps", type=int)
-    p.add_argument("--warmup", type=int, help="warm-up steps (default: 10%% of --steps)")
-    p.add_argument("--min-lr-ratio", type=float, default=0.1, help="cosine floor as a fraction of the peak")
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--block-size", type=int, help="context length")
-    p.add_argument("--head-dim", type=int, help="attention head dimension (fixed across widths)")
-    p.add_argument("--eval-batches", type=int)
-    p.add_argument("--init-std", type=float, default=0.02)
-    p.add_argument("--eps", type=float, default=1e-16, help="base AdamW ε (the paper: 1e-16)")
+    p.add_argument("--widths", type=_SIZES, help="widths of the width sweep (multiples of --head-dim)")
+    p.add_argument("--depth", type=options.integer(1, 4096), help="depth of the width sweep")
+    p.add_argument("--depths", type=_COUNTS, help="depths of the depth sweep")
+    p.add_argument("--width", type=options.integer(1, 65536), help="width of the depth sweep")
+    p.add_argument("--base-width", type=options.integer(1, 65536), help="n_base of the ratio rules")
+    p.add_argument("--base-depth", type=options.integer(1, 4096), help="L_base of the ratio rules")
+    p.add_argument("--log2-lrs", type=options.integers(-64, 16, at_most=32),
+                   help="base learning rates as powers of two, e.g. -10,-9,-8")
+    p.add_argument("--steps", type=options.integer(1, 10_000_000))
+    p.add_argument("--warmup", type=options.integer(0, 10_000_000), help="warm-up steps (default: 10%% of --steps)")
+    p.add_argument("--min-lr-ratio", type=options.floats(0.0, 1.0), default=0.1,
+                   help="cosine floor as a fraction of the peak")
+    p.add_argument("--batch-size", type=options.integer(1, 65536))
+    p.add_argument("--block-size", type=options.integer(1, 65536), help="context length")
+    p.add_argument("--head-dim", type=options.integer(1, 65536), help="attention head dimension (fixed across widths)")
+    p.add_argument("--eval-batches", type=options.integer(1, 100_000))
+    p.add_argument("--init-std", type=options.floats(0.0, 1e6, lo_open=True), default=0.02)
+    p.add_argument("--eps", type=options.floats(0.0, 1.0), default=1e-16, help="base AdamW ε (the paper: 1e-16)")
     p.add_argument("--multiplier", type=parse_base_value, default=1.0, metavar="ALPHA",
                    help="base block multiplier(s) at the base size, for every parameterisation: "
                         "a number or KEY=VALUE pairs, KEY a layer (input, hidden, output), a role, "
@@ -75,8 +72,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr-scale", type=parse_base_value, metavar="ROLE=F,…",
                    help="factors on the grid's base η for some roles or optimizers, e.g. "
                         "input_weight=0.25 (the embedding's base η is a quarter of the grid's)")
-    p.add_argument("--seed", type=int, help="init and batch seed (default 0)")
-    p.add_argument("--seeds", type=_ints, metavar="S1,S2,…",
+    p.add_argument("--seed", type=options.integer(0, 2**63 - 1), help="init and batch seed (default 0)")
+    p.add_argument("--seeds", type=options.integers(0, 2**63 - 1, at_most=64), metavar="S1,S2,…",
                    help="several seeds: every run once per seed; reports use the seed-mean loss")
     p.add_argument("--tune", action="append", type=parse_tune, default=[], metavar="KEY=V1,V2,…",
                    help="tune these base multiplier values × the log2 η grid at the base size only, then "
@@ -90,16 +87,18 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default="stdlib",
                    help="'stdlib' (default: the standard library's .py sources), a text file, "
                         "or a folder of nanoGPT uint16 .bin token shards (with --vocab-size)")
-    p.add_argument("--n-bytes", type=int, help="bytes of text to use (stdlib corpus / text file)")
-    p.add_argument("--val-fraction", type=float, default=0.1)
-    p.add_argument("--vocab-size", type=int, help="token vocabulary of --data DIR shards")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, … (default: cuda if present)")
+    p.add_argument("--n-bytes", type=options.integer(1024, 2**40),
+                   help="bytes of text to use (stdlib corpus / text file)")
+    p.add_argument("--val-fraction", type=options.floats(0.0, 1.0, lo_open=True, hi_open=True), default=0.1)
+    p.add_argument("--vocab-size", type=options.integer(2, 2**24), help="token vocabulary of --data DIR shards")
+    p.add_argument("--device", type=options.device, default="auto",
+                   help="cpu, cuda, cuda:1, … (default: cuda if present)")
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="defaults for everything not given: cpu (minutes on 2 cores), gpu (the paper's "
                         "base 256 × 4, 1000 steps), gpu-8min (Muon-Kimi+AdamW, SP against μP with α_out "
                         "tuned at the base, widths 128-1024, in under 8 minutes on one H100/H200); "
                         "default: gpu on a CUDA device, else cpu")
-    p.add_argument("--threads", type=int, help="torch.set_num_threads (CPU)")
+    p.add_argument("--threads", type=options.integer(1, 1024), help="torch.set_num_threads (CPU)")
     # required: a bare `spectral sweep` must not start a 126-run sweep in a folder of its choosing
     p.add_argument("--out", "-o", required=True, metavar="DIR",
                    help="results folder, created if missing (one subfolder per optimizer)")
@@ -189,6 +188,9 @@ def _out_dirs(args: argparse.Namespace, cfgs: list[SweepConfig]) -> list[Path]:
     for d in dirs:
         if d.exists() and not d.is_dir():
             raise SpecError(f"--out: {str(d)!r} exists and is not a directory")
+    for d in dirs[1:]:  # an unwritable runs.jsonl is found now, not after the first run
+        if not args.report_only and not args.estimate:
+            check_appendable(d / RUNS_FILE)
     if args.report_only:
         for d in dirs[1:]:
             if not (d / RUNS_FILE).is_file():
@@ -214,6 +216,8 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
 
     if args.estimate and args.report_only:
         raise SpecError("--estimate and --report-only exclude each other")
+    if not args.report_only:
+        options.check_device(args.device)
     cfgs = configs_from_args(args)
     tune = _tune(args)
     words = list(argv) if argv is not None else sys.argv[1:]
@@ -230,21 +234,29 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
     if args.estimate:
         return _print_estimates(cfgs, tune, seeds, out_root, corpus, command)
     _make_dirs(dirs)
+    warned: set[str] = set()
+
+    def warn(message: str) -> None:  # each damaged line once, however often it is read
+        if message not in warned:
+            warned.add(message)
+            sys.stderr.write(f"warning: {message}\n")
+            sys.stderr.flush()
+
     for cfg in cfgs:
         out = out_root / cfg.optimizer
 
         def train(c: SweepConfig, out: Path = out) -> None:
             if corpus is not None:
                 bar = None if args.no_progress else _StepBar()
-                sweep_train.run_sweep(c, out, corpus, progress=bar, command=command, log=_print)
+                sweep_train.run_sweep(c, out, corpus, progress=bar, command=command, log=_print, warn=warn)
 
         choice = None
         if tune:
-            cfg, choice = sweep_train.tune_at_base(cfg, tune, seeds, out, train)
+            cfg, choice = sweep_train.tune_at_base(cfg, tune, seeds, out, train, warn=warn)
             _print_choice(cfg, choice)
         for s in seeds:  # stage 2 (the only stage without --tune): both axes
             train(replace(cfg, seed=s))
-        paths = sweep_report.write_report(out, cfg, seeds=seeds, choice=choice)
+        paths = sweep_report.write_report(out, cfg, seeds=seeds, choice=choice, warn=warn)
         for pth in paths:
             print(f"wrote {pth}")
     # the index covers every optimizer folder under --out that has a report

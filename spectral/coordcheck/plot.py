@@ -6,10 +6,12 @@ a check can be re-plotted without training; matplotlib is imported inside the fu
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..io import write_atomic
 from .slopes import aggregate
 
 __all__ = ["plot_coord_check"]
@@ -30,9 +32,13 @@ def plot_coord_check(
     *,
     metrics: Sequence[str] | None = None,
     dpi: int = 64,
+    force: bool = False,
 ) -> str:
     """One PNG for the ``axis`` sweep: rows = metrics, columns = parameterizations; x = width
-    or depth (log), one line per step (light → dark), slope at the last step in the title."""
+    or depth (log), one line per step (light → dark), slope at the last step in the title.
+
+    The image is rendered in memory and written by :func:`spectral.io.write_atomic`: an
+    existing ``path`` only with ``force``, never through a dangling link or into a device."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -117,6 +123,10 @@ def plot_coord_check(
         fontsize=9,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format="png", dpi=dpi)
+    finally:
+        plt.close(fig)
+    write_atomic(path, buffer.getvalue(), force=force)
     return path

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..guard import DEFAULT_TIMEOUT, user_code
+from ..measurement import factory_label
 from .config import CoordCheckConfig
 from .reference import train_reference
 from .slopes import EXTRA_METRICS, METRICS, SLOPE_TOLERANCE, compute_slopes
@@ -39,16 +41,29 @@ def sweep_runs(cfg: CoordCheckConfig) -> list[tuple[str, str, int, int, int]]:
 
 
 def run_coord_check(
-    cfg: CoordCheckConfig, *, progress: Callable[[str], None] | None = None
+    cfg: CoordCheckConfig,
+    *,
+    progress: Callable[[str], None] | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
-    """Every run of the sweep; returns the JSON-ready result (config, points, slopes)."""
+    """Every run of the sweep; returns the JSON-ready result (config, points, slopes).
+
+    ``timeout``: seconds one run (building a model and training it) may take
+    (:func:`spectral.guard.user_code`: the factories are the user's code)."""
     import torch
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    user = inspect_user_model(cfg) if cfg.model_factory is not None else None
+    user = None
+    if cfg.model_factory is not None:
+        with user_code(f"model factory {cfg.factory_name('model')}", timeout):
+            user = inspect_user_model(cfg)
     points: list[dict[str, Any]] = []
+    users = [cfg.factory_name(w) for w, fn in (("model", cfg.model_factory), ("batch", cfg.batch_factory)) if fn]
+    users += [factory_label(cfg.factory)] if cfg.factory is not None else []
+    by = f" of {', '.join(users)}" if users else ""
     for param, axis, w, d, seed in sweep_runs(cfg):
-        points.extend(train_one(cfg, param, axis, w, d, seed))
+        with user_code(f"the coord-check run{by} ({param}, n = {w}, L = {d}, seed {seed})", timeout):
+            points.extend(train_one(cfg, param, axis, w, d, seed))
         if progress:
             progress(f"{param} {axis} n={w} L={d} seed={seed}")
     slopes = compute_slopes(points, metrics=METRICS, judged=True)

@@ -8,6 +8,7 @@ fits ``ε*`` — the ε at which the step has halved — like the update norm.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,7 +19,7 @@ from .protocol import G_SCALES, RANKS, SEEDS
 from .result import EpsFit
 from .target import Target
 
-__all__ = ["EPS_MAX_WIDTH", "HALF", "INERT", "eps_candidates", "fit_eps_of"]
+__all__ = ["EPS_MAX_WIDTH", "EPS_OPTION", "HALF", "INERT", "eps_candidates", "fit_eps_of", "parse_eps_option"]
 
 EPS_MAX_WIDTH = 256
 """ε* is searched at widths up to this (at least three): a matrix-root optimizer's step at
@@ -204,6 +205,21 @@ def _fit_eps(meter: Meter, cand, widths: Sequence[int], g_width: int) -> EpsFit:
     return EpsFit(key, index, default, True, why, roles, g_fit, thresholds, expr, widths)
 
 
+EPS_OPTION = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[([0-9]{1,3})\])?")
+"""``KEY`` or ``KEY[INDEX]``: a constructor argument, or one entry of a tuple argument."""
+
+
+def parse_eps_option(eps: str) -> tuple[str, int | None]:
+    """``"KEY"`` → ``(KEY, None)``, ``"KEY[I]"`` → ``(KEY, I)``; anything else is a SpecError."""
+    m = EPS_OPTION.fullmatch(eps.strip())
+    if m is None:
+        raise SpecError(
+            f"--eps {eps!r}: expected auto, none, KEY or KEY[INDEX] (an argument name, e.g. eps "
+            "or betas[1])"
+        )
+    return m.group(1), None if m.group(2) is None else int(m.group(2))
+
+
 def fit_eps_of(
     meter: Meter,
     target: Target,
@@ -220,8 +236,7 @@ def fit_eps_of(
         return None
     cands = eps_candidates(target)
     if eps != "auto":
-        key, _, rest = eps.partition("[")
-        index = int(rest.rstrip("]")) if rest else None
+        key, index = parse_eps_option(eps)
         defaults = {**target.defaults(), **target.kwargs}
         if key not in defaults:
             raise SpecError(

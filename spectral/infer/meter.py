@@ -12,11 +12,15 @@ import math
 from typing import Any
 
 from ..errors import SpecError, first_line
+from ..guard import DEFAULT_TIMEOUT, user_code
 from ..measurement import SHAPES, mup_init
 from .protocol import NOISE
 from .target import Target
 
-__all__ = ["Meter", "StepFailed", "rms_norm"]
+__all__ = ["HUGE", "BadStep", "Meter", "StepFailed", "rms_norm"]
+
+HUGE = 1e100
+"""A step larger than this (per unit of lr) is reported as an overflow, not measured."""
 
 
 def _spectral_norm(m, torch) -> float:
@@ -53,13 +57,14 @@ def rms_norm(delta, torch) -> float:
 class Meter:
     """Builds the target on one parameter and steps it; every run is deterministic."""
 
-    def __init__(self, target: Target, d0: int, warmup: int):
+    def __init__(self, target: Target, d0: int, warmup: int, timeout: float | None = DEFAULT_TIMEOUT):
         import torch
 
         self.torch = torch
         self.target = target
         self.d0 = d0
         self.warmup = warmup
+        self.timeout = timeout
         self.runs = 0
         self._cache: dict[tuple, tuple] = {}
 
@@ -94,28 +99,51 @@ class Meter:
         p = torch.nn.Parameter(w0 * w_scale)
         grad = grad * g
         lr = self.target.lr * lr_scale
-        try:
-            opt = self.target.build([p], lr, eps)
-        except SpecError as exc:
-            if p.ndim == 1:  # a matrix-only optimizer refusing a bias
-                raise StepFailed(str(exc).split(" raised ", 1)[-1]) from None
-            raise
-        out = []
-        self.runs += 1
-        for _ in range(count or self.warmup + 1):
-            before = p.detach().clone()
-            p.grad = grad.clone()  # some implementations modify the gradient in place
+        with user_code(f"{self.target.label} (n = {width}, {SHAPES[role][0]})", self.timeout):
             try:
-                if self.target.hessian:
-                    opt.step(hessian=[grad * grad])
-                else:
-                    opt.step()
-            except SpecError:
+                opt = self.target.build([p], lr, eps)
+            except SpecError as exc:
+                if p.ndim == 1:  # a matrix-only optimizer refusing a bias
+                    raise StepFailed(str(exc).split(" raised ", 1)[-1]) from None
                 raise
-            except Exception as exc:
-                raise StepFailed(first_line(exc)) from None
-            out.append(rms_norm(p.detach() - before, torch) / lr)
+            out = []
+            self.runs += 1
+            for i in range(count or self.warmup + 1):
+                before = p.detach().clone()
+                p.grad = grad.clone()  # some implementations modify the gradient in place
+                try:
+                    if self.target.hessian:
+                        opt.step(hessian=[grad * grad])
+                    else:
+                        opt.step()
+                except SpecError:
+                    raise
+                except Exception as exc:
+                    raise StepFailed(first_line(exc)) from None
+                out.append(self._norm(p, before, lr, role, width, i))
+        if count is None and out[self.warmup] == 0.0:
+            raise BadStep(
+                f"{self.target.label}: the measured step (step {self.warmup + 1}) on the "
+                f"{SHAPES[role][0]} tensor (n = {width}) is exactly zero: the optimizer made no "
+                f"update after {self.warmup} warm-up steps (raise --warmup?)"
+            )
         return out
+
+    def _norm(self, p, before, lr: float, role: str, width: int, step: int) -> float:
+        """``‖ΔW‖_R / lr`` of one step; a step that is not a finite number is named as such
+        (:class:`BadStep`) instead of reaching the fit as ``nan`` or ``log(0)``."""
+        torch = self.torch
+        delta = p.detach().to(torch.float64) - before.to(torch.float64)
+        where = f"{self.target.label}: step {step + 1} on the {SHAPES[role][0]} tensor (n = {width})"
+        if not bool(torch.isfinite(p.detach()).all()):
+            bad = "NaN" if bool(torch.isnan(p.detach()).any()) else "inf"
+            raise BadStep(f"{where} made the weights {bad}")
+        value = rms_norm(delta, torch) / lr
+        if not math.isfinite(value):
+            raise BadStep(f"{where} is too large to measure: its norm overflows float64")
+        if value > HUGE:
+            raise BadStep(f"{where} is too large to measure: ‖ΔW‖_R/lr = {value:.3g}, above {HUGE:g}")
+        return value
 
     def measured(self, role: str, width: int, **kw) -> float:
         return self.steps(role, width, **kw)[self.warmup]
@@ -149,3 +177,7 @@ def _gradient(shape: tuple[int, ...], rank: int, seed: int, torch):
 
 class StepFailed(Exception):
     """``step()`` of the target raised (e.g. a matrix-only optimizer on a bias)."""
+
+
+class BadStep(StepFailed):
+    """A step whose size is not a measurement: NaN or inf weights, or an overflowing step."""

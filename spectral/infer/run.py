@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..errors import SpecError
+from ..guard import DEFAULT_TIMEOUT
 from ..measurement import D0, SHAPES
 from .eps import fit_eps_of
 from .fit import declaration, fit_declaration, fit_exponent, log_slope
-from .meter import Meter, StepFailed
+from .meter import BadStep, Meter, StepFailed
 from .protocol import DEFAULT_WIDTHS, G_SCALES, PROBE_FACTOR, RANKS, SEEDS, TOLERANCE, WARMUP
 from .result import Inference, RoleFit
 from .target import Target
@@ -34,6 +35,7 @@ def infer(
     name: str | None = None,
     applies_to: str = "auto",
     threads: int | None = 1,
+    timeout: float | None = DEFAULT_TIMEOUT,
     progress: Callable[[str], None] | None = None,
 ) -> Inference:
     """Measure ``target`` and fit a declaration (see the module docstring).
@@ -43,6 +45,11 @@ def infer(
     ``"matrices"`` (biases are not measured). ``threads``: torch threads while measuring
     (restored afterwards; ``None`` leaves them). One is the default: the matrices are
     small, and on a shared 2-core machine two threads made a run 100× slower.
+    ``timeout``: seconds one measurement (building the target on one tensor and its steps)
+    may take (:func:`spectral.guard.user_code`); ``None``: no limit.
+
+    A step that makes the weights NaN or inf, overflows, or is exactly zero is a problem of
+    the result (``fits`` is false, :meth:`~spectral.infer.result.Inference.explain` names it).
     """
     import torch
 
@@ -55,7 +62,7 @@ def infer(
     if applies_to not in ("auto", "matrices"):
         raise SpecError(f"applies_to must be 'auto' or 'matrices', got {applies_to!r}")
     g_width = widths[1]
-    meter = Meter(target, d0, warmup)
+    meter = Meter(target, d0, warmup, timeout)
     say = progress or (lambda _: None)
     before = torch.get_num_threads()
     if threads is not None:
@@ -111,6 +118,9 @@ def _infer(meter, target, widths, d0, warmup, g_width, eps, name, say, t0, scope
         say(role)
         try:
             fits[role] = _role_fit(meter, role, widths, g_width, configs)
+        except BadStep as exc:
+            return _result(meter, target, widths, d0, warmup, fits, (), "all", None, {},
+                           None, [str(exc)], notes, t0, name)
         except StepFailed as exc:
             raise SpecError(f"{target.label}: step() on a {SHAPES[role][0]} matrix raised {exc}") from None
     bias_roles: tuple[str, ...] = ("input_bias", "hidden_bias")
@@ -122,6 +132,9 @@ def _infer(meter, target, widths, d0, warmup, g_width, eps, name, say, t0, scope
         # a bias's gradient is a vector: no rank, so the seeds alone
         for role in bias_roles:
             fits[role] = _role_fit(meter, role, widths, g_width, [(s, 1) for s in SEEDS])
+    except BadStep as exc:
+        bias_roles = ()
+        notes.append(f"Biases: {exc}; the declaration covers matrices.")
     except StepFailed as exc:
         bias_roles = ()
         notes.append(f"Biases: step() on a vector raised {exc}; the declaration covers matrices.")

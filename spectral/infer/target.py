@@ -106,6 +106,8 @@ def load_target(
         raise SpecError(f"{text}: importing {module_name} raised {first_line(exc)}") from None
     except Exception as exc:
         raise SpecError(f"{text}: importing {module_name} raised {first_line(exc)}") from None
+    except SystemExit as exc:  # the module's own sys.exit() must not become ours
+        raise SpecError(f"{text}: importing {module_name} called sys.exit({exc.code!r})") from None
     cls = getattr(module, attr, None)
     if cls is None:
         found = sorted(

@@ -28,12 +28,13 @@ Templates: ``templates/sweep_table.md.j2``, ``sweep_table.tex.j2``, ``sweep_summ
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..io import write_atomic
 from ..templating import environment
@@ -362,11 +363,12 @@ def plot(tables: list[Table], axis: str, path: str | Path, note: str = "") -> Pa
     _plot_regret(axes[0][-1], panels, axis)
     fig.suptitle(f"{panels[0].optimizer if panels else ''}: {axis} scaling{note}")
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path.with_suffix(".tmp.png"), dpi=120)
-    plt.close(fig)
-    path.with_suffix(".tmp.png").replace(path)
-    return path
+    buffer = io.BytesIO()  # rendered in memory, then the one writer (atomic, no debris)
+    try:
+        fig.savefig(buffer, format="png", dpi=120)
+    finally:
+        plt.close(fig)
+    return write_atomic(path, buffer.getvalue(), force=True)
 
 
 _PARAM_COLOR = {"sp": "tab:red", "mup-k1": "tab:orange", "mup": "tab:blue"}
@@ -401,21 +403,20 @@ def _plot_regret(ax: Any, tables: list[Table], axis: str) -> None:
 
 
 def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None = None,
-                 seeds: tuple[int, ...] | None = None, choice: Any = None) -> list[Path]:
+                 seeds: tuple[int, ...] | None = None, choice: Any = None,
+                 warn: Callable[[str], None] | None = None) -> list[Path]:
     """Render ``summary.md``, ``tables.tex``, ``drift.json`` and the plots into ``out``.
 
     ``seeds``: the tables are the seed-mean of each seed's (default: ``cfg.seed`` alone), and
     a per-seed table shows each seed's best and regret at the largest size. ``choice``: the
     base tuning of ``--tune`` (:func:`spectral.sweep.tune.choose`), shown first and written
-    to ``tuning.json``.
+    to ``tuning.json``. ``warn`` hears of each damaged line of ``runs.jsonl`` (skipped).
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if records is None:
-        records = read_runs(out / RUNS_FILE)
-    meta = {}
-    if (out / META_FILE).is_file():
-        meta = json.loads((out / META_FILE).read_text(encoding="utf-8"))
+        records = read_runs(out / RUNS_FILE, warn=warn)
+    meta = _read_meta(out / META_FILE, warn)
     seeds = tuple(seeds) if seeds else (cfg.seed,)
     per_seed = {s: build_tables(records, replace(cfg, seed=s)) for s in seeds}
     tables = per_seed[seeds[0]] if len(seeds) == 1 else mean_tables(list(per_seed.values()))
@@ -427,7 +428,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
     for axis in ("width", "depth"):
         note = f" (mean of seeds {', '.join(map(str, seeds))})" if len(seeds) > 1 else ""
         images.append(plot(tables, axis, out / f"lr_{axis}.png", note).name)
-    data = meta.get("data") or {}
+    data = meta.get("data") if isinstance(meta.get("data"), dict) else {}
     settings = cfg.settings()
     all_settings = [replace(cfg, seed=s).settings() for s in seeds]
     hp_sources = sorted({r.get("hp_source", "?") for r in records
@@ -474,6 +475,20 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
     return paths + [out / img for img in images]
 
 
+def _read_meta(path: Path, warn: Callable[[str], None] | None) -> dict[str, Any]:
+    """``sweep.json`` as a dict; a damaged or foreign one is ``{}`` (and ``warn`` hears so):
+    it only annotates the report."""
+    if not path.is_file():
+        return {}
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON
+        meta = None
+        if warn is not None:
+            warn(f"{path}: ignored: {getattr(exc, 'strerror', None) or type(exc).__name__}")
+    return meta if isinstance(meta, dict) else {}
+
+
 def write_index(root: str | Path, cfgs: list[Any]) -> Path:
     """``root/README.md``: best loss and transfer regret at the largest size, then the drift, of every optimizer's sweep under ``root``, and its plots."""
     root = Path(root)
@@ -481,7 +496,7 @@ def write_index(root: str | Path, cfgs: list[Any]) -> Path:
     for cfg in cfgs:
         folder = root / cfg.optimizer
         drifts = json.loads((folder / "drift.json").read_text(encoding="utf-8"))
-        meta = json.loads((folder / "sweep.json").read_text(encoding="utf-8")) if (folder / "sweep.json").is_file() else {}
+        meta = _read_meta(folder / META_FILE, None)
         for axis in ("width", "depth"):
             by_p = {d["parameterization"]: d for d in drifts if d["axis"] == axis}
             cells, regret_cells = [], []

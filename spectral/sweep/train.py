@@ -21,7 +21,16 @@ from typing import Any, Protocol
 from ..errors import SpecError
 from .options import Job, SweepConfig, lr_factor, plan, resolve_device
 from .recipe import recipe
-from .records import META_FILE, RUNS_FILE, append_run, digest, read_runs, round_floats
+from .records import (
+    META_FILE,
+    RUNS_FILE,
+    append_run,
+    check_appendable,
+    digest,
+    read_runs,
+    round_floats,
+    sweep_lock,
+)
 from .tune import Choice, apply, base_configs, candidates, choose
 
 __all__ = [
@@ -180,18 +189,32 @@ def run_sweep(
     progress: RunProgress | None = None,
     command: str | None = None,
     log: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every pending job of ``cfg``, appending each result to ``out/runs.jsonl``.
 
     Returns the records of this sweep's jobs (those already on disk included). The steps
-    trained go to ``progress``, a line per run to ``log``.
+    trained go to ``progress``, a line per run to ``log``, a damaged line of ``runs.jsonl``
+    to ``warn`` (and is skipped). The folder's lock (:func:`~.records.sweep_lock`) is held
+    throughout: a second sweep on the same folder waits, then trains only what is missing.
     """
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecError(f"{out}: cannot create the sweep's folder ({exc.strerror or exc})") from None
+    runs_path = out / RUNS_FILE
+    check_appendable(runs_path)
+    say = log or (lambda msg: None)
+    with sweep_lock(runs_path, wait=say):
+        return _run_locked(cfg, out, corpus, progress, command, say, warn)
+
+
+def _run_locked(cfg, out: Path, corpus, progress, command, say, warn) -> list[dict[str, Any]]:
     import torch
 
     from ..io import write_atomic
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(cfg.device)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -206,7 +229,7 @@ def run_sweep(
     }
     write_atomic(out / META_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n", force=True)
 
-    existing = read_runs(runs_path)
+    existing = read_runs(runs_path, warn=warn)
     by_key = {r["key"]: r for r in existing}
     by_fp = {r["fingerprint"]: r for r in existing if not r.get("reused_from")}
     planned = keyed_plan(cfg, out / "generated", corpus)
@@ -214,7 +237,6 @@ def run_sweep(
 
     results: list[dict[str, Any]] = [by_key[k] for *_, k in planned if k in by_key]
     todo_steps = sum(cfg.steps for job, _, fp, _ in pending if fp not in by_fp)
-    say = log or (lambda msg: None)
     say(f"{len(planned)} runs planned, {len(planned) - len(pending)} already in {runs_path}")
 
     if progress is not None:
@@ -273,6 +295,7 @@ def tune_at_base(
     seeds: Sequence[int],
     out: Path,
     train: Callable[[SweepConfig], None],
+    warn: Callable[[str], None] | None = None,
 ) -> tuple[SweepConfig, Choice]:
     """Stage 1 of ``--tune``: every candidate × η × seed at the base size only (each config
     given to ``train``), then the winner (:func:`spectral.sweep.tune.choose`). Returns ``cfg``
@@ -282,7 +305,7 @@ def tune_at_base(
     for c in cands:
         for sc in base_configs(cfg, c, seeds):
             train(sc)
-    choice = choose(read_runs(out / RUNS_FILE), cfg, cands, seeds, keys)
+    choice = choose(read_runs(out / RUNS_FILE, warn=warn), cfg, cands, seeds, keys)
     if not choice.complete:
         raise SpecError(f"--tune: {out / RUNS_FILE} lacks some base-size runs of the tuning grid; "
                         "run the sweep (without --report-only) to finish them")
