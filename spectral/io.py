@@ -288,7 +288,7 @@ def check_output(path: str | os.PathLike[str], *, force: bool = False, option: s
         raise type(exc)(f"{option}: {exc}") from None
 
 
-def _identity(path: str) -> tuple:
+def _identity(path: str) -> tuple[object, ...]:
     """What makes two paths the same file: its device and inode when it exists (hard and
     symbolic links), else the resolved path (``a/../b`` and ``b``)."""
     try:
@@ -304,7 +304,7 @@ def check_distinct(outputs: dict[str, str | os.PathLike[str] | None]) -> None:
     Otherwise the second write would refuse (or, with ``--force``, silently replace) the
     first one's file after all the work was done.
     """
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple[object, ...], str] = {}
     for option, path in outputs.items():
         if path is None or os.fspath(path) == "":
             continue
