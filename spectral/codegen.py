@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
+from typing import Any
 from fractions import Fraction
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -83,6 +84,31 @@ def _environment():
     from .templating import environment
 
     return environment()
+
+
+def _measured(name: str, spec: OptimizerSpec) -> Any:
+    """The TorchImpl of a declaration that records the class it was measured on
+    (``spectral infer`` writes ``[implementation]``): built as it was measured."""
+    import textwrap
+
+    from spectral.optimizers.entry import TorchImpl
+
+    assert spec.implementation is not None
+    path, kwargs, group, eps = spec.implementation
+    text = (
+        f"{name}: {path}, the class this declaration was measured on by spectral infer "
+        f"(update_norm = {spec.update_norm}), built with the arguments it was measured "
+        "with; it runs gathered on FSDP2 shards (its update is not known to be "
+        "entry-wise). A measured declaration holds for the measured regime only: check "
+        "it with spectral coord-check before a long run."
+    )
+    return TorchImpl(
+        cls=path,
+        defaults={k: v for k, v in kwargs},
+        group_defaults={k: v for k, v in group},
+        default_eps=eps if spec.has_eps else None,
+        notes=tuple(textwrap.wrap(text, 84)),
+    )
 
 
 def _impl_literal(impl: object) -> str:
@@ -188,6 +214,8 @@ def render(
         spec = p.derivations[name].spec
         module = module_of(name) if p.is_builtin(name) else None
         impl = None if module is None else module.TORCH
+        if impl is None and spec.implementation is not None:
+            impl = _measured(name, spec)
         if impl is None:
             notes: tuple[str, ...] = (
                 f"{name}: a user declaration (update_norm = {spec.update_norm}); no",

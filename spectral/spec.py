@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import keyword
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import sympy as sp
 
 from .errors import SpecError
 from .symbols import SYMBOLS
 
-__all__ = ["OptimizerSpec", "AppliesTo", "show"]
+__all__ = ["OptimizerSpec", "AppliesTo", "Implementation", "show"]
+
+Implementation = tuple[
+    str, tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...], float | None
+]
+"""(dotted class path, constructor kwargs, param-group keys, default ε): see OptimizerSpec."""
 
 AppliesTo = Literal["all", "matrices"]
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_+.")
@@ -46,6 +51,10 @@ class OptimizerSpec:
             the tuple it holds (``0`` for ``torch.optim.Adafactor``'s ``eps=(eps1, eps2)``).
         summary: one line: the update rule this declaration idealises.
         paper: where the paper derives it.
+        implementation: the torch class this declaration was measured on (``spectral
+            infer`` records it): ``(dotted class path, constructor kwargs, param-group
+            keys, default ε or None)``, kwargs and keys as sorted ``(name, value)`` pairs.
+            ``spectral codegen`` builds it with no ``factories=``.
     """
 
     name: str
@@ -58,6 +67,7 @@ class OptimizerSpec:
     summary: str = ""
     paper: str = ""
     doc: str = field(default="", compare=False, repr=False)
+    implementation: Implementation | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not set(self.name) <= _NAME_CHARS or len(self.name) > 64:
@@ -65,20 +75,30 @@ class OptimizerSpec:
                 f"name: {self.name!r} must be 1-64 characters of a-z, 0-9, '-', '_', '+', '.'"
             )
         if self.applies_to not in ("all", "matrices"):
-            raise SpecError(f"applies_to: {self.applies_to!r} must be 'all' or 'matrices'")
+            raise SpecError(
+                f"applies_to: {self.applies_to!r} must be 'all' or 'matrices'"
+            )
         for fname in ("update_norm", "eps"):
             expr = getattr(self, fname)
             if expr is None:
                 continue
             if not isinstance(expr, sp.Expr):
-                raise SpecError(f"{fname}: expected a sympy expression, got {type(expr).__name__}")
+                raise SpecError(
+                    f"{fname}: expected a sympy expression, got {type(expr).__name__}"
+                )
             extra = expr.free_symbols - set(SYMBOLS.values())
             if extra:
                 names = ", ".join(sorted(str(s) for s in extra))
-                raise SpecError(f"{fname}: unknown symbols {names}; use {', '.join(SYMBOLS)}")
+                raise SpecError(
+                    f"{fname}: unknown symbols {names}; use {', '.join(SYMBOLS)}"
+                )
             if expr.is_positive is False or expr.is_zero:
-                raise SpecError(f"{fname}: {expr} is not positive; an update must have a size")
+                raise SpecError(
+                    f"{fname}: {expr} is not positive; an update must have a size"
+                )
         self._check_eps_place()
+        if self.implementation is not None:
+            _check_implementation(self.implementation)
 
     def _check_eps_place(self) -> None:
         """``eps_key``/``eps_index`` end up in generated code, so only plain names and
@@ -96,7 +116,9 @@ class OptimizerSpec:
                 "starting with a digit, not a keyword) of at most 64 characters"
             )
         if index is not None and (
-            isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= MAX_EPS_INDEX
+            isinstance(index, bool)
+            or not isinstance(index, int)
+            or not 0 <= index <= MAX_EPS_INDEX
         ):
             raise SpecError(
                 f"eps_index: {index!r} must be an integer from 0 to {MAX_EPS_INDEX} "
@@ -116,3 +138,66 @@ class OptimizerSpec:
     @property
     def applies_to_biases(self) -> bool:
         return self.applies_to == "all"
+
+
+_MAX_IMPLEMENTATION_ITEMS = 32
+
+
+def _check_implementation(impl: object) -> None:
+    """A recorded implementation is data that ends up in generated code: a dotted path of
+    identifiers, a few keyword arguments of plain values, a finite ε."""
+    if not (isinstance(impl, tuple) and len(impl) == 4):
+        raise SpecError(
+            "implementation: expected (class path, kwargs, group keys, default eps)"
+        )
+    path, kwargs, group, eps = impl
+    parts = path.split(".") if isinstance(path, str) else []
+    if (
+        len(parts) < 2
+        or not all(
+            p.isascii() and p.isidentifier() and not keyword.iskeyword(p) for p in parts
+        )
+        or len(path) > 200
+    ):
+        raise SpecError(
+            f"implementation: class {path!r} must be a dotted path (module.Class)"
+        )
+    for what, pairs in (("kwargs", kwargs), ("group", group)):
+        if not isinstance(pairs, tuple) or len(pairs) > _MAX_IMPLEMENTATION_ITEMS:
+            raise SpecError(
+                f"implementation: {what} must be at most 32 (name, value) pairs"
+            )
+        for pair in pairs:
+            if not (
+                isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)
+            ):
+                raise SpecError(f"implementation: {what} must be (name, value) pairs")
+            name, value = pair
+            if not (name.isascii() and name.isidentifier()) or keyword.iskeyword(name):
+                raise SpecError(
+                    f"implementation: {what} key {name!r} is not a Python name"
+                )
+            if not _plain(value):
+                raise SpecError(
+                    f"implementation: {what} {name} = {value!r} must be a number, string, "
+                    "boolean, None or a tuple of them"
+                )
+    if eps is not None and (
+        isinstance(eps, bool)
+        or not isinstance(eps, (int, float))
+        or not eps > 0
+        or eps == float("inf")
+    ):
+        raise SpecError(
+            f"implementation: default eps {eps!r} must be a positive number"
+        )
+
+
+def _plain(value: object, depth: int = 0) -> bool:
+    if value is None or isinstance(value, (bool, int, str)):
+        return not isinstance(value, str) or len(value) <= 200
+    if isinstance(value, float):
+        return value == value and abs(value) != float("inf")
+    if isinstance(value, tuple) and depth < 2 and len(value) <= 16:
+        return all(_plain(v, depth + 1) for v in value)
+    return False

@@ -22,7 +22,7 @@ import os
 import tomllib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 from pydantic_core import ErrorDetails
 
 from .errors import SpecError
@@ -43,6 +43,19 @@ MAX_SUMMARY = 200
 """Characters ``summary`` may have."""
 
 
+class ImplementationTable(BaseModel):
+    """``[implementation]``: the torch class the declaration was measured on (what
+    ``spectral infer`` writes), so ``spectral codegen`` can build it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    # "class" is a keyword: the TOML key is `class`, the attribute cls
+    cls: StrictStr = Field(alias="class")
+    kwargs: dict[str, Any] = {}
+    group: dict[str, Any] = {}
+    default_eps: float | None = None
+
+
 class SpecFile(BaseModel):
     """The fields a spec file may have (anything else is refused)."""
 
@@ -56,6 +69,7 @@ class SpecFile(BaseModel):
     eps_key: StrictStr = "eps"
     eps_index: StrictInt | None = None
     summary: StrictStr | None = None
+    implementation: ImplementationTable | None = None
 
 
 _FIELDS = tuple(SpecFile.model_fields)
@@ -153,12 +167,27 @@ def parse_spec(data: dict[str, Any], *, where: str = "<spec>") -> OptimizerSpec:
             eps_index=fields.eps_index,
             summary=fields.summary or "",
             paper="",
+            implementation=_implementation(fields.implementation),
         )
     except SpecError as exc:
         raise SpecError(f"{where}: {exc}") from None
     for field, expr in exprs.items():
         _probe(where, field, expr)
     return spec
+
+
+def _implementation(table: ImplementationTable | None) -> Any:
+    """The spec's ``implementation`` tuple (lists become tuples; pairs sorted by name)."""
+    if table is None:
+        return None
+
+    def frozen(value: Any) -> Any:
+        return tuple(frozen(v) for v in value) if isinstance(value, list) else value
+
+    def pairs(mapping: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+        return tuple(sorted((k, frozen(v)) for k, v in mapping.items()))
+
+    return (table.cls, pairs(table.kwargs), pairs(table.group), table.default_eps)
 
 
 def load_spec(path: str | os.PathLike[str]) -> OptimizerSpec:

@@ -379,3 +379,56 @@ def test_bad_build_options_are_named(cfgs, options, match):
     cfg.apply_multipliers(model, 64, 2)
     with pytest.raises((TypeError, ValueError), match=match):
         cfg.build_optimizers(model, 64, 2, lr=1e-3, **options)
+
+
+# ---------------------------------------------------------------------------------------
+# infer -> codegen -> training, with no factories=
+# ---------------------------------------------------------------------------------------
+
+
+def test_inferred_declaration_builds_its_measured_class(tmp_path):
+    """`spectral infer pytorch_optimizer.Tiger -o tiger.toml` records the class it
+    measured; `codegen --spec tiger.toml` builds it and a tiny Llama trains with it."""
+    from spectral.cli import main
+    from spectral.codegen import load_generated
+    from spectral.spec_file import load_spec
+
+    toml = tmp_path / "tiger.toml"
+    assert main(["infer", "pytorch_optimizer.Tiger", "-o", str(toml)]) == 0
+    spec = load_spec(toml)
+    assert spec.implementation[0] == "pytorch_optimizer.Tiger"
+    cfg = load_generated(spec, None, base_width=64, base_depth=2, folder=tmp_path)
+    model = _hf("llama", 128, 2)
+    opt = _ready(cfg, model, 128, 2)
+    assert type(opt.parts["tiger"]).__name__ == "Tiger"
+    assert cfg.check(model, 128, 2, opt) == []
+    ids = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(0))
+    losses = []
+    for _ in range(3):
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss))
+    assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize(
+    "table,match",
+    [
+        ('class = "os.system; rm"', "dotted path"),
+        ('class = "Tiger"', "dotted path"),
+        ('class = "a.b"\nkwargs = { x = { y = { z = 1 } } }', "number, string"),
+        ('class = "a.b"\nkwargs = { "not a name" = 1 }', "not a Python name"),
+        ('class = "a.b"\ndefault_eps = -1.0', "positive"),
+        ('klass = "a.b"', "class: required field is missing"),
+    ],
+)
+def test_a_bad_implementation_table_is_refused(tmp_path, table, match):
+    from spectral.errors import SpecError
+    from spectral.spec_file import load_spec
+
+    path = tmp_path / "bad.toml"
+    path.write_text(f'name = "x"\nupdate_norm = "n_in"\n\n[implementation]\n{table}\n')
+    with pytest.raises(SpecError, match=match):
+        load_spec(path)

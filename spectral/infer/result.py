@@ -137,7 +137,30 @@ class Inference:
                 out["eps_index"] = self.eps.index
         out["applies_to"] = self.applies_to
         out["summary"] = f"inferred by spectral infer from {self.target}"[:200]
+        out["implementation"] = self.implementation_table()
         return out
+
+    def implementation_table(self) -> dict[str, Any]:
+        """``[implementation]``: the class measured and the arguments it was measured with
+        (the measurement's own lr and zero weight decay left out), so that ``spectral
+        codegen`` builds the same implementation with no ``factories=``."""
+        kwargs = {
+            k: list(v) if isinstance(v, tuple) else v
+            for k, v in self.kwargs.items()
+            if k not in ("lr", "weight_decay") and _toml_plain(v)
+        }
+        table: dict[str, Any] = {"class": self.target.replace(":", ".")}
+        if kwargs:
+            table["kwargs"] = kwargs
+        group = {k: v for k, v in self.group.items() if _toml_plain(v)}
+        if group:
+            table["group"] = group
+        default = None if self.eps is None else self.eps.default
+        if isinstance(default, (tuple, list)) and self.eps is not None and self.eps.index is not None:
+            default = default[self.eps.index]
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and default > 0:
+            table["default_eps"] = float(default)
+        return table
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -218,8 +241,14 @@ class Inference:
         if not self.fits:
             raise SpecError(f"{self.target}: no single declaration fits")
         body = "".join(f"# {line}".rstrip() + "\n" for line in self.comments())
-        for key, value in self.toml_fields().items():
+        fields = self.toml_fields()
+        table = fields.pop("implementation")
+        for key, value in fields.items():
             body += f"{key} = {json.dumps(value, ensure_ascii=False)}\n"
+        body += "\n# the implementation measured: spectral codegen builds it (no factories=)\n"
+        body += "[implementation]\n"
+        for key, value in table.items():
+            body += f"{key} = {_toml_value(value)}\n"
         return body
 
     def explain(self) -> str:
@@ -238,3 +267,27 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     return repr(value)
+
+
+def _toml_plain(value: Any, depth: int = 0) -> bool:
+    """A value TOML can hold and a generated module can write: numbers, strings, booleans,
+    and lists of them (None has no TOML form)."""
+    if isinstance(value, (bool, int, str)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)) and depth < 2:
+        return all(_toml_plain(v, depth + 1) for v in value)
+    return False
+
+
+def _toml_value(value: Any) -> str:
+    """A TOML value: JSON's numbers, strings and arrays are TOML's; tables are inline."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        items = ", ".join(f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in value.items())
+        return "{ " + items + " }" if items else "{}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
