@@ -390,7 +390,6 @@ def as_adapter(
         fields = dict(adapter)
         fields.setdefault("name", "custom")
         fields.setdefault("detect", "")
-        roles = fields.get("roles", ())
         for key in ("roles", "refuse"):
             pairs = fields.get(key, ())
             pairs = pairs.items() if isinstance(pairs, Mapping) else pairs

@@ -204,7 +204,7 @@ def install_multipliers(
                 _scale_output,
                 factor=values[layer],
                 layer=layer,
-                **({"built_in": built_in[id(module)]} if layer == "input" else {}),
+                built_in=built_in.get(id(module), 1.0),
             )
         )
         for layer, modules in placed.items()
