@@ -102,6 +102,13 @@ def configure_coord_check(p: argparse.ArgumentParser) -> None:
         "next-token loss on the input ids",
     )
     p.add_argument(
+        "--adapter",
+        metavar="FILE.py:NAME|FILE.toml|FILE.json",
+        help="with --model-factory, for a model no built-in adapter recognises: an Adapter "
+        "(or a dict of its fields: input, branches, output, roles, final, ...) in a Python "
+        "file or module, or a .toml / .json file holding those fields (docs/your-model.md)",
+    )
+    p.add_argument(
         "--vocab-size",
         type=int,
         default=None,
@@ -242,6 +249,7 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
     if args.model_factory is None:
         for option, value in (
             ("--batch-factory", args.batch_factory),
+            ("--adapter", args.adapter),
             ("--vocab-size", args.vocab_size),
         ):
             if value is not None:
@@ -265,6 +273,11 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
         from .common import load_callable
 
         batch_factory = load_callable(args.batch_factory, option="--batch-factory")
+    adapter = None
+    if args.adapter is not None:
+        from .common import load_adapter
+
+        adapter = load_adapter(args.adapter)
     gpt = args.model == "gpt" or model_factory is not None
     # Sweeps reach well past the base: the mup slopes converge to 0 only as the finite-size
     # corrections die out (random branch sum ~ 1/L in variance; widths below the batch's
@@ -278,6 +291,7 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
         model_factory_name=args.model_factory,  # as written: a file path, not a module name
         batch_factory_name=args.batch_factory,
         vocab_size=args.vocab_size,
+        adapter=adapter,
         optimizer=args.optimizer or "adamw",
         others=args.others,
         spec=spec,
