@@ -33,6 +33,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
+from spectral.torch.sharded import full_tensor
+
 WORLD = 2
 warnings.filterwarnings("ignore", message=".*DTensor random operators.*")
 
@@ -40,6 +42,7 @@ warnings.filterwarnings("ignore", message=".*DTensor random operators.*")
 def load_config(path: str):
     spec = importlib.util.spec_from_file_location("bench_fsdp_config", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # as an import does (dataclasses look it up)
     spec.loader.exec_module(mod)
     return mod
 
@@ -103,8 +106,8 @@ def worker(rank: int, port: int, config: str, args, out: str) -> None:
     def gather():
         for part in gathered:
             for p in (p for g in part.param_groups for p in g["params"]):
-                cfg._full(p.grad)  # what GatheredOptimizer.step does
-                cfg._full(p.detach())
+                full_tensor(p.grad)  # what GatheredOptimizer.step does
+                full_tensor(p.detach())
 
     @torch.no_grad()
     def broadcast():

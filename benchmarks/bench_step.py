@@ -39,6 +39,7 @@ def load_config(hidden: str, others: str | None, base_width: int, base_depth: in
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("bench_mup_config", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # as an import does (dataclasses look it up)
     spec.loader.exec_module(mod)
     return mod
 

@@ -83,13 +83,6 @@ def _environment():
     return environment()
 
 
-def _scaling_source() -> str:
-    """:mod:`spectral.scaling` without its docstring, for the JAX module (imports first)."""
-    from .vendor import assemble
-
-    return assemble(["spectral.scaling"], "", header="").strip("\n")
-
-
 def _impl_literal(impl: object) -> str:
     """A TorchImpl as Python: the fields that differ from the defaults, notes left out
     (they are written as comments above it)."""
@@ -214,9 +207,6 @@ def render(
                 else None,
                 "notes": notes,
                 "impl": None if impl is None else _impl_literal(impl),
-                "factory": (),
-                "factory_name": "make_"
-                + name.replace("-", "_").replace("+", "_").replace(".", "_"),
             }
         )
     uncovered_note = ""
@@ -242,7 +232,6 @@ def render(
         assignment=_assignment(p),
         uncovered=p.uncovered,
         uncovered_note=uncovered_note,
-        scaling=_scaling_source(),
     )
     if framework == "jax":
         from .codegen_jax import render_jax

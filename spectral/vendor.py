@@ -108,14 +108,16 @@ def _import_block(nodes: Sequence[ast.Import | ast.ImportFrom]) -> str:
     plain: dict[bool, set[str]] = {True: set(), False: set()}
     froms: dict[bool, dict[str, set[str]]] = {True: {}, False: {}}
     for node in nodes:
+        # an alias stays with its name: `import jax.numpy as jnp`, `from x import y as z`
+        names = [a.name if a.asname is None else f"{a.name} as {a.asname}" for a in node.names]
         if isinstance(node, ast.Import):
-            for alias in node.names:
+            for alias, text in zip(node.names, names, strict=True):
                 std = alias.name.split(".")[0] in sys.stdlib_module_names
-                plain[std].add(alias.name)
+                plain[std].add(text)
         else:
             module = node.module or ""
             std = module.split(".")[0] in sys.stdlib_module_names
-            froms[std].setdefault(module, set()).update(a.name for a in node.names)
+            froms[std].setdefault(module, set()).update(names)
     sections = []
     for std in (True, False):
         lines = [f"import {m}" for m in sorted(plain[std])]

@@ -26,6 +26,8 @@ from torch import nn  # noqa: E402
 
 from spectral.models import GPT, ResidualMLP  # noqa: E402
 
+pytestmark = pytest.mark.generated  # also run on the --vendor form
+
 ROOT = Path(__file__).resolve().parents[1]
 RUFF = Path(sys.executable).parent / "ruff"
 COMBOS = [(name, None) for name in catalog()] + [
@@ -113,8 +115,6 @@ def test_ruff_clean(generated):
 
 _BLOCKED = r"""
 import importlib.util, json, os, sys
-
-pytestmark = pytest.mark.generated  # also run on the --vendor form
 for blocked in ("sympy", "pydantic", "jinja2", "rich"):
     sys.modules[blocked] = None  # `import sympy` raises ImportError
 if os.environ.get("SPECTRAL_TEST_VENDOR") == "1":

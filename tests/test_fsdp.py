@@ -310,9 +310,9 @@ def test_gathered_optimizer_on_plain_tensors_is_the_optimizer(tmp_path):
             g for g in cfg.param_groups(model, 64, 2, lr=0.01) if g["optimizer"] == "muon-kimi"
         ]
         opt = (
-            cfg.GatheredOptimizer(cfg.make_muon_kimi, groups)
+            cfg.GatheredOptimizer(cfg.FACTORIES["muon-kimi"], groups)
             if wrap
-            else cfg.make_muon_kimi(groups)
+            else cfg.FACTORIES["muon-kimi"](groups)
         )
         models.append(model)
         opts.append(opt)
@@ -324,7 +324,7 @@ def test_gathered_optimizer_on_plain_tensors_is_the_optimizer(tmp_path):
     plain, gathered = opts
     assert gathered.param_groups[0]["lr"] == plain.param_groups[0]["lr"] == 0.01 / 8
     assert gathered.inner.param_groups[0]["lr"] == 0.01 / 4  # the lr of step 3, copied in
-    again = cfg.GatheredOptimizer(cfg.make_muon_kimi, gathered.param_groups)
+    again = cfg.GatheredOptimizer(cfg.FACTORIES["muon-kimi"], gathered.param_groups)
     assert again.state == {}
     again.load_state_dict(gathered.state_dict())
     assert again.param_groups[0]["lr"] == 0.01 / 8

@@ -192,6 +192,17 @@ def test_the_issues_module_is_numbers_and_the_vendored_one_standalone():
     assert vendored.endswith(numbers)
 
 
+def test_every_jax_record_names_an_installed_optax_function():
+    from spectral.jax.transforms import resolve
+
+    for name in IN_OPTAX:
+        record = module_of(name).JAX
+        assert callable(resolve(record.transform)), name
+        assert record.notes and all(line.isascii() for line in record.notes), name
+    with pytest.raises(ValueError, match="cannot import optax.nosuch"):
+        resolve("optax.nosuch")
+
+
 @pytest.mark.parametrize("hidden,others", COMBOS, ids=[label(*c) for c in COMBOS])
 def test_implementations_are_the_catalog_files_records(hidden, others, folder):
     """IMPLEMENTATIONS holds each optimizer's JAX record (notes as comments), and

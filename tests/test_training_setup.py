@@ -554,6 +554,7 @@ def test_module_docstring_example_runs(cfgs):
     example = example.replace("\n...\n", "\nloss = model(input_ids=ids, labels=ids).loss\n")
     namespace = dict(vars(cfg))
     namespace.update(
+        torch=torch,  # the user's own import
         MyModel=lambda width, depth: _llama(width, depth),
         width=W,
         depth=D,

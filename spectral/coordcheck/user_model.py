@@ -61,6 +61,8 @@ def inspect_user_model(cfg: CoordCheckConfig) -> dict[str, Any]:
     finds h_L: the input of ``final_module(model)``, else the logits, and the vocabulary of
     the random token batch.
     """
+    from spectral.torch.check import head_dims
+
     mod = config_module(cfg, "mup")
     depth = cfg.base_depth
     dims: dict[int, list[int]] = {}
@@ -82,7 +84,7 @@ def inspect_user_model(cfg: CoordCheckConfig) -> dict[str, Any]:
                 vocab = _vocab_size(cfg, model, handle.modules["output"])
             final = mod.final_module(model, cfg.adapter)
             final_name = next((n for n, m in model.named_modules() if m is final), None)
-        dims[width] = sorted(mod._head_dims(model))
+        dims[width] = sorted(head_dims(model))  # the runtime's reading of the model
     if len({tuple(d) for d in dims.values()}) > 1:
         seen = ", ".join(f"width {w}: {d or 'none'}" for w, d in dims.items())
         raise SpecError(

@@ -25,7 +25,7 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
 
 
-def _head_dims(model: nn.Module) -> set[int]:
+def head_dims(model: nn.Module) -> set[int]:
     """Head dimensions found on attention modules: head_dim (HF Llama, GPT-2, OPT, timm,
     torchtitan), head_size (HF GPT-NeoX), or n_embd // n_head (nanoGPT, which keeps no
     head dimension)."""
@@ -214,7 +214,7 @@ def check_model(
         return [str(exc)]
     problems = _multiplier_problems(rules, model, width, depth, multiplier, adapter)
     if head_dim is not None:
-        for found in sorted(_head_dims(model) - {head_dim}):
+        for found in sorted(head_dims(model) - {head_dim}):
             problems.append(
                 f"head dimension {found} differs from the base model's {head_dim}: the rules "
                 "assume a fixed head dimension as the width grows (heads = width / head_dim) "
