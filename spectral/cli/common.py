@@ -223,9 +223,7 @@ def load_adapter(text: str) -> dict[str, Any]:
     if hasattr(data, "_asdict") and hasattr(data, "_fields"):  # an Adapter (a NamedTuple)
         data = data._asdict()
     if not isinstance(data, dict):
-        raise fail(
-            f"expected an Adapter or a dict of its fields, got {type(data).__name__}"
-        )
+        raise fail(f"expected an Adapter or a dict of its fields, got {type(data).__name__}")
     try:
         fields = as_adapter(data)._asdict()  # type: ignore[union-attr]
     except (ValueError, TypeError) as exc:
@@ -242,10 +240,12 @@ def load_adapter(text: str) -> dict[str, Any]:
 
     for pattern, role in fields["roles"]:
         if role not in LAYER_OF:
-            raise fail(f"pattern {pattern!r} maps to unknown role {role!r}; roles: "
-                       + ", ".join(LAYER_OF))
+            roles = ", ".join(LAYER_OF)
+            raise fail(f"pattern {pattern!r} maps to unknown role {role!r}; roles: {roles}")
     for what in ("input", "branches", "output", "roles"):
         if not fields[what]:
-            raise fail(f"no {what}: an adapter names the modules of each multiplier and "
-                       "the role of each parameter")
+            raise fail(
+                f"no {what}: an adapter names the modules of each multiplier and the role "
+                "of each parameter"
+            )
     return fields

@@ -108,7 +108,10 @@ _LLAMA_ROLES: tuple[tuple[str, str], ...] = (
     (r"(^|\.)layers\.\d+\.\w*norm\.(weight|bias)$", "hidden_bias"),
     (r"(^|\.)layers\.\d+\.self_attn\.[qk]_norm\.(weight|bias)$", "hidden_bias"),
     # StableLM's qk_layernorm: one LayerNorm per head
-    (r"(^|\.)layers\.\d+\.self_attn\.[qk]_layernorm\.norms\.\d+\.(weight|bias)$", "hidden_bias"),
+    (
+        r"(^|\.)layers\.\d+\.self_attn\.[qk]_layernorm\.norms\.\d+\.(weight|bias)$",
+        "hidden_bias",
+    ),
     (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.\w+\.weight$", "hidden_weight"),
     (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
     (r"(^|\.)norm\.(weight|bias)$", "input_bias"),
@@ -174,13 +177,17 @@ _GEMMA2 = Adapter(
     refuse=(
         (
             "final_logit_softcapping",
-            "caps the logits with a tanh of fixed height, which the rules' alpha_out does "
-            "not cover",
+            (
+                "caps the logits with a tanh of fixed height, which the rules' alpha_out "
+                "does not cover"
+            ),
         ),
         (
             "attn_logit_softcapping",
-            "caps the attention scores with a tanh of fixed height, which the rules do not "
-            "cover",
+            (
+                "caps the attention scores with a tanh of fixed height, which the rules do "
+                "not cover"
+            ),
         ),
     ),
 )
@@ -223,8 +230,10 @@ _FALCON = Adapter(
     refuse=(
         (
             "alibi",
-            "adds ALiBi position biases whose per-head slopes 2^(-8i/heads) change as the "
-            "number of heads grows with the width, which the rules do not cover",
+            (
+                "adds ALiBi position biases whose per-head slopes 2^(-8i/heads) change as "
+                "the number of heads grows with the width, which the rules do not cover"
+            ),
         ),
     ),
 )
