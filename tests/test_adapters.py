@@ -1,7 +1,7 @@
 """Family adapters of the generated module, on the models they are written for.
 
-Hugging Face GPT-2, Llama, Qwen2, Qwen3, Mistral, GPT-NeoX and OPT are built from config
-objects (tiny, CPU, nothing downloaded). nanoGPT, torchtitan's Llama and timm's
+Hugging Face GPT-2, Llama, Qwen2, Qwen3, Mistral, Phi-3, Cohere, StableLM, Gemma, Gemma2,
+Gemma3, OLMo2, Falcon, GPT-NeoX and OPT are built from config objects (tiny, CPU, nothing downloaded). nanoGPT, torchtitan's Llama and timm's
 VisionTransformer are stand-ins written here with those projects' module names and
 forward passes (torchtitan and timm are not installed; nothing is copied from them).
 """
@@ -84,6 +84,7 @@ def hf_gpt2(width: int, depth: int) -> nn.Module:
 
 
 def _llama_like(config_cls: str, model_cls: str, width: int, depth: int, **extra) -> nn.Module:
+    extra.setdefault("num_key_value_heads", _heads(width))  # some families default to 16
     config = getattr(transformers, config_cls)(
         vocab_size=VOCAB,
         hidden_size=width,
@@ -123,6 +124,73 @@ def hf_qwen3(width: int, depth: int) -> nn.Module:  # q_norm / k_norm inside att
 def hf_mistral(width: int, depth: int) -> nn.Module:
     return _llama_like(
         "MistralConfig", "MistralForCausalLM", width, depth, num_key_value_heads=_heads(width) // 2
+    )
+
+
+def hf_gemma(width: int, depth: int) -> nn.Module:  # sqrt(n) embedding scale, 1 + w norms
+    return _llama_like("GemmaConfig", "GemmaForCausalLM", width, depth, head_dim=HEAD_DIM)
+
+
+def hf_gemma2(width: int, depth: int) -> nn.Module:  # norms after the sublayers too
+    return _llama_like(
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        width,
+        depth,
+        head_dim=HEAD_DIM,
+        final_logit_softcapping=None,  # on by default; the rules do not cover it
+        attn_logit_softcapping=None,
+    )
+
+
+def hf_gemma3(width: int, depth: int) -> nn.Module:  # Gemma2's layout, q_norm / k_norm
+    return _llama_like("Gemma3TextConfig", "Gemma3ForCausalLM", width, depth, head_dim=HEAD_DIM)
+
+
+def hf_olmo2(width: int, depth: int) -> nn.Module:  # norms after the sublayers only
+    return _llama_like("Olmo2Config", "Olmo2ForCausalLM", width, depth)
+
+
+def hf_phi3(width: int, depth: int) -> nn.Module:  # fused qkv_proj and gate_up_proj
+    return _llama_like("Phi3Config", "Phi3ForCausalLM", width, depth, pad_token_id=0)
+
+
+def hf_cohere(width: int, depth: int) -> nn.Module:  # parallel attention and MLP, qk norms
+    return _llama_like("CohereConfig", "CohereForCausalLM", width, depth, use_qk_norm=True)
+
+
+def hf_stablelm(width: int, depth: int) -> nn.Module:  # LayerNorms with biases, per-head qk norms
+    return _llama_like(
+        "StableLmConfig",
+        "StableLmForCausalLM",
+        width,
+        depth,
+        qk_layernorm=True,
+    )
+
+
+def hf_falcon(width: int, depth: int, **extra) -> nn.Module:
+    from transformers import FalconConfig, FalconForCausalLM
+
+    config = FalconConfig(
+        vocab_size=VOCAB,
+        hidden_size=width,
+        num_hidden_layers=depth,
+        num_attention_heads=_heads(width),
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        tie_word_embeddings=False,
+        use_cache=False,
+        attn_implementation="eager",
+        **extra,
+    )
+    return FalconForCausalLM(config)
+
+
+def hf_falcon_new(width: int, depth: int) -> nn.Module:
+    """Falcon's new decoder architecture (ln_attn / ln_mlp, grouped key/value heads, bias)."""
+    return hf_falcon(
+        width, depth, new_decoder_architecture=True, num_kv_heads=_heads(width) // 2, bias=True
     )
 
 
@@ -515,6 +583,106 @@ CASES = {
         },
     ),
     "mistral-hf": Case(hf_mistral, "llama", 1, "model.norm", LLAMA_ROLES),
+    "phi3-hf": Case(
+        hf_phi3,
+        "llama",
+        1,
+        "model.norm",
+        {
+            "model.layers.0.self_attn.qkv_proj.weight": "hidden_weight",
+            "model.layers.1.mlp.gate_up_proj.weight": "hidden_weight",
+            "model.layers.0.input_layernorm.weight": "hidden_bias",
+            "model.norm.weight": "input_bias",
+            "lm_head.weight": "output_weight",
+        },
+    ),
+    "cohere-hf": Case(
+        hf_cohere,
+        "llama",
+        1,
+        "model.norm",
+        {
+            "model.embed_tokens.weight": "input_weight",
+            "model.layers.0.self_attn.q_norm.weight": "hidden_bias",
+            "model.layers.0.input_layernorm.weight": "hidden_bias",
+            "model.layers.1.mlp.down_proj.weight": "hidden_weight",
+            "model.norm.weight": "input_bias",
+        },
+    ),
+    "stablelm-hf": Case(
+        hf_stablelm,
+        "llama",
+        1,
+        "model.norm",
+        {
+            "model.layers.0.self_attn.q_layernorm.norms.0.weight": "hidden_bias",
+            "model.layers.0.self_attn.k_layernorm.norms.1.weight": "hidden_bias",
+            "model.layers.0.post_attention_layernorm.bias": "hidden_bias",
+            "model.norm.bias": "input_bias",
+        },
+    ),
+    "gemma-hf": Case(hf_gemma, "gemma", 1, "model.norm", LLAMA_ROLES),
+    "gemma2-hf": Case(
+        hf_gemma2,
+        "gemma2",
+        1,
+        "model.norm",
+        {
+            **LLAMA_ROLES,
+            "model.layers.0.pre_feedforward_layernorm.weight": "hidden_bias",
+            "model.layers.1.post_feedforward_layernorm.weight": "hidden_bias",
+        },
+    ),
+    "gemma3-hf": Case(
+        hf_gemma3,
+        "gemma2",
+        1,
+        "model.norm",
+        {**LLAMA_ROLES, "model.layers.0.self_attn.q_norm.weight": "hidden_bias"},
+    ),
+    "olmo2-hf": Case(
+        hf_olmo2,
+        "olmo2",
+        1,
+        "model.norm",
+        {
+            "model.embed_tokens.weight": "input_weight",
+            "model.layers.0.self_attn.q_norm.weight": "hidden_bias",
+            "model.layers.0.post_attention_layernorm.weight": "hidden_bias",
+            "model.layers.1.post_feedforward_layernorm.weight": "hidden_bias",
+            "model.layers.1.mlp.down_proj.weight": "hidden_weight",
+            "model.norm.weight": "input_bias",
+            "lm_head.weight": "output_weight",
+        },
+    ),
+    "falcon-hf": Case(
+        hf_falcon,
+        "falcon",
+        1,
+        "transformer.ln_f",
+        {
+            "transformer.word_embeddings.weight": "input_weight",
+            "transformer.h.0.self_attention.query_key_value.weight": "hidden_weight",
+            "transformer.h.1.self_attention.dense.weight": "hidden_weight",
+            "transformer.h.0.mlp.dense_4h_to_h.weight": "hidden_weight",
+            "transformer.h.0.input_layernorm.weight": "hidden_bias",
+            "transformer.h.1.input_layernorm.bias": "hidden_bias",
+            "transformer.ln_f.weight": "input_bias",
+            "lm_head.weight": "output_weight",
+        },
+    ),
+    "falcon-hf-new": Case(
+        hf_falcon_new,
+        "falcon",
+        1,
+        "transformer.ln_f",
+        {
+            "transformer.h.0.ln_attn.weight": "hidden_bias",
+            "transformer.h.0.ln_mlp.bias": "hidden_bias",
+            "transformer.h.0.self_attention.query_key_value.bias": "hidden_bias",
+            "transformer.h.1.mlp.dense_h_to_4h.weight": "hidden_weight",
+        },
+    ),
     "neox-hf": Case(
         hf_neox,
         "neox",
@@ -613,10 +781,21 @@ def logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return out if isinstance(out, torch.Tensor) else out.logits
 
 
+def recognising(cfg: Any, names: list[str], types: set[str]) -> list[str]:
+    """Every family, in ADAPTERS' order, whose detect pattern matches one of the module
+    names (and whose detect_type, if any, one of the class names)."""
+    return [
+        a.name
+        for a in cfg.ADAPTERS
+        if any(re.search(a.detect, n) for n in names)
+        and (not a.detect_type or any(re.search(a.detect_type, t) for t in types))
+    ]
+
+
 def detected(cfg: Any, model: nn.Module) -> list[str]:
-    """Every family whose detect pattern matches a module name of the model."""
+    """Every family that recognises the model; the first is the one the runtime takes."""
     names = [n for n, _ in model.named_modules()]
-    return [a.name for a in cfg.ADAPTERS if any(re.search(a.detect, n) for n in names)]
+    return recognising(cfg, names, {type(m).__name__ for m in model.modules()})
 
 
 # ------------------------------------------------------------------------------------
@@ -630,7 +809,8 @@ def test_adapter_places_every_parameter_and_multiplier(key, configs):
     width, depth = 128, 3  # not the base size, so every multiplier differs from 1
     torch.manual_seed(0)
     model = case.build(width, depth)
-    assert detected(cfg, model) == [case.adapter]  # one family, never another's
+    # the right family comes first; the others that match share its names and come later
+    assert detected(cfg, model)[0] == case.adapter
     roles = {n: cfg.classify(n, p, adapter=case.adapter) for n, p in model.named_parameters()}
     assert {n: roles[n] for n in case.roles} == case.roles
     # classify's fallback (every family's patterns) agrees with the family's own
@@ -718,22 +898,35 @@ def test_hf_gpt2_conv1d_fans(tmp_path):
     assert lr_of[id(model.transformer.h[0].attn.c_proj.weight)] == pytest.approx(base)
 
 
-def test_detect_patterns_are_disjoint(configs):
-    """No family's detect pattern matches a module name typical of another family."""
+def test_detection_takes_the_right_family_first(configs):
+    """A model typical of each family is recognised first by that family: families that
+    share another's names (Gemma, Gemma2 and OLMo2 have Llama's) come before it, and none
+    recognises a model of a family listed before it."""
     cfg = configs["adamw"]
+    llama = ["model.layers.0.self_attn.o_proj", "model.layers.0.mlp.down_proj"]
+    post_norms = ["model.layers.0.post_attention_layernorm", "model.layers.0.post_feedforward_layernorm"]
     typical = {
-        "gpt2": "transformer.h.0.attn.c_proj",
-        "llama": "model.layers.0.self_attn.o_proj",
-        "residual-mlp": "blocks.0.layers.1",
-        "neox": "gpt_neox.layers.0.attention.dense",
-        "opt": "model.decoder.layers.0.self_attn.out_proj",
-        "torchtitan": "layers.0.attention.wo",
-        "vit": "blocks.0.attn.proj",
+        "gpt2": (["transformer.h.0.attn.c_proj"], {"GPT2Attention"}),
+        "gemma2": (
+            [*llama, *post_norms, "model.layers.0.pre_feedforward_layernorm"],
+            {"Gemma2RMSNorm"},
+        ),
+        "olmo2": ([*llama, *post_norms], {"Olmo2RMSNorm"}),
+        "gemma": (llama, {"GemmaRMSNorm"}),
+        "llama": (llama, {"LlamaRMSNorm"}),
+        "falcon": (["transformer.h.0.self_attention.dense"], {"FalconLinear"}),
+        "residual-mlp": (["blocks.0.layers.1"], {"Linear"}),
+        "neox": (["gpt_neox.layers.0.attention.dense"], {"Linear"}),
+        "opt": (["model.decoder.layers.0.self_attn.out_proj"], {"Linear"}),
+        "torchtitan": (["layers.0.attention.wo"], {"Linear"}),
+        "vit": (["blocks.0.attn.proj"], {"Linear"}),
     }
-    assert sorted(typical) == sorted(a.name for a in cfg.ADAPTERS)
-    for adapter in cfg.ADAPTERS:
-        hits = [fam for fam, name in typical.items() if re.search(adapter.detect, name)]
-        assert hits == [adapter.name]
+    order = [a.name for a in cfg.ADAPTERS]
+    assert sorted(typical) == sorted(order)
+    for family, (names, types) in typical.items():
+        hits = recognising(cfg, names, types)
+        assert hits[0] == family
+        assert all(order.index(hit) >= order.index(family) for hit in hits)
 
 
 # ------------------------------------------------------------------------------------

@@ -90,6 +90,13 @@ def configure_coord_check(p: argparse.ArgumentParser) -> None:
         "next-token loss on the input ids",
     )
     p.add_argument(
+        "--adapter",
+        metavar="FILE.py:NAME|FILE.toml|FILE.json",
+        help="with --model-factory, for a model no built-in adapter recognises: an Adapter "
+        "(or a dict of its fields: input, branches, output, roles, final, ...) in a Python "
+        "file or module, or a .toml / .json file holding those fields (docs/your-model.md)",
+    )
+    p.add_argument(
         "--vocab-size",
         type=options.integer(2, 2**24),
         default=None,
@@ -275,6 +282,7 @@ def _coord_config(args: argparse.Namespace, user_code: Any):
     if args.model_factory is None:
         for option, value in (
             ("--batch-factory", args.batch_factory),
+            ("--adapter", args.adapter),
             ("--vocab-size", args.vocab_size),
         ):
             if value is not None:
@@ -307,6 +315,11 @@ def _coord_config(args: argparse.Namespace, user_code: Any):
             with user_code(f"importing {text}", args.timeout):
                 loaded[attr] = load_callable(text, option=option)
     gpt = args.model == "gpt" or loaded["model_factory"] is not None
+    adapter = None
+    if args.adapter is not None:
+        from .common import load_adapter
+
+        adapter = load_adapter(args.adapter)
     # Sweeps reach well past the base: the mup slopes converge to 0 only as the finite-size
     # corrections die out (random branch sum ~ 1/L in variance; widths below the batch's
     # token count), see docs/coord-check/README.md.
@@ -319,6 +332,7 @@ def _coord_config(args: argparse.Namespace, user_code: Any):
         model_factory_name=args.model_factory,  # as written: a file path, not a module name
         batch_factory_name=args.batch_factory,
         vocab_size=args.vocab_size,
+        adapter=adapter,
         optimizer=args.optimizer or "adamw",
         others=args.others,
         spec=spec,

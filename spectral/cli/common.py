@@ -116,9 +116,19 @@ def load_callable(text: str, *, option: str = "--factory") -> Any:
     """The callable named by ``MODULE:CALLABLE`` (``option``'s value, for the messages).
 
     ``MODULE`` is a dotted importable module (``my_pkg.opts``) or a path to a ``.py`` file
-    (``path/to/file.py``); ``CALLABLE`` a name in it (``make`` or ``Factory.make``). Importing
+    (``path/to/file.py``, imported with its folder on ``sys.path``, so that it can import
+    its sibling modules); ``CALLABLE`` a name in it (``make`` or ``Factory.make``). Importing
     the module is what the user asked for; every failure is a one-line :class:`SpecError`.
     """
+    obj = load_object(text, option=option)
+    if not callable(obj):
+        attr = text.strip().rpartition(":")[2]
+        raise SpecError(f"{option} {text}: {attr} is a {type(obj).__name__}, not a callable")
+    return obj
+
+
+def load_object(text: str, *, option: str) -> Any:
+    """The object named by ``MODULE:NAME``, as :func:`load_callable` finds it."""
     import importlib
     import importlib.util
     from pathlib import Path
@@ -146,6 +156,8 @@ def load_callable(text: str, *, option: str = "--factory") -> Any:
             raise fail(f"cannot import {module_text} as a Python module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # as an import would: dataclasses and pickle look here
+        folder = str(path.resolve().parent)  # as `python file.py` would: siblings import
+        sys.path.insert(0, folder)
         try:
             spec.loader.exec_module(module)
         except Exception as exc:  # the user's code: any failure is bad input
@@ -154,6 +166,9 @@ def load_callable(text: str, *, option: str = "--factory") -> Any:
         except SystemExit as exc:  # the module's own sys.exit() must not become ours
             del sys.modules[name]
             raise fail(f"importing {module_text} called sys.exit({exc.code!r})") from None
+        finally:
+            if folder in sys.path:
+                sys.path.remove(folder)
     else:
         try:
             module = importlib.import_module(module_text)
@@ -177,6 +192,65 @@ def load_callable(text: str, *, option: str = "--factory") -> Any:
                 + (f"; its callables: {listing}" if found else "")
             )
         obj = getattr(obj, part)
-    if not callable(obj):
-        raise fail(f"{attr} is a {type(obj).__name__}, not a callable")
     return obj
+
+
+def load_adapter(text: str) -> dict[str, Any]:
+    """``--adapter``: an Adapter's fields, from ``FILE.py:NAME`` (or ``MODULE:NAME``; an
+    ``Adapter`` or a dict of its fields) or from a ``.toml`` / ``.json`` file holding the
+    fields (at the top level or in an ``adapter`` table); checked, every regular expression
+    compiled, and returned as a dict the generated module's ``adapter=`` takes."""
+    import re
+    from pathlib import Path
+
+    from ..torch.adapters import as_adapter  # torch: a coordinate check needs it anyway
+
+    def fail(why: str) -> SpecError:
+        return SpecError(f"--adapter {text}: {why}")
+
+    path = Path(text)
+    if path.suffix in (".toml", ".json"):
+        if not path.is_file():
+            raise fail("no such file")
+        try:
+            if path.suffix == ".toml":
+                import tomllib
+
+                data: Any = tomllib.loads(path.read_text(encoding="utf-8"))
+            else:
+                data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise fail(f"cannot read it: {first_line(exc)}") from None
+        if isinstance(data, dict) and set(data) == {"adapter"}:
+            data = data["adapter"]
+    else:
+        data = load_object(text, option="--adapter")
+    if hasattr(data, "_asdict") and hasattr(data, "_fields"):  # an Adapter (a NamedTuple)
+        data = data._asdict()
+    if not isinstance(data, dict):
+        raise fail(f"expected an Adapter or a dict of its fields, got {type(data).__name__}")
+    try:
+        fields = as_adapter(data)._asdict()  # type: ignore[union-attr]
+    except (ValueError, TypeError) as exc:
+        raise fail(first_line(exc)) from None
+    patterns = [fields["detect"], fields["final"], fields["detect_type"]]
+    patterns += [*fields["input"], *fields["branches"], *fields["output"]]
+    patterns += [*fields["embeddings"], *(pattern for pattern, _ in fields["roles"])]
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as exc:
+            raise fail(f"pattern {pattern!r} is no regular expression ({exc})") from None
+    from ..scaling import LAYER_OF
+
+    for pattern, role in fields["roles"]:
+        if role not in LAYER_OF:
+            roles = ", ".join(LAYER_OF)
+            raise fail(f"pattern {pattern!r} maps to unknown role {role!r}; roles: {roles}")
+    for what in ("input", "branches", "output", "roles"):
+        if not fields[what]:
+            raise fail(
+                f"no {what}: an adapter names the modules of each multiplier and the role "
+                "of each parameter"
+            )
+    return fields

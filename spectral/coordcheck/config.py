@@ -63,6 +63,9 @@ class CoordCheckConfig:
     vocab_size: int | None = None
     """Vocabulary of the random token batch when the model does not tell (``config.vocab_size``
     or the readout's ``out_features``)."""
+    adapter: dict[str, Any] | None = None
+    """The fields of an ``Adapter`` for a model no built-in adapter recognises (``spectral
+    coord-check --adapter``); passed as ``adapter=`` to every call into the generated module."""
     optimizer: str = "adamw"
     others: str | None = None
     """Optimizer for every parameter but the hidden weights (default adamw for hybrids)."""
@@ -140,6 +143,8 @@ class CoordCheckConfig:
                 raise SpecError(
                     f"batch_factory must be callable, got {type(self.batch_factory).__name__}"
                 )
+        if self.adapter is not None and self.model_factory is None:
+            raise SpecError("an adapter places a model factory's model (--model-factory)")
         if self.vocab_size is not None and (self.model_factory is None or self.vocab_size < 1):
             raise SpecError("vocab_size sizes a model factory's token batch: a positive integer")
         if self.model not in ("mlp", "gpt", "custom"):
@@ -218,6 +223,7 @@ class CoordCheckConfig:
             "model_factory": self.factory_name("model") if custom else None,
             "batch_factory": None if self.batch_factory is None else self.factory_name("batch"),
             "vocab_size": self.vocab_size if custom else None,
+            "adapter": self.adapter,
             "optimizer": self.optimizer,
             "others": self.others,
             "spec": None

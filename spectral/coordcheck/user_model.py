@@ -71,12 +71,18 @@ def inspect_user_model(cfg: CoordCheckConfig) -> dict[str, Any]:
         model = make_user_model(cfg, width, depth)
         if width == widths[0]:
             handle = _generated(
-                cfg, "apply_multipliers", mod.apply_multipliers, model, width, depth
+                cfg,
+                "apply_multipliers",
+                mod.apply_multipliers,
+                model,
+                width,
+                depth,
+                adapter=cfg.adapter,
             )
             vocab = None
             if cfg.batch_factory is None:
                 vocab = _vocab_size(cfg, model, handle.modules["output"])
-            final = mod.final_module(model)
+            final = mod.final_module(model, cfg.adapter)
             final_name = next((n for n, m in model.named_modules() if m is final), None)
         dims[width] = sorted(head_dims(model))  # the runtime's reading of the model
     if len({tuple(d) for d in dims.values()}) > 1:
@@ -162,6 +168,37 @@ def user_batch(cfg: CoordCheckConfig, seed: int, vocab_size: int | None) -> tupl
             "tokens long); return (inputs, targets) for any other input"
         )
     return inputs, ids[:, 1:], True
+
+
+def _where(exc: BaseException) -> str:
+    """`` (at FILE:LINE in FUNC)``: the innermost frame of the traceback outside torch and
+    spectral (the user's line that called into torch), else the innermost."""
+    import os
+    import traceback
+
+    import torch
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+    theirs = [f for f in frames if not f.filename.startswith(ours)] or frames
+    if not theirs:
+        return ""
+    frame = theirs[-1]
+    return f" (at {frame.filename}:{frame.lineno} in {frame.name})"
+
+
+def _run_model(cfg: CoordCheckConfig, what: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``, which runs the factory's model: whatever it raises is a one-line
+    :class:`~spectral.errors.SpecError` with the exception's first line and where."""
+    try:
+        return fn()
+    except SpecError:
+        raise
+    except Exception as exc:  # the user's model: any failure is bad input
+        raise SpecError(
+            f"model factory {cfg.factory_name('model')}: {what} raised "
+            f"{first_line(exc)}{_where(exc)}"
+        ) from None
 
 
 def _forward(model: Any, inputs: Any) -> Any:
@@ -252,10 +289,17 @@ def build_user(cfg: CoordCheckConfig, param: str, width: int, depth: int, seed: 
     torch.manual_seed(seed)
     model = make_user_model(cfg, width, depth)
     handle = _generated(
-        cfg, "apply_multipliers", mod.apply_multipliers, model, width, depth, multiplier=base
+        cfg,
+        "apply_multipliers",
+        mod.apply_multipliers,
+        model,
+        width,
+        depth,
+        multiplier=base,
+        adapter=cfg.adapter,
     )
     torch.manual_seed(10_007 * seed + 17)
-    _generated(cfg, "init_", mod.init_, model, w, d, base_init_std(cfg))
+    _generated(cfg, "init_", mod.init_, model, w, d, base_init_std(cfg), adapter=cfg.adapter)
     model.to(cfg.device)
     lr: Any = cfg.main_lr()
     if cfg.hybrid:
@@ -271,12 +315,13 @@ def build_user(cfg: CoordCheckConfig, param: str, width: int, depth: int, seed: 
         d,
         lr=lr,
         weight_decay=cfg.weight_decay,
+        adapter=cfg.adapter,
         **extra,
     )
     vocab = 0
     if cfg.batch_factory is None:
         vocab = _vocab_size(cfg, model, handle.modules["output"])
-    return _UserSetup(model, [opt], mod.final_module(model), vocab)
+    return _UserSetup(model, [opt], mod.final_module(model, cfg.adapter), vocab)
 
 
 def train_user(
@@ -301,7 +346,7 @@ def train_user(
         for t in range(cfg.steps + 1):
             caught.clear()
             with torch.no_grad():
-                out = _forward(model, inputs)
+                out = _run_model(cfg, "the forward pass", lambda: _forward(model, inputs))
                 try:
                     loss = float(_user_loss(out, targets, shift))
                 except (RuntimeError, ValueError, IndexError) as exc:
@@ -323,7 +368,11 @@ def train_user(
                 break
             for opt in s.optimizers:
                 opt.zero_grad(set_to_none=True)
-            _user_loss(_forward(model, inputs), targets, shift).backward()
+            _run_model(
+                cfg,
+                "the training step",
+                lambda: _user_loss(_forward(model, inputs), targets, shift).backward(),
+            )
             for opt in s.optimizers:
                 opt.step()
     finally:

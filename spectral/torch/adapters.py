@@ -1,8 +1,10 @@
 """Model families: which parameter has which role, and where the block multipliers go.
 
 An :class:`Adapter` names a family's modules and parameters by regular expressions; the
-runtime finds a model's family by its module names (:data:`ADAPTERS`) or takes one from the
-user. Everything here reads names and module types only: no rule, no number.
+runtime finds a model's family by its module names and types (:data:`ADAPTERS`, tried in
+order) or takes one from the user. Besides names, an adapter declares what a family's
+forward pass does that the rules must undo (a built-in embedding scale, norms computing
+x̂·(1 + w)) and the config flags the rules do not cover. No rule, no number here.
 """
 
 from __future__ import annotations
@@ -67,6 +69,19 @@ class Adapter(NamedTuple):
     embeddings: tuple[str, ...] = ()
     """Input parameters that are lookup tables although their module is no nn.Embedding
     (drawn with init_std, not init_std / sqrt(fan_in))."""
+    detect_type: str = ""
+    """When set, the family is recognised only if some module's class name matches this
+    too: Gemma's module names are Llama's, its RMSNorm class is its own."""
+    input_scale: tuple[str, ...] = ()
+    """Attributes of the input module, tried in order, holding a factor its forward pass
+    multiplies into the embedding output (Gemma: sqrt(hidden_size)). The alpha_in hook
+    divides it out, so h_0 is alpha_in times the looked-up row at every width."""
+    norm_offset: float = 0.0
+    """The family's norms compute x_hat * (norm_offset + w) (Gemma: 1 + w); init_ sets
+    w = 1 - norm_offset, so every effective gain starts at 1."""
+    refuse: tuple[tuple[str, str], ...] = ()
+    """(config attribute, what it does): a model whose config sets the attribute (anything
+    but None, False or 0) is refused with that reason, as the rules do not cover it."""
 
 
 _GPT2 = Adapter(
@@ -87,19 +102,30 @@ _GPT2 = Adapter(
     final=r"(^|\.)ln_f$",
 )
 
-_LLAMA = Adapter(
-    name="llama",  # Hugging Face Llama, Qwen2, Qwen3, Mistral (and others with these names)
-    detect=r"(^|\.)layers\.\d+\.self_attn\.o_proj$",
-    roles=(
-        (r"(^|\.)embed_tokens\.weight$", "input_weight"),
-        # norms first: Qwen3's self_attn.q_norm / k_norm would otherwise be matrices
-        (r"(^|\.)layers\.\d+\.\w*norm\.(weight|bias)$", "hidden_bias"),
-        (r"(^|\.)layers\.\d+\.self_attn\.[qk]_norm\.(weight|bias)$", "hidden_bias"),
-        (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.\w+\.weight$", "hidden_weight"),
-        (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
-        (r"(^|\.)norm\.(weight|bias)$", "input_bias"),
-        (r"(^|\.)lm_head\.weight$", "output_weight"),
+_LLAMA_ROLES: tuple[tuple[str, str], ...] = (
+    (r"(^|\.)embed_tokens\.weight$", "input_weight"),
+    # norms first: Qwen3's self_attn.q_norm / k_norm would otherwise be matrices
+    (r"(^|\.)layers\.\d+\.\w*norm\.(weight|bias)$", "hidden_bias"),
+    (r"(^|\.)layers\.\d+\.self_attn\.[qk]_norm\.(weight|bias)$", "hidden_bias"),
+    # StableLM's qk_layernorm: one LayerNorm per head
+    (
+        r"(^|\.)layers\.\d+\.self_attn\.[qk]_layernorm\.norms\.\d+\.(weight|bias)$",
+        "hidden_bias",
     ),
+    (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.\w+\.weight$", "hidden_weight"),
+    (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
+    (r"(^|\.)norm\.(weight|bias)$", "input_bias"),
+    (r"(^|\.)lm_head\.weight$", "output_weight"),
+)
+
+# Hugging Face Llama, Qwen2, Qwen3, Mistral, Phi-3 (fused qkv_proj and gate_up_proj are
+# hidden matrices like the others), Cohere / Command-R (attention and MLP in parallel on
+# one norm: still two branch ends per layer; its logit_scale is a fixed factor on the
+# logits, the same at every width), StableLM, and others with these names.
+_LLAMA = Adapter(
+    name="llama",
+    detect=r"(^|\.)layers\.\d+\.self_attn\.o_proj$",
+    roles=_LLAMA_ROLES,
     input=(r"(^|\.)embed_tokens$",),
     branches=(
         r"(^|\.)layers\.\d+\.self_attn\.o_proj$",
@@ -107,6 +133,109 @@ _LLAMA = Adapter(
     ),
     output=(r"(^|\.)lm_head$",),
     final=r"(^|\.)norm$",
+)
+
+# Gemma's forward multiplies the embedding output by sqrt(hidden_size) (the embedding
+# module's embed_scale), which would make h_0 grow with the width; the alpha_in hook
+# divides it out. Its RMSNorm computes x_hat * (1 + w), so init_ sets w = 0.
+_GEMMA_SCALE = ("scalar_embed_scale", "embed_scale")
+
+_GEMMA = Adapter(
+    name="gemma",  # Hugging Face Gemma: Llama's names, its own norm class
+    detect=r"(^|\.)layers\.\d+\.self_attn\.o_proj$",
+    detect_type=r"^GemmaRMSNorm$",
+    roles=_LLAMA_ROLES,
+    input=(r"(^|\.)embed_tokens$",),
+    branches=(
+        r"(^|\.)layers\.\d+\.self_attn\.o_proj$",
+        r"(^|\.)layers\.\d+\.mlp\.down_proj$",
+    ),
+    output=(r"(^|\.)lm_head$",),
+    final=r"(^|\.)norm$",
+    input_scale=_GEMMA_SCALE,
+    norm_offset=1.0,
+)
+
+# Gemma2 and Gemma3 add h + post_norm(f(pre_norm(h))): a norm after o_proj / down_proj
+# would normalise a multiplier placed there away, so alpha_hidden scales the post-norms'
+# outputs and each branch adds alpha_hidden * f(h). Both soft-capping flags default on in
+# Gemma2: a tanh at a fixed height on the logits (or attention scores) that alpha_out's
+# scaling knows nothing about.
+_GEMMA2 = Adapter(
+    name="gemma2",  # Hugging Face Gemma2, Gemma3 (text)
+    detect=r"(^|\.)layers\.\d+\.pre_feedforward_layernorm$",
+    roles=_LLAMA_ROLES,
+    input=(r"(^|\.)embed_tokens$",),
+    branches=(
+        r"(^|\.)layers\.\d+\.post_attention_layernorm$",
+        r"(^|\.)layers\.\d+\.post_feedforward_layernorm$",
+    ),
+    output=(r"(^|\.)lm_head$",),
+    final=r"(^|\.)norm$",
+    input_scale=_GEMMA_SCALE,
+    norm_offset=1.0,
+    refuse=(
+        (
+            "final_logit_softcapping",
+            (
+                "caps the logits with a tanh of fixed height, which the rules' alpha_out "
+                "does not cover"
+            ),
+        ),
+        (
+            "attn_logit_softcapping",
+            (
+                "caps the attention scores with a tanh of fixed height, which the rules do "
+                "not cover"
+            ),
+        ),
+    ),
+)
+
+# OLMo2 and OLMo3 add h + post_norm(f(h)) with no norm before the sublayer: as Gemma2,
+# alpha_hidden goes after the post-norms. Plain embeddings and x_hat * w norms.
+_OLMO2 = Adapter(
+    name="olmo2",  # Hugging Face OLMo2, OLMo3 (and Llama-named models with these post-norms)
+    detect=r"(^|\.)layers\.\d+\.post_feedforward_layernorm$",
+    roles=_LLAMA_ROLES,
+    input=(r"(^|\.)embed_tokens$",),
+    branches=(
+        r"(^|\.)layers\.\d+\.post_attention_layernorm$",
+        r"(^|\.)layers\.\d+\.post_feedforward_layernorm$",
+    ),
+    output=(r"(^|\.)lm_head$",),
+    final=r"(^|\.)norm$",
+)
+
+_FALCON = Adapter(
+    name="falcon",  # Hugging Face Falcon (parallel attention/MLP, or sequential)
+    detect=r"(^|\.)h\.\d+\.self_attention\.dense$",
+    roles=(
+        (r"(^|\.)word_embeddings\.weight$", "input_weight"),
+        # input_layernorm, post_attention_layernorm, ln_attn / ln_mlp (new architecture)
+        (r"(^|\.)h\.\d+\.(\w*layernorm|ln_attn|ln_mlp)\.(weight|bias)$", "hidden_bias"),
+        (r"(^|\.)h\.\d+\.(self_attention|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"(^|\.)h\.\d+\.(self_attention|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"(^|\.)ln_f\.(weight|bias)$", "input_bias"),
+        (r"(^|\.)lm_head\.weight$", "output_weight"),
+    ),
+    input=(r"(^|\.)word_embeddings$",),
+    # parallel_attn: h + attn(ln(h)) + mlp(ln(h)), two branches per layer as in GPT-NeoX
+    branches=(
+        r"(^|\.)h\.\d+\.self_attention\.dense$",
+        r"(^|\.)h\.\d+\.mlp\.dense_4h_to_h$",
+    ),
+    output=(r"(^|\.)lm_head$",),
+    final=r"(^|\.)ln_f$",
+    refuse=(
+        (
+            "alibi",
+            (
+                "adds ALiBi position biases whose per-head slopes 2^(-8i/heads) change as "
+                "the number of heads grows with the width, which the rules do not cover"
+            ),
+        ),
+    ),
 )
 
 _RESIDUAL_MLP = Adapter(
@@ -230,14 +359,20 @@ _VIT = Adapter(
 
 ADAPTERS: tuple[Adapter, ...] = (
     _GPT2,
+    # Gemma2 before OLMo2 before Gemma and Llama: each has the names of those after it
+    _GEMMA2,
+    _OLMO2,
+    _GEMMA,
     _LLAMA,
+    _FALCON,
     _RESIDUAL_MLP,
     _NEOX,
     _OPT,
     _TORCHTITAN,
     _VIT,
 )
-"""Known families, tried in order; pass adapter= for any other model."""
+"""Known families, tried in order (the first that recognises the model wins, so a family
+comes before those whose names it shares); pass adapter= for any other model."""
 DEFAULT_PATTERNS: tuple[tuple[str, str], ...] = tuple(
     dict.fromkeys(pair for adapter in ADAPTERS for pair in adapter.roles)
 )
@@ -264,9 +399,11 @@ def as_adapter(
         fields = dict(adapter)
         fields.setdefault("name", "custom")
         fields.setdefault("detect", "")
-        roles = fields.get("roles", ())
-        fields["roles"] = tuple(roles.items() if isinstance(roles, Mapping) else roles)
-        for key in ("input", "branches", "output", "embeddings"):
+        for key in ("roles", "refuse"):
+            pairs = fields.get(key, ())
+            pairs = pairs.items() if isinstance(pairs, Mapping) else pairs
+            fields[key] = tuple(tuple(pair) for pair in pairs)
+        for key in ("input", "branches", "output", "embeddings", "input_scale"):
             value = fields.get(key, ())
             fields[key] = (value,) if isinstance(value, str) else tuple(value)
         try:
@@ -280,10 +417,39 @@ def as_adapter(
     if model is None:
         return None
     names = [name for name, _ in model.named_modules()]
+    types = {type(module).__name__ for module in model.modules()}
     for known in ADAPTERS:
-        if any(re.search(known.detect, name) for name in names):
+        if any(re.search(known.detect, name) for name in names) and (
+            not known.detect_type or any(re.search(known.detect_type, t) for t in types)
+        ):
             return known
     return None
+
+
+def model_config(model: nn.Module) -> Any:
+    """The model's configuration object (Hugging Face's ``config``), or None."""
+    for module in model.modules():  # under DDP or torch.compile the model is inside
+        config = getattr(module, "config", None)
+        if config is not None and not isinstance(config, nn.Module):
+            return config
+    return None
+
+
+def refusals(model: nn.Module, family: Adapter | None) -> list[str]:
+    """One line per config flag of the family's `refuse` that the model's config sets."""
+    config = model_config(model) if family is not None and family.refuse else None
+    if config is None or family is None:
+        return []
+    found = []
+    for flag, why in family.refuse:
+        value = getattr(config, flag, None)
+        if value is not None and value is not False and value != 0:
+            off = False if isinstance(value, bool) else None
+            found.append(
+                f"{family.name}: {flag}={value!r} {why}; set {flag}={off} in the model's "
+                "config"
+            )
+    return found
 
 
 def classify(
@@ -321,6 +487,9 @@ def classified(
     """(name, parameter, role, owning module) for every parameter; one error names every
     parameter that no pattern places, and tied parameters are refused."""
     family = as_adapter(adapter, model)
+    refused = refusals(model, family)
+    if refused:
+        raise ValueError("; ".join(refused))
     owners: dict[int, nn.Module] = {}
     for module in model.modules():
         for p in module.parameters(recurse=False):

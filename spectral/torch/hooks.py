@@ -26,15 +26,24 @@ from spectral.torch.adapters import (
 
 
 def _scale_output(
-    module: nn.Module, args: Any, output: Any, *, factor: float, layer: str
+    module: nn.Module,
+    args: Any,
+    output: Any,
+    *,
+    factor: float,
+    layer: str,
+    built_in: float = 1.0,
 ) -> Any:
-    """alpha * output; a plain float, so torch.compile bakes it in and DDP/FSDP see no state."""
-    if factor == 1.0:
+    """alpha * output / built_in, with ``factor`` = alpha and ``built_in`` the factor the
+    model's own forward pass multiplies in there (Gemma's sqrt(n) on the embedding output);
+    plain floats, so torch.compile bakes them in and DDP/FSDP see no state."""
+    scale = factor / built_in
+    if scale == 1.0:
         return None
     if isinstance(output, torch.Tensor):
-        return output * factor
+        return output * scale
     if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
-        return (output[0] * factor, *output[1:])
+        return (output[0] * scale, *output[1:])
     raise TypeError(
         f"apply_multipliers: {type(module).__name__} returned {type(output).__name__}; "
         "hook a module that returns a tensor"
@@ -80,6 +89,24 @@ def placements(
                 out[layer].append((name, module))
                 break
     return out
+
+
+def built_in_scale(name: str, module: nn.Module, family: Adapter) -> float:
+    """The factor the family's input module multiplies into its output itself (1 if none)."""
+    if not family.input_scale:
+        return 1.0
+    for attr in family.input_scale:
+        value = getattr(module, attr, None)
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            return float(value.detach().float().cpu())
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    raise ValueError(
+        f"the {family.name} adapter expects the input module {name} "
+        f"({type(module).__name__}) to hold its built-in embedding scale in one of "
+        f"{', '.join(family.input_scale)}, and it has none (an older transformers keeps the "
+        "scale elsewhere); upgrade transformers or pass adapter= with input_scale=()"
+    )
 
 
 def placement_problems(
@@ -142,9 +169,10 @@ def install_multipliers(
 
     alpha_in scales the embedding output, alpha_hidden the end of every residual branch
     (attention output and MLP down projection: two per layer, so `depth` counts layers),
-    alpha_out the logits, each as a forward hook holding a plain float. The family is
-    recognised by module names (ADAPTERS) or given as adapter=Adapter(...) / a dict of its
-    fields. Calling it again replaces the hooks (never scales twice). Every parameter must
+    alpha_out the logits, each as a forward hook holding a plain float (on an input module
+    that multiplies its output by a built-in factor, Gemma's sqrt(n), the hook divides that
+    out: the adapter's input_scale). The family is recognised by module names and types
+    (ADAPTERS) or given as adapter=Adapter(...) / a dict of its fields. Calling it again replaces the hooks (never scales twice). Every parameter must
     have a role: one error names each one that has none.
     """
     if builtin_multipliers(model):
@@ -169,9 +197,15 @@ def install_multipliers(
     for _, module, hook_id, _ in our_hooks(model):
         del module._forward_hooks[hook_id]
     values = rules.multipliers(width, depth, multiplier)
+    built_in = {id(m): built_in_scale(n, m, family) for n, m in placed["input"]}
     handles = [
         module.register_forward_hook(
-            functools.partial(_scale_output, factor=values[layer], layer=layer)
+            functools.partial(
+                _scale_output,
+                factor=values[layer],
+                layer=layer,
+                built_in=built_in.get(id(module), 1.0),
+            )
         )
         for layer, modules in placed.items()
         for _, module in modules

@@ -32,8 +32,10 @@ def init_by_role(
     """Initialise every parameter by its role: N(0, init_std_of(role)^2).
 
     Norm gains are always set to 1 and norm biases to 0 (a norm's parameters share the
-    bias roles, but a normalised feature must keep RMS 1); other biases start at 0 unless
-    their role is named in init_std (the paper's base bias variance is 0). A dense input
+    bias roles, but a normalised feature must keep RMS 1; where a family's norms compute
+    x_hat * (1 + w), as Gemma's do, its adapter's norm_offset makes that w = 0); other
+    biases start at 0 unless their role is named in init_std (the paper's base bias
+    variance is 0). A dense input
     layer (not an embedding) is drawn with init_std / sqrt(d_in), its fixed fan-in: the
     paper's input variance is sigma^2 for one-hot (language) inputs and sigma^2/d_0 for
     dense ones.
@@ -43,8 +45,8 @@ def init_by_role(
         if is_norm(module):
             if name.endswith("bias"):
                 p.zero_()
-            else:
-                p.fill_(1.0)
+            else:  # gain 1: x_hat * (norm_offset + w) for families that offset w
+                p.fill_(1.0 - (family.norm_offset if family is not None else 0.0))
             continue
         d_in = None
         if role == "input_weight" and not is_table(name, module, family):
