@@ -432,3 +432,22 @@ def test_a_bad_implementation_table_is_refused(tmp_path, table, match):
     path.write_text(f'name = "x"\nupdate_norm = "n_in"\n\n[implementation]\n{table}\n')
     with pytest.raises(SpecError, match=match):
         load_spec(path)
+
+
+def test_fold_multipliers_of_gemma_divides_its_built_in_scale(cfgs, tmp_path):
+    """Gemma's embedding multiplies its lookup by sqrt(n) itself; the hook divides it out,
+    and folding must too (and keep the 1 + w norms right)."""
+    cfg = cfgs["adamw"]
+    width, depth = 256, 2
+    model = _hf("gemma", width, depth)
+    _ready(cfg, model, width, depth)
+    assert cfg.check(model, width, depth) == []
+    model.eval()
+    ids = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        hooked = model(ids).logits
+    cfg.fold_multipliers(model, width, depth)
+    model.save_pretrained(tmp_path)
+    loaded = type(model).from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert float((loaded(ids).logits - hooked).abs().max()) <= 1e-5
