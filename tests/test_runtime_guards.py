@@ -451,3 +451,24 @@ def test_fold_multipliers_of_gemma_divides_its_built_in_scale(cfgs, tmp_path):
     loaded = type(model).from_pretrained(tmp_path).eval()
     with torch.no_grad():
         assert float((loaded(ids).logits - hooked).abs().max()) <= 1e-5
+
+
+@pytest.mark.parametrize(
+    "options,match",
+    [
+        ({"patterns": {"((": "hidden_weight"}}, r"patterns: pattern '\(\(' does not compile"),
+        ({"patterns": [("[", "hidden_weight")]}, "patterns: pattern '\\[' does not compile"),
+        (
+            {"adapter": {"input": ["(("], "branches": ["x"], "output": ["y"]}},
+            "adapter input: pattern",
+        ),
+        ({"adapter": {"input": [], "branches": ["x"], "output": ["y"], "final": "*"}}, "final"),
+        ({"adapter": 3}, "adapter must be"),
+        ({"adapter": "nosuchfamily"}, "no adapter 'nosuchfamily'"),
+    ],
+)
+def test_bad_patterns_and_adapters_are_named(cfgs, options, match):
+    cfg = cfgs["adamw"]
+    model = _hf("llama", 64, 2)
+    with pytest.raises((TypeError, ValueError), match=match):
+        cfg.apply_multipliers(model, 64, 2, **options)

@@ -382,12 +382,36 @@ Patterns = Mapping[str, str] | Iterable[tuple[str, str]]
 AdapterLike = Adapter | Mapping[str, Any] | str
 
 
+def checked_pattern(pattern: object, where: str) -> str:
+    """``pattern`` if it is a regular expression that compiles; a one-line error naming
+    ``where`` otherwise (never a bare re.error from deep inside a search)."""
+    if not isinstance(pattern, str):
+        raise TypeError(f"{where}: a pattern must be a string, got {pattern!r}")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{where}: pattern {pattern!r} does not compile: {exc}") from None
+    return pattern
+
+
+def _checked(family: Adapter) -> Adapter:
+    """Every pattern of a user's adapter compiles (names the field that does not)."""
+    for key in ("input", "branches", "output", "embeddings"):
+        for pattern in getattr(family, key):
+            checked_pattern(pattern, f"adapter {key}")
+    for key in ("detect", "final"):
+        checked_pattern(getattr(family, key), f"adapter {key}")
+    for pattern, _ in family.roles:
+        checked_pattern(pattern, "adapter roles")
+    return family
+
+
 def as_adapter(
     adapter: AdapterLike | None, model: nn.Module | None = None
 ) -> Adapter | None:
     """An Adapter from an Adapter, a family name, a dict of its fields, or the model."""
     if isinstance(adapter, Adapter):
-        return adapter
+        return adapter if adapter in ADAPTERS else _checked(adapter)
     if isinstance(adapter, str):
         for known in ADAPTERS:
             if known.name == adapter:
@@ -407,7 +431,7 @@ def as_adapter(
             value = fields.get(key, ())
             fields[key] = (value,) if isinstance(value, str) else tuple(value)
         try:
-            return Adapter(**fields)
+            return _checked(Adapter(**fields))
         except TypeError as exc:
             raise ValueError(f"adapter: {exc}") from None
     if adapter is not None:
@@ -466,6 +490,8 @@ def classify(
     error that names it: there is no silent default.
     """
     pairs = list(patterns.items() if isinstance(patterns, Mapping) else patterns or ())
+    for pattern, _ in pairs:
+        checked_pattern(pattern, "patterns")
     family = as_adapter(adapter)
     if family is not None:
         pairs += family.roles
@@ -486,6 +512,9 @@ def classified(
 ) -> list[tuple[str, nn.Parameter, str, nn.Module]]:
     """(name, parameter, role, owning module) for every parameter; one error names every
     parameter that no pattern places, and tied parameters are refused."""
+    pairs = patterns.items() if isinstance(patterns, Mapping) else patterns or ()
+    for pattern, _ in pairs:
+        checked_pattern(pattern, "patterns")
     family = as_adapter(adapter, model)
     refused = refusals(model, family)
     if refused:
