@@ -352,6 +352,7 @@ def test_build_optimizers_and_step(hidden, others, configs):
     # base width 256: sigma = 1/16 gives hidden weights 1/sqrt(n) at every width
     cfg.init_(model, 32, 2, 1 / 16)
     fast = {"sso": {"power_iteration_steps": 3, "solver_max_iterations": 5}}
+    fast = {k: v for k, v in fast.items() if k in cfg.OPTIMIZERS.values()}  # a typo is refused
     opts = cfg.build_optimizers(model, 32, 2, lr=1e-3, weight_decay=0.01, optimizer_kwargs=fast)
     assert isinstance(opts, torch.optim.Optimizer)
     assert set(opts.parts) == set(cfg.OPTIMIZERS.values())
