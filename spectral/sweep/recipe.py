@@ -65,8 +65,10 @@ class GeneratedRecipe:
         self.module.init_(model, *self._size(width, depth), init_std)
 
     def build_optimizers(self, model: Any, width: int, depth: int, **base: Any) -> list[Any]:
+        used = set(self.module.OPTIMIZERS.values())  # a key it does not train is refused
+        kwargs = {k: v for k, v in _OPTIMIZER_KWARGS.items() if k in used}
         opt = self.module.build_optimizers(
-            model, *self._size(width, depth), optimizer_kwargs=_OPTIMIZER_KWARGS, **base
+            model, *self._size(width, depth), optimizer_kwargs=kwargs, **base
         )
         return [opt]
 

@@ -341,7 +341,7 @@ def _norm_problems(model: nn.Module, family: Adapter) -> list[str]:
             weight.fill_(1.0 - offset)
             if saved_bias is not None:
                 bias.zero_()  # type: ignore[union-attr]
-            y = module(x)
+            y = module.forward(x)  # not module(x): its own multiplier hook would count
         except Exception:  # a norm that needs other inputs: not measurable here
             continue
         finally:
