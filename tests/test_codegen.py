@@ -432,3 +432,22 @@ def test_write_refuses_existing_file(tmp_path):
     assert target.read_text() == "keep me"
     write(target, "new", force=True)
     assert target.read_text() == "new"
+
+
+def test_the_config_is_numbers_bound_to_the_runtime():
+    """Issue 20: the importing form is short and imports spectral.torch; the runtime
+    imports neither sympy nor pydantic, jinja2 or rich (nor torch for spectral.jax)."""
+    source = render("muon-kimi", "adamw", base_width=256, base_depth=4, vendor=False)
+    assert len(source.splitlines()) <= 150
+    assert "from spectral.torch import" in source
+    vendored = render("muon-kimi", "adamw", base_width=256, base_depth=4, vendor=True)
+    assert "import spectral" not in vendored and "from spectral" not in vendored
+    assert "sympy" not in vendored
+    for module, also in (("spectral.torch", set()), ("spectral.jax", {"torch"})):
+        code = (
+            f"import {module}, sys; "
+            f"bad = {{'sympy', 'pydantic', 'jinja2', 'rich', *{sorted(also)!r}}} & set(sys.modules); "
+            "assert not bad, bad"
+        )
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr

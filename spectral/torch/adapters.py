@@ -390,7 +390,9 @@ def checked_pattern(pattern: object, where: str) -> str:
     try:
         re.compile(pattern)
     except re.error as exc:
-        raise ValueError(f"{where}: pattern {pattern!r} does not compile: {exc}") from None
+        raise ValueError(
+            f"{where}: pattern {pattern!r} does not compile: {exc}"
+        ) from None
     return pattern
 
 

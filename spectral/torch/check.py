@@ -77,8 +77,10 @@ def _size_problems(
         return []
     n, name = next(iter(found.items()))
     return [
-        f"the model's width is {n} ({name}), check was given width {width}: the rules at "
-        "another size give other numbers"
+        (
+            f"the model's width is {n} ({name}), check was given width {width}: the rules at "
+            "another size give other numbers"
+        )
     ]
 
 

@@ -196,7 +196,7 @@ def _check_part_state(name: str, opt: torch.optim.Optimizer, saved: Any) -> None
     """Refuse a part's saved state that does not fit ``opt``, before anything is loaded."""
     groups = saved.get("param_groups") if isinstance(saved, Mapping) else None
     if not isinstance(groups, list):
-        raise ValueError(f"optimizer state of {name}: no param_groups")
+        raise TypeError(f"optimizer state of {name}: no param_groups")
     mine = opt.param_groups
     if len(groups) != len(mine):
         raise ValueError(

@@ -242,9 +242,11 @@ def _input_problems(
         return []
     names = ", ".join(n for n, _ in inputs)
     return [
-        f"{blocks[0][0]}: its input h_0 is {ratio:.4g} x the multiplied embedding output "
-        f"({names}): the model scales the embedding again after the hooked module (e.g. "
-        "Gemma's sqrt(hidden_size)); use the adapter of this family, which divides it out"
+        (
+            f"{blocks[0][0]}: its input h_0 is {ratio:.4g} x the multiplied embedding output "
+            f"({names}): the model scales the embedding again after the hooked module (e.g. "
+            "Gemma's sqrt(hidden_size)); use the adapter of this family, which divides it out"
+        )
     ]
 
 
@@ -311,8 +313,10 @@ def _readout_problems(
         return []
     names = ", ".join(n for n, _ in hooks)
     return [
-        f"{names}: halving alpha_out changed the model's output by x{ratio:.3g}, not x0.5: "
-        "something after the readout (a final norm, logit soft-capping) undoes alpha_out"
+        (
+            f"{names}: halving alpha_out changed the model's output by x{ratio:.3g}, not x0.5: "
+            "something after the readout (a final norm, logit soft-capping) undoes alpha_out"
+        )
     ]
 
 
@@ -342,7 +346,7 @@ def _norm_problems(model: nn.Module, family: Adapter) -> list[str]:
             if saved_bias is not None:
                 bias.zero_()  # type: ignore[union-attr]
             y = module.forward(x)  # not module(x): its own multiplier hook would count
-        except Exception:  # a norm that needs other inputs: not measurable here
+        except Exception:  # noqa: BLE001, S112 - a norm that needs other inputs: not measured
             continue
         finally:
             weight.copy_(saved)
@@ -376,9 +380,11 @@ def _compiled_problems(model: nn.Module, example: Any) -> list[str]:
     if _rms(compiled - eager) / scale <= 1e-3:
         return []
     return [
-        "the compiled model computes another output than its module (relative difference "
-        f"{_rms(compiled - eager) / scale:.3g}): multipliers applied after torch.compile "
-        "are not in the compiled code; call apply_multipliers before torch.compile"
+        (
+            "the compiled model computes another output than its module (relative difference "
+            f"{_rms(compiled - eager) / scale:.3g}): multipliers applied after torch.compile "
+            "are not in the compiled code; call apply_multipliers before torch.compile"
+        )
     ]
 
 
@@ -403,7 +409,7 @@ def measured_problems(
         # in the model's own mode, gradients on: the compiled code training runs (a call
         # in another mode would compile afresh, with the hooks, and show nothing)
         compiled = _compiled_problems(model, example)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
         return [_could_not_run(exc)]
     was_training = model.training
     model.eval()
@@ -422,7 +428,7 @@ def measured_problems(
             rec.remove()
             rec = None
         problems += _norm_problems(eager, family)
-    except Exception as exc:  # the user's model: one line, never a traceback from check
+    except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
         return [_could_not_run(exc)]
     finally:
         if rec is not None:
