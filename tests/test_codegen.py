@@ -441,8 +441,10 @@ def test_the_config_is_numbers_bound_to_the_runtime():
     assert len(source.splitlines()) <= 150
     assert "from spectral.torch import" in source
     vendored = render("muon-kimi", "adamw", base_width=256, base_depth=4, vendor=True)
-    assert "import spectral" not in vendored and "from spectral" not in vendored
-    assert "sympy" not in vendored
+    imports = [
+        line for line in vendored.splitlines() if line.startswith(("import ", "from "))
+    ]
+    assert not [line for line in imports if "spectral" in line or "sympy" in line]
     for module, also in (("spectral.torch", set()), ("spectral.jax", {"torch"})):
         code = (
             f"import {module}, sys; "
