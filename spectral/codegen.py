@@ -34,6 +34,7 @@ FRAMEWORKS = ("torch", "jax")
 TORCH_RUNTIME = (
     "spectral.scaling",
     "spectral.optimizers.entry",
+    "spectral.torch.ties",
     "spectral.torch.adapters",
     "spectral.torch.factories",
     "spectral.torch.sharded",
@@ -41,6 +42,7 @@ TORCH_RUNTIME = (
     "spectral.torch.init",
     "spectral.torch.composite",
     "spectral.torch.rules",
+    "spectral.torch.experts",
     "spectral.torch.optim",
     "spectral.torch.measure",
     "spectral.torch.check",
