@@ -76,7 +76,7 @@ def tie_problem(
     opt = rules.optimizers.get("input_weight", "?")
     return (
         f"parameters {first!r} and {name!r} are tied (one tensor), and under {opt} the "
-        "input and output embedding rules differ in more than the multiplier: "
+        "input and output embedding rules differ (the multiplier aside) in "
         f"{'; '.join(differences)} (HP = base * r_n^a * r_L^b). A shared matrix needs "
         f"one rule; {untie}, or train the embeddings with an optimizer whose rules agree "
         "(18 of the 21 catalog optimizers do: docs/ties.md)"
