@@ -724,6 +724,7 @@ def test_detect_patterns_are_disjoint(configs):
     typical = {
         "gpt2": "transformer.h.0.attn.c_proj",
         "llama": "model.layers.0.self_attn.o_proj",
+        "moe": "model.layers.0.mlp.experts",
         "residual-mlp": "blocks.0.layers.1",
         "neox": "gpt_neox.layers.0.attention.dense",
         "opt": "model.decoder.layers.0.self_attn.out_proj",

@@ -58,10 +58,8 @@ class TiedNanoGPT(NanoGPT):
         self.transformer.wte.weight = self.lm_head.weight
 
 
-def _untied_twin(tied: nn.Module, build) -> nn.Module:
+def _untied_twin(tied: nn.Module, twin: nn.Module) -> nn.Module:
     """The untied model with the tied one's weights (the table copied into both)."""
-    torch.manual_seed(1)
-    twin = build()
     state = {k: v.detach().clone() for k, v in tied.state_dict().items()}
     twin.load_state_dict(state, strict=False)
     head = tied.lm_head.weight.detach().clone()
@@ -107,7 +105,7 @@ def test_tied_embeddings_check_clean_and_match_the_untied_model(cfgs, label, fam
         assert [(g["role"], g["optimizer"]) for g in holding] == [("input_weight", "adamw")]
         assert all(g["role"] != "output_weight" for g in opt.param_groups)
         assert cfg.check(model, width, depth, opt) == []
-        twin = _untied_twin(model, lambda: untied_build(width, depth)).eval()
+        twin = _untied_twin(model, untied_build(width, depth)).eval()
         cfg.apply_multipliers(twin, width, depth)
         with torch.no_grad():
             torch.testing.assert_close(_logits(model, x), _logits(twin, x), rtol=0, atol=0)

@@ -372,7 +372,8 @@ def classified(
         for p in module.parameters(recurse=False):
             owners.setdefault(id(p), module)
     seen: dict[int, tuple[str, str, int]] = {}
-    out, unplaced = [], []
+    out: list[tuple[str, nn.Parameter, str, nn.Module]] = []
+    unplaced = []
     for name, p in model.named_parameters(remove_duplicate=False):
         try:
             role = classify(name, p, patterns, family)
