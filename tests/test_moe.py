@@ -322,3 +322,39 @@ def test_checkpoint_state_resumes_sliced_experts(cfg, tmp_path):
     steps(fresh, fresh_opt, 1)
     for (name, p), q in zip(ref.named_parameters(), fresh.parameters(), strict=True):
         assert torch.equal(p, q), name
+
+
+def test_fsdp2_sharded_experts_take_the_one_process_update(tmp_path):
+    """fully_shard'ed Mixtral, 2 gloo processes: Muon-Kimi's fused experts are gathered
+    (GatheredOptimizer) and stepped per expert matrix (SlicedOptimizer); three steps equal
+    the one-process run (tests/moe_fsdp_worker.py)."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from spectral.codegen import render
+
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not built in")
+    config = tmp_path / "moe_fsdp_cfg.py"
+    config.write_text(render("muon-kimi", "adamw", base_width=BASE_WIDTH, base_depth=BASE_DEPTH))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "report.json"
+    here = Path(__file__).resolve().parent
+    r = subprocess.run(
+        [sys.executable, str(here / "moe_fsdp_worker.py"), str(port), str(out), str(config)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    report = json.loads(out.read_text())
+    assert report["parts"] == {"adamw": "AdamW", "muon-kimi": "GatheredOptimizer"}
+    assert report["inner"] == "SlicedOptimizer"
+    assert report["max_diff"] <= 1e-6, report
