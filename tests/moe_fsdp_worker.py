@@ -75,7 +75,7 @@ def worker(rank: int, port: int, out: str, config: str) -> None:
     inner = type(getattr(opt.parts["muon-kimi"], "inner", None)).__name__
     train(model, opt, x)
     diff = 0.0
-    for (name, p), q in zip(model.named_parameters(), ref.parameters(), strict=True):
+    for p, q in zip(model.parameters(), ref.parameters(), strict=True):
         full = p.full_tensor() if hasattr(p, "full_tensor") else p
         diff = max(diff, float((full.detach() - q.detach()).abs().max()))
     if rank == 0:
