@@ -61,6 +61,7 @@ def worker(rank: int, port: int, out: str, config: str) -> None:
     )
     spec = importlib.util.spec_from_file_location("moe_fsdp_cfg", config)
     cfg = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = cfg  # the vendored form's dataclasses look themselves up
     spec.loader.exec_module(cfg)
     x = torch.randint(0, 128, (4, 16), generator=torch.Generator().manual_seed(0))
     ref = build(cfg)
