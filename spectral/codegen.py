@@ -35,6 +35,7 @@ FRAMEWORKS = ("torch", "jax")
 TORCH_RUNTIME = (
     "spectral.scaling",
     "spectral.optimizers.entry",
+    "spectral.torch.ties",
     "spectral.torch.adapters",
     "spectral.torch.factories",
     "spectral.torch.sharded",
@@ -42,6 +43,7 @@ TORCH_RUNTIME = (
     "spectral.torch.init",
     "spectral.torch.composite",
     "spectral.torch.rules",
+    "spectral.torch.experts",
     "spectral.torch.optim",
     "spectral.torch.measure",
     "spectral.torch.check",
@@ -247,8 +249,15 @@ def render(
             f"{', '.join(p.uncovered)}: the model must have no biases and no norm\n"
             "parameters (init_ and param_groups raise otherwise, naming the parameter)."
         )
+    embeddings = p.optimizers.get("input_weight")
+    ties_allowed = (
+        embeddings is not None
+        and embeddings == p.optimizers.get("output_weight")
+        and p.derivations[embeddings].tie_allowed
+    )
     env = _environment()
     context = dict(
+        ties_allowed=ties_allowed,
         title=_title(p),
         command=for_docstring(command),  # holds user paths: keep the docstring closed
         version=_version(),

@@ -913,6 +913,7 @@ def test_detection_takes_the_right_family_first(configs):
         ),
         "olmo2": ([*llama, *post_norms], {"Olmo2RMSNorm"}),
         "gemma": (llama, {"GemmaRMSNorm"}),
+        "moe": ([*llama, "model.layers.0.mlp.experts"], {"MixtralRMSNorm"}),
         "llama": (llama, {"LlamaRMSNorm"}),
         "falcon": (["transformer.h.0.self_attention.dense"], {"FalconLinear"}),
         "residual-mlp": (["blocks.0.layers.1"], {"Linear"}),

@@ -276,11 +276,19 @@ def test_classify_error_names_the_parameter(configs):
         cfg.param_groups(Odd(), 64, 2, lr=1e-3)
 
 
-def test_tied_embeddings_refused(configs):
-    cfg = configs["muon-kimi+adamw"]
+def test_tied_embeddings_where_the_rules_allow_them(configs):
+    """Allowed under AdamW's embedding rules (one input_weight group), refused under
+    NorMuon's, naming what differs (tests/test_ties_runtime.py: the whole story)."""
     g = GPT(64, 1, block_size=8)
     g.lm_head.weight = g.transformer.wte.weight
-    with pytest.raises(ValueError, match="tied"):
+    cfg = configs["muon-kimi+adamw"]
+    assert cfg.TIES_ALLOWED is True
+    groups = cfg.param_groups(g, 64, 1, lr=1e-3)
+    holding = [grp["role"] for grp in groups if any(p is g.lm_head.weight for p in grp["params"])]
+    assert holding == ["input_weight"]
+    cfg = configs["normuon"]
+    assert cfg.TIES_ALLOWED is False
+    with pytest.raises(ValueError, match=r"tied .* under normuon .*lr: r_n\^0 r_L\^0"):
         cfg.param_groups(g, 64, 1, lr=1e-3)
     with pytest.raises(ValueError, match="tied"):
         cfg.init_(g, 64, 1, 0.02)

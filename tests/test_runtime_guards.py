@@ -247,10 +247,14 @@ def test_fold_multipliers_save_and_load_without_hooks(cfgs, family, tmp_path):
 def test_fold_multipliers_refuses_tied_embeddings_and_changes_nothing(cfgs):
     cfg = cfgs["adamw"]
     model = _gpt2(64, 2, tie=True)
-    patterns = {r"lm_head\.weight$": "output_weight"}
-    # a tie is refused by every function; fold is tried on hooks installed by hand
+    # AdamW's rules allow the tie (tests/test_ties_runtime.py); fold does not: alpha_out
+    # folded into the shared matrix would scale the input too
+    cfg.apply_multipliers(model, 128, 2)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
     with pytest.raises(ValueError, match="tied"):
-        cfg.apply_multipliers(model, 64, 2, patterns=patterns)
+        cfg.fold_multipliers(model, 128, 2)
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
 
 
 def test_fold_multipliers_needs_the_hooks_size(cfgs):

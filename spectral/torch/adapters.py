@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from spectral.scaling import LAYER_OF
+from spectral.torch.ties import tie_problem
 
 # ---------------------------------------------------------------------------------------
 # model families: which parameter is which role, where the multipliers go
@@ -40,8 +41,9 @@ from spectral.scaling import LAYER_OF
 # * An output bias (lm_head.bias, a ViT's head.bias) has no default: the paper's head has
 #   none, and no role fits it (alpha_out scales it with the logits, while its gradient
 #   does not shrink with the width). Map it yourself (patterns=) if your model has one.
-# Input and output embeddings must not be tied: input_weight and output_weight have
-# different multipliers, initialisations and learning rates. A tied parameter is refused.
+# Tied input/output embeddings are accepted where the config's rules allow them (every HP
+# but the multiplier equal: spectral.torch.ties); the tied matrix has the role input_weight
+# and alpha_out stays a hook on the logits. Any other shared parameter is refused.
 
 
 class Adapter(NamedTuple):
@@ -238,6 +240,45 @@ _FALCON = Adapter(
     ),
 )
 
+_MOE = Adapter(
+    # Hugging Face mixtures of experts with Llama's names (transformers 5): Mixtral, Qwen2-MoE,
+    # Qwen3-MoE, OLMoE, DeepSeek-V3; before "llama", whose detect matches them too.
+    name="moe",
+    detect=r"(^|\.)layers\.\d+\.(mlp|block_sparse_moe)\.experts$",
+    roles=(
+        # the router (E x n, inside the block) and Qwen2-MoE's shared-expert gate (1 x n):
+        # maps from the width to a fixed size, docs/router.md
+        (r"(^|\.)layers\.\d+\.(mlp|block_sparse_moe)\.gate\.weight$", "router_weight"),
+        (r"(^|\.)layers\.\d+\.mlp\.shared_expert_gate\.weight$", "router_weight"),
+        # fused experts (E, 2I, n) / (E, n, I), or transformers 4's lists of Linear: hidden
+        # matrices, stepped one expert matrix at a time (spectral.torch.experts)
+        (
+            r"(^|\.)layers\.\d+\.(mlp|block_sparse_moe)\.experts\."
+            r"(gate_up_proj|gate_proj|up_proj|down_proj)$",
+            "hidden_weight",
+        ),
+        (
+            r"(^|\.)layers\.\d+\.(mlp|block_sparse_moe)\.experts\.\d+\.\w+\.weight$",
+            "hidden_weight",
+        ),
+        (r"(^|\.)layers\.\d+\.\w*norm\.(weight|bias)$", "hidden_bias"),
+        (r"(^|\.)layers\.\d+\.self_attn\.\w*norm\.(weight|bias)$", "hidden_bias"),
+        (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.(\w+\.)?\w+\.weight$", "hidden_weight"),
+        (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.(\w+\.)?\w+\.bias$", "hidden_bias"),
+        (r"(^|\.)norm\.(weight|bias)$", "input_bias"),
+        (r"(^|\.)lm_head\.weight$", "output_weight"),
+    ),
+    input=(r"(^|\.)embed_tokens$",),
+    # the MoE block's output: the gated sum of the experts (and the shared expert), where
+    # alpha_hidden goes; a dense layer's mlp (Qwen2-MoE's mlp_only_layers) is hooked whole
+    branches=(
+        r"(^|\.)layers\.\d+\.self_attn\.o_proj$",
+        r"(^|\.)layers\.\d+\.(mlp|block_sparse_moe)$",
+    ),
+    output=(r"(^|\.)lm_head$",),
+    final=r"(^|\.)norm$",
+)
+
 _RESIDUAL_MLP = Adapter(
     name="residual-mlp",  # spectral.models.ResidualMLP
     detect=r"(^|\.)blocks\.\d+\.layers\.\d+$",
@@ -363,6 +404,7 @@ ADAPTERS: tuple[Adapter, ...] = (
     _GEMMA2,
     _OLMO2,
     _GEMMA,
+    _MOE,
     _LLAMA,
     _FALCON,
     _RESIDUAL_MLP,
@@ -510,10 +552,14 @@ def classify(
 
 
 def classified(
-    model: nn.Module, patterns: Patterns | None, adapter: AdapterLike | None = None
+    model: nn.Module,
+    patterns: Patterns | None,
+    adapter: AdapterLike | None = None,
+    rules: Any = None,
 ) -> list[tuple[str, nn.Parameter, str, nn.Module]]:
     """(name, parameter, role, owning module) for every parameter; one error names every
-    parameter that no pattern places, and tied parameters are refused."""
+    parameter that no pattern places. A tied input/output embedding is one entry (role
+    input_weight) where ``rules`` (the config) allow it; any other tie is refused."""
     pairs = patterns.items() if isinstance(patterns, Mapping) else patterns or ()
     for pattern, _ in pairs:
         checked_pattern(pattern, "patterns")
@@ -525,22 +571,26 @@ def classified(
     for module in model.modules():
         for p in module.parameters(recurse=False):
             owners.setdefault(id(p), module)
-    seen: dict[int, str] = {}
-    out, unplaced = [], []
+    seen: dict[int, tuple[str, str, int]] = {}
+    out: list[tuple[str, nn.Parameter, str, nn.Module]] = []
+    unplaced = []
     for name, p in model.named_parameters(remove_duplicate=False):
-        if id(p) in seen:
-            raise ValueError(
-                f"parameters {seen[id(p)]!r} and {name!r} are tied (one tensor). muP gives "
-                "input and output embeddings different multipliers, initialisations and "
-                "learning rates, so they must not share weights; untie them (Hugging Face: "
-                "tie_word_embeddings=False; nanoGPT: drop the weight-tying line)."
-            )
-        seen[id(p)] = name
         try:
             role = classify(name, p, patterns, family)
         except ValueError:
             unplaced.append(f"{name} {tuple(p.shape)}")
             continue
+        if id(p) in seen:
+            first, first_role, index = seen[id(p)]
+            problem = tie_problem(first, first_role, name, role, rules)
+            if problem is not None:
+                raise ValueError(problem)
+            # an allowed input/output tie: one entry, the embedding's (a table)
+            embedding = first if first_role == "input_weight" else name
+            module = model.get_submodule(embedding.rpartition(".")[0])
+            out[index] = (embedding, p, "input_weight", module)
+            continue
+        seen[id(p)] = (name, role, len(out))
         out.append((name, p, role, owners[id(p)]))
     if unplaced:
         raise ValueError(

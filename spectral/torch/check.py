@@ -61,6 +61,7 @@ def head_dims(model: nn.Module) -> set[int]:
 
 
 def _size_problems(
+    rules: TorchRules,
     model: nn.Module,
     width: float,
     patterns: Patterns | None,
@@ -68,7 +69,7 @@ def _size_problems(
 ) -> list[str]:
     """The width given against the model's: the fan-out of its input weights."""
     found: dict[int, str] = {}
-    for name, p, role, module in classified(model, patterns, adapter):
+    for name, p, role, module in classified(model, patterns, adapter, rules):
         if role == "input_weight" and p.ndim == 2 and not is_norm(module):
             found.setdefault(fans(module, p)[0], name)
     if not found or width in found:
@@ -234,7 +235,7 @@ def check_model(
 ) -> list[str]:
     """Problems found on the real model (and optimizer); [] when all is right.
 
-    Looks for: a parameter with no role, tied input/output matrices, block multipliers
+    Looks for: a parameter with no role, a tie the rules do not allow, block multipliers
     missing, applied twice or for another size, and, given the optimizer, a parameter whose
     group's lr / weight decay / eps differs from the rule (the base values are the ones it
     was built with, or pass lr=..., weight_decay=..., eps=...; the lr is read before any
@@ -252,10 +253,10 @@ def check_model(
     if not isinstance(measure, bool):
         raise TypeError(f"measure must be True or False, got {measure!r}")
     try:
-        classified(model, patterns, adapter)
+        classified(model, patterns, adapter, rules)
     except ValueError as exc:
         return [str(exc)]
-    problems = _size_problems(model, width, patterns, adapter)
+    problems = _size_problems(rules, model, width, patterns, adapter)
     problems += _multiplier_problems(rules, model, width, depth, multiplier, adapter)
     if head_dim is not None:
         for found in sorted(head_dims(model) - {head_dim}):

@@ -189,7 +189,7 @@ def install_multipliers(
             f"{', '.join(a.name for a in ADAPTERS)}. Pass adapter=Adapter(...) or "
             "adapter={'input': [...], 'branches': [...], 'output': [...], 'roles': {...}}"
         )
-    classified(model, patterns, family)  # every parameter placed, nothing tied
+    classified(model, patterns, family, rules)  # every parameter placed, ties allowed
     placed = placements(model, family)
     problems = placement_problems(placed, family, depth)
     if problems:

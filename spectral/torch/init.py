@@ -41,7 +41,7 @@ def init_by_role(
     dense ones.
     """
     family = as_adapter(adapter, model)
-    for name, p, role, module in classified(model, patterns, family):
+    for name, p, role, module in classified(model, patterns, family, rules):
         if is_norm(module):
             if name.endswith("bias"):
                 p.zero_()

@@ -12,25 +12,44 @@ from torch import nn
 from spectral.scaling import BaseValue
 from spectral.torch.adapters import AdapterLike, Patterns, classified, fans
 from spectral.torch.hooks import multipliers_applied
+from spectral.torch.ties import tied_to_output, tied_values_agree
 from spectral.optimizers.entry import TorchImpl
 from spectral.torch.composite import CompositeOptimizer
+from spectral.torch.experts import SlicedFactory, expert_fans, expert_layout
 from spectral.torch.rules import TorchRules
 from spectral.torch.sharded import build_part
 
 
-def _compensation(impl: TorchImpl | None, module: nn.Module, p: torch.Tensor) -> float:
-    """Factor by which an implementation's step exceeds the declared one (1 = exact)."""
+def _compensation(
+    impl: TorchImpl | None, module: nn.Module, p: torch.Tensor, layout: str | None = None
+) -> float:
+    """Factor by which an implementation's step exceeds the declared one (1 = exact).
+
+    layout: a fused-experts parameter stepped one expert matrix at a time (SlicedOptimizer
+    hands the implementation each expert's (n_out, n_in) matrix), whose shape counts."""
     how = None if impl is None else impl.compensation
+    if how is None:
+        return 1.0
+    shape = expert_fans(p, layout) if layout else (p.shape[0], p.shape[1])
     if how == "muon-shape":
         # torch.optim.Muon(adjust_lr_fn="original") multiplies lr by sqrt(max(1, A/B)),
         # A, B = weight.shape[:2]; the idealised Muon step U V^T has no such factor.
-        return math.sqrt(max(1.0, p.shape[0] / p.shape[1]))
+        return math.sqrt(max(1.0, shape[0] / shape[1]))
     if how == "sso-shape":
         # SpectralSphere steps by msign(.), spectral norm 1, so its RMS->RMS norm is
         # sqrt(n_in / n_out); the declaration idealises a unit RMS->RMS step.
-        n_out, n_in = fans(module, p)
+        n_out, n_in = shape if layout else fans(module, p)
         return math.sqrt(n_in / n_out)
     return 1.0
+
+
+def _whole_matrix(rules: TorchRules, opt_name: str) -> bool:
+    """Whether an optimizer's step reads a whole matrix (not entry by entry): fused
+    experts are then stepped one expert matrix at a time (spectral.torch.experts)."""
+    impl = rules.implementations.get(opt_name)
+    if rules.matrix_only[opt_name]:
+        return True
+    return impl is not None and impl.sharding != "elementwise"
 
 
 def role_param_groups(
@@ -59,19 +78,22 @@ def role_param_groups(
     hp = rules.hparams(
         width, depth, lr=lr, weight_decay=weight_decay, eps=eps, multiplier=multiplier
     )
-    groups: dict[tuple[str, str, float], dict[str, Any]] = {}
-    for name, p, role, module in classified(model, patterns, adapter):
+    groups: dict[tuple[str, str, float, str | None], dict[str, Any]] = {}
+    for name, p, role, module in classified(model, patterns, adapter, rules):
         if not p.requires_grad:
             continue
         rules.covered(role, f"parameter {name!r}")
         opt_name = rules.optimizers[role]
-        if rules.matrix_only[opt_name] and p.ndim != 2:
+        layout = expert_layout(module, p) if _whole_matrix(rules, opt_name) else None
+        if rules.matrix_only[opt_name] and p.ndim != 2 and layout is None:
             raise ValueError(
                 f"parameter {name!r} (shape {tuple(p.shape)}) has role {role}, trained by "
                 f"{opt_name}, which takes 2-D matrices only"
             )
-        c = _compensation(rules.implementations.get(opt_name), module, p)
-        key = (opt_name, role, c)
+        if role == "input_weight" and tied_to_output(model, p):
+            tied_values_agree(hp, name)
+        c = _compensation(rules.implementations.get(opt_name), module, p, layout)
+        key = (opt_name, role, c, layout)
         if key not in groups:
             h = hp[role]
             group: dict[str, Any] = {
@@ -81,6 +103,8 @@ def role_param_groups(
                 "role": role,
                 "optimizer": opt_name,
             }
+            if layout is not None:
+                group["expert_layout"] = layout
             if "eps" in h:
                 eps_key, index = rules.eps_places.get(opt_name, ("eps", None))
                 if index is None:
@@ -156,7 +180,10 @@ def build_composite(
             )
         kwargs = dict((optimizer_kwargs or {}).get(opt_name, {}))
         impl = rules.implementations.get(opt_name)
-        part = build_part(model, opt_name, known[opt_name], opt_groups, kwargs, impl)
+        factory = known[opt_name]
+        if any("expert_layout" in group for group in opt_groups):
+            factory = SlicedFactory(factory)  # each expert's matrix its own
+        part = build_part(model, opt_name, factory, opt_groups, kwargs, impl)
         if not isinstance(part, torch.optim.Optimizer):
             raise TypeError(
                 f"factories[{opt_name!r}] returned {type(part).__name__}, not a "
