@@ -297,10 +297,15 @@ def test_falcon_alibi_is_refused(cfg):
         cfg.apply_multipliers(FalconForCausalLM(config), 64, 2)
 
 
-def test_tied_gemma_is_refused_with_the_flag(cfg):
-    """Gemma ties its embeddings by default; the refusal names the flag."""
-    model = BUILD["gemma"](64, 2)
+def test_tied_gemma_is_accepted_where_the_rules_allow_ties(cfg):
+    """Gemma ties its embeddings by default: the rules of this config allow the tie (its
+    input and output weights differ in the multiplier only, applied on the logits), so the
+    tied model is set up and checks clean (tests/test_ties_runtime.py: where they do not)."""
+    assert cfg.TIES_ALLOWED
+    model = BUILD["gemma"](128, 2)
     model.config.tie_word_embeddings = True
     model.tie_weights()
-    with pytest.raises(ValueError, match="tie_word_embeddings=False"):
-        cfg.apply_multipliers(model, 64, 2)
+    cfg.apply_multipliers(model, 128, 2)
+    cfg.init_(model, 128, 2)
+    opt = cfg.build_optimizers(model, 128, 2, lr=1e-3)
+    assert cfg.check(model, 128, 2, opt) == []
