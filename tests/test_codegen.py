@@ -347,6 +347,14 @@ IMPL = {
     "scion": "SCION",
     "normuon": "NorMuon",
 }
+"""The class each catalog optimizer is built as, written out (an optimizer added later is
+checked against its own file's TORCH record)."""
+
+
+def _class_name(name: str) -> str:
+    from spectral.catalog import module_of
+
+    return IMPL.get(name) or module_of(name).TORCH.cls.rpartition(".")[2]
 
 
 @pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
