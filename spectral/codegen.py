@@ -36,6 +36,7 @@ TORCH_RUNTIME = (
     "spectral.scaling",
     "spectral.optimizers.entry",
     "spectral.torch.ties",
+    "spectral.torch.families",
     "spectral.torch.adapters",
     "spectral.torch.factories",
     "spectral.torch.sharded",

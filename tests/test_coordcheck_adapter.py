@@ -180,7 +180,7 @@ def test_adapter_places_a_model_no_family_knows(folder, adapter, capsys):
         (
             ("bad.json", json.dumps({**FIELDS, "output": ["("]})),
             "bad.json",
-            "pattern '(' is no regular expression",
+            "pattern '(' does not compile",
         ),
         (
             ("bad.json", json.dumps({**FIELDS, "roles": {"x": "hidden_matrix"}})),

@@ -7,7 +7,8 @@ codegen --vendor`` copies these modules' sources into one standalone file instea
 
 The modules, in the order they build on one another:
 
-* ``adapters``: model families, parameter roles by name (:class:`Adapter`, :func:`classify`)
+* ``families`` / ``adapters``: model families (:class:`Adapter`, :data:`ADAPTERS`) and
+  parameter roles by name (:func:`classify`)
 * ``hooks``: the block multipliers as forward hooks (:func:`apply_multipliers`)
 * ``init``: initialisation by role (:func:`init_`)
 * ``factories`` / ``sharded`` / ``composite``: real optimizers, FSDP2, one Optimizer over them

@@ -27,7 +27,7 @@ others in transformers 5 say it with ``is_transposed`` (GPT-OSS, Aria) or use F.
 
 
 def expert_layout(module: nn.Module, p: torch.Tensor) -> str | None:
-    """"out_in" (E, n_out, n_in), "in_out" (E, n_in, n_out), or None: not fused experts.
+    """ "out_in" (E, n_out, n_in), "in_out" (E, n_in, n_out), or None: not fused experts.
 
     A 3-D parameter of a module whose class name contains "Experts" (Hugging Face's fused
     experts) is E expert matrices; every other 3-D parameter (a Conv1d kernel) is not.
@@ -230,8 +230,10 @@ def _stack(
         tensors = [v for v in values if isinstance(v, torch.Tensor)]
         if len(tensors) == len(values) and len({tuple(t.shape) for t in tensors}) == 1:
             stacked = torch.stack([t.detach() for t in tensors])
-            if transposed and stacked.ndim == 3 and tuple(stacked.shape[1:]) == tuple(
-                p.shape[1:][::-1]
+            if (
+                transposed
+                and stacked.ndim == 3
+                and tuple(stacked.shape[1:]) == tuple(p.shape[1:][::-1])
             ):
                 stacked = stacked.transpose(1, 2).contiguous()
             out[key] = stacked

@@ -21,7 +21,10 @@ from spectral.torch.sharded import build_part
 
 
 def _compensation(
-    impl: TorchImpl | None, module: nn.Module, p: torch.Tensor, layout: str | None = None
+    impl: TorchImpl | None,
+    module: nn.Module,
+    p: torch.Tensor,
+    layout: str | None = None,
 ) -> float:
     """Factor by which an implementation's step exceeds the declared one (1 = exact).
 
