@@ -55,7 +55,7 @@ LAYER_OF: dict[str, str] = {
     "router_weight": "router",
 }
 """Role -> the layer whose block multiplier it shares. A router (an E x n map inside a
-block: a mixture of experts' router, a gate) has its own, on its logits: Θ(1) in every
+block: a mixture of experts' router, a gate) has its own, on its logits: Theta(1) in every
 derivation (docs/router.md), so only a base value given for it changes anything."""
 
 MAX_SIZE = 2**53

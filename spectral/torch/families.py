@@ -242,8 +242,10 @@ _MOE = Adapter(
         # fused experts (E, 2I, n) / (E, n, I), or transformers 4's lists of Linear: hidden
         # matrices, stepped one expert matrix at a time (spectral.torch.experts)
         (
-            r"(^|\.)layers\.\d+\.(mlp|block_sparse_moe)\.experts\."
-            r"(gate_up_proj|gate_proj|up_proj|down_proj)$",
+            (
+                r"(^|\.)layers\.\d+\.(mlp|block_sparse_moe)\.experts\."
+                r"(gate_up_proj|gate_proj|up_proj|down_proj)$"
+            ),
             "hidden_weight",
         ),
         (
