@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from spectral.torch.sharded import InnerOptimizer
+
 TRANSPOSED_EXPERTS = frozenset({"Llama4TextExperts"})
 """Expert modules that compute x @ W[e] (weights (E, in, out)) without saying so; the
 others in transformers 5 say it with ``is_transposed`` (GPT-OSS, Aria) or use F.linear."""
@@ -53,7 +55,7 @@ def _slot(p: torch.Tensor, e: int, transposed: bool) -> torch.Tensor:
     return view.t() if transposed else view
 
 
-class SlicedOptimizer(torch.optim.Optimizer):
+class SlicedOptimizer(InnerOptimizer):
     """A whole-matrix optimizer over parameters some of which are fused experts.
 
     factory(groups) builds the real implementation. A parameter of a group that carries
@@ -128,18 +130,6 @@ class SlicedOptimizer(torch.optim.Optimizer):
     @state.setter
     def state(self, value: Any) -> None:
         pass  # torch.optim.Optimizer.__init__ assigns one; the real one is the inner's
-
-    def add_param_group(self, param_group: dict[str, Any]) -> None:
-        if getattr(self, "_ready", False):
-            raise RuntimeError("build the optimizer again to add parameters")
-        super().add_param_group(param_group)
-
-    def _copy_groups(self, to_inner: bool) -> None:
-        for outer, inner in zip(
-            self.param_groups, self.inner.param_groups, strict=True
-        ):
-            src, dst = (outer, inner) if to_inner else (inner, outer)
-            dst.update({k: v for k, v in src.items() if k != "params"})
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:

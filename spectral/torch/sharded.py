@@ -134,7 +134,28 @@ def _owners(params: list[DTensorLike]) -> list[int | None]:
     return owners
 
 
-class GatheredOptimizer(torch.optim.Optimizer):
+class InnerOptimizer(torch.optim.Optimizer):
+    """An Optimizer whose steps are taken by ``self.inner``, a real implementation over
+    other tensors (gathered replicas, per-expert views): its param_groups are the model's,
+    and their hyperparameters are copied to the inner groups before a step and back
+    after it, so schedulers and check() see an ordinary optimizer."""
+
+    inner: torch.optim.Optimizer
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        if getattr(self, "_ready", False):
+            raise RuntimeError("build the optimizer again to add parameters")
+        super().add_param_group(param_group)
+
+    def _copy_groups(self, to_inner: bool) -> None:
+        for outer, inner in zip(
+            self.param_groups, self.inner.param_groups, strict=True
+        ):
+            src, dst = (outer, inner) if to_inner else (inner, outer)
+            dst.update({k: v for k, v in src.items() if k != "params"})
+
+
+class GatheredOptimizer(InnerOptimizer):
     """A whole-matrix optimizer stepped on whole matrices of an FSDP2-sharded model.
 
     factory(groups) builds the real implementation; it steps full-size replicas of the
@@ -214,18 +235,6 @@ class GatheredOptimizer(torch.optim.Optimizer):
     @state.setter
     def state(self, value: Any) -> None:
         pass  # torch.optim.Optimizer.__init__ assigns one; the real one is the inner's
-
-    def add_param_group(self, param_group: dict[str, Any]) -> None:
-        if getattr(self, "_ready", False):
-            raise RuntimeError("build the optimizer again to add parameters")
-        super().add_param_group(param_group)
-
-    def _copy_groups(self, to_inner: bool) -> None:
-        for outer, inner in zip(
-            self.param_groups, self.inner.param_groups, strict=True
-        ):
-            src, dst = (outer, inner) if to_inner else (inner, outer)
-            dst.update({k: v for k, v in src.items() if k != "params"})
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
