@@ -20,6 +20,7 @@ from .. import sweep as sweep_package
 from ..base_values import parse_base_value
 from ..errors import SpecError
 from ..sweep import report as sweep_report
+from ..sweep import fit as sweep_fit
 from ..sweep import train as sweep_train
 from ..sweep.estimate import estimate
 from ..sweep.options import (
@@ -31,6 +32,7 @@ from ..sweep.options import (
     resolve_device,
 )
 from ..sweep.records import RUNS_FILE, check_appendable
+from ..sweep.exponent import fit_configs, parse_fit_key, with_factor
 from ..sweep.tune import apply, base_configs, candidates, label, parse_tune
 from . import options
 
@@ -72,6 +74,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr-scale", type=parse_base_value, metavar="ROLE=F,…",
                    help="factors on the grid's base η for some roles or optimizers, e.g. "
                         "input_weight=0.25 (the embedding's base η is a quarter of the grid's)")
+    p.add_argument("--init-scale", type=parse_base_value, metavar="ROLE=F,…",
+                   help="factors on the base init std (--init-std) for some roles or optimizers, e.g. "
+                        "hidden_weight=2 (the hidden matrices start at twice the std the rule gives)")
     p.add_argument("--seed", type=options.integer(0, 2**63 - 1), help="init and batch seed (default 0)")
     p.add_argument("--seeds", type=options.integers(0, 2**63 - 1, at_most=64), metavar="S1,S2,…",
                    help="several seeds: every run once per seed; reports use the seed-mean loss")
@@ -79,8 +84,17 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="tune these base multiplier values × the log2 η grid at the base size only, then "
                         "run the transfer sweep with the winner (seed-mean loss); KEY as in --multiplier, "
                         "e.g. output=1,4,16,64, or lr.ROLE for a factor on that role's base η as in --lr-scale "
-                        "(lr.input_weight=0.25,1,4); repeat for several keys (all combinations); "
+                        "(lr.input_weight=0.25,1,4), or init.ROLE for a factor on its base init std as in --init-scale; repeat for several keys (all combinations); "
                         "'none': no tuning, also where the preset tunes")
+    p.add_argument("--fit-exponent", action="append", type=parse_fit_key, default=[], metavar="KEY",
+                   help="measure the exponent the loss wants for one role instead of the transfer sweep: "
+                        "lr.ROLE, init.ROLE or multiplier.KEY; μP at the base-optimal η (over --log2-lrs, "
+                        "after --tune) with that value × 2^e for e in --log2-factors at every size, "
+                        "the best e per size and seed fitted against log2 size (95%% interval); "
+                        "repeat for several keys")
+    p.add_argument("--log2-factors", type=options.integers(-16, 16, at_most=33), default=(-2, -1, 0, 1, 2),
+                   metavar="E1,E2,…", help="--fit-exponent's grid of factors 2^e, consecutive integers "
+                                            "(default -2,-1,0,1,2)")
     p.add_argument("--estimate", action="store_true",
                    help="train nothing: time a few steps at each size on --device and print the plan "
                         "(runs × steps) with its estimated wall time")
@@ -135,6 +149,7 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         eps=args.eps,
         multiplier=args.multiplier,
         lr_scale=args.lr_scale,
+        init_scale=args.init_scale,
         seed=_seeds(args)[0],
         device=device,
         threads=args.threads,
@@ -149,6 +164,8 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         check_base_values(cfg)
         for c in candidates(base.multiplier, tune) if tune else []:
             check_base_values(apply(cfg, c))
+        for key in args.fit_exponent:
+            check_base_values(with_factor(cfg, key, 2.0))
         out.append(cfg)
     return out
 
@@ -231,8 +248,9 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
     if not args.report_only:  # before any folder is made: a bad --data leaves nothing behind
         corpus = data.load_data(args.data, n_bytes=n_bytes, val_fraction=args.val_fraction, vocab_size=args.vocab_size)
     seeds = _seeds(args)
+    _check_fit_args(args)
     if args.estimate:
-        return _print_estimates(cfgs, tune, seeds, out_root, corpus, command)
+        return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, args)
     _make_dirs(dirs)
     warned: set[str] = set()
 
@@ -250,6 +268,11 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
                 bar = None if args.no_progress else _StepBar()
                 sweep_train.run_sweep(c, out, corpus, progress=bar, command=command, log=_print, warn=warn)
 
+        if args.fit_exponent:
+            for pth in sweep_fit.fit_exponents(cfg, args.fit_exponent, tuple(sorted(args.log2_factors)), tune, seeds, out,
+                                               train, warn=warn, command=command):
+                print(f"wrote {pth}")
+            continue
         choice = None
         if tune:
             cfg, choice = sweep_train.tune_at_base(cfg, tune, seeds, out, train, warn=warn)
@@ -259,11 +282,31 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
         paths = sweep_report.write_report(out, cfg, seeds=seeds, choice=choice, warn=warn)
         for pth in paths:
             print(f"wrote {pth}")
+    if args.fit_exponent:
+        index = sweep_fit.write_exponent_index(out_root, OPTIMIZERS)
+        if index is not None:
+            print(f"wrote {index}")
+        return 0
     # the index covers every optimizer folder under --out that has a report
     known = [replace(cfgs[0], optimizer=o) for o in OPTIMIZERS if (out_root / o / "drift.json").is_file()]
     if known:
         print(f"wrote {sweep_report.write_index(out_root, known)}")
     return 0
+
+
+def _check_fit_args(args: argparse.Namespace) -> None:
+    """``--fit-exponent``'s grid: consecutive integers around 0 (a parabola needs a uniform grid)."""
+    if not args.fit_exponent:
+        return
+    keys = [k.text for k in args.fit_exponent]
+    if len(set(keys)) != len(keys):
+        raise SpecError(f"--fit-exponent: {next(k for k in keys if keys.count(k) > 1)} is given twice")
+    e = sorted(args.log2_factors)
+    if len(e) < 3 or e != list(range(e[0], e[0] + len(e))) or not e[0] < 0 < e[-1]:
+        raise SpecError("--log2-factors: expected at least three consecutive integers around 0, "
+                        f"e.g. -2,-1,0,1,2; got {','.join(map(str, args.log2_factors))}")
+    if args.params:
+        raise SpecError("--fit-exponent runs μP only (the rule under test); drop --param")
 
 
 def _print(message: str) -> None:
@@ -320,7 +363,7 @@ class _StepBar:
 
 
 def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float, ...]]], seeds: tuple[int, ...],
-                     out_root: Path, corpus: Any, command: str) -> int:
+                     out_root: Path, corpus: Any, command: str, args: argparse.Namespace) -> int:
     """``--estimate``: the plan of each optimizer (stage 1 and 2 as the sweep would run them;
     the first ``--tune`` candidate stands in for the winner) and its measured wall time."""
     total = 0.0
@@ -329,6 +372,13 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
         stage1 = [sc for c in cands for sc in base_configs(cfg, c, seeds)]
         winner = cands[0] if cands else None
         stage2 = [replace(apply(cfg, winner) if cands else cfg, seed=s) for s in seeds]
+        if args.fit_exponent:  # the grid's middle η stands in for the base optimum
+            if not cands:
+                stage1 = base_configs(cfg, {}, seeds)
+            mid = sorted(cfg.log2_lrs)[len(cfg.log2_lrs) // 2]
+            stage2 = [c for key in args.fit_exponent
+                      for _, _, c in fit_configs(apply(cfg, winner) if cands else cfg, key, sorted(args.log2_factors),
+                                                seeds, mid)]
         print(f"{cfg.optimizer}: timing each size on {resolve_device(cfg.device)} …", flush=True)
         est = estimate(stage1 + stage2, out_root / cfg.optimizer, corpus, log=lambda m: print("  " + m, flush=True))
         total += est["seconds"]

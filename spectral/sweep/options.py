@@ -127,10 +127,22 @@ class SweepConfig:
     ``{"input_weight": 0.25}``: that role's base η is ``0.25 × 2^log2_lr``, every other
     role's the grid's (the generated module's ``lr={"default": η, role: …}``). ``None``: one
     base η for all."""
+    init_scale: dict[str, float] | None = None
+    """Per-role (or per-optimizer) factors on the base init std, as ``{"hidden_weight": 2}``:
+    that role's base std is ``2 × init_std`` (the generated module's ``init_std={"default":
+    σ, role: …}``), scaled by the rule as usual. ``None``: one base std for all."""
     grad_clip: float = 1.0
     seed: int = 0
     device: str = "cpu"
     threads: int | None = None
+
+    @property
+    def init_stds(self) -> float | dict[str, float]:
+        """The base init std(s) the generated module's ``init_`` takes: ``init_std``, or a
+        dict with ``init_scale``'s roles scaled."""
+        if not self.init_scale:
+            return self.init_std
+        return {"default": self.init_std} | {k: self.init_std * v for k, v in self.init_scale.items()}
 
     @property
     def warmup_steps(self) -> int:
@@ -146,6 +158,9 @@ class SweepConfig:
         scale = {k: v for k, v in (self.lr_scale or {}).items() if v != 1.0}  # a factor 1 changes nothing
         if scale:
             extra["lr_scale"] = scale
+        init = {k: v for k, v in (self.init_scale or {}).items() if v != 1.0}
+        if init:
+            extra["init_scale"] = init
         return extra | {
             "optimizer": self.optimizer,
             "base_width": self.base_width,
@@ -227,7 +242,7 @@ def resolve_device(device: str) -> str:
 
 
 def check_base_values(cfg: SweepConfig) -> None:
-    """Refuse a negative ``--multiplier`` / ``--lr-scale`` or a key that names nothing for this
+    """Refuse a negative ``--multiplier`` / ``--lr-scale`` / ``--init-scale`` or a key that names nothing for this
     optimizer, before any training (the same check as ``spectral transfer --multiplier``)."""
     from ..transfer import plan as transfer_plan  # the derivation engine: only when checking
 
@@ -238,3 +253,7 @@ def check_base_values(cfg: SweepConfig) -> None:
         if not isinstance(cfg.lr_scale, dict):
             raise SpecError("--lr-scale: expected ROLE=FACTOR pairs, e.g. input_weight=0.25")
         check_base_value(cfg.lr_scale, p, "lr_scale")
+    if cfg.init_scale is not None:
+        if not isinstance(cfg.init_scale, dict):
+            raise SpecError("--init-scale: expected ROLE=FACTOR pairs, e.g. hidden_weight=2")
+        check_base_value(cfg.init_scale, p, "init_scale")

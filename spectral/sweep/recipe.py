@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import SpecError
 from .options import PARAMETERIZATIONS, RULES_K, SweepConfig, split_optimizer
 
-__all__ = ["GeneratedRecipe", "generated_module", "recipe"]
+__all__ = ["GeneratedRecipe", "derived_rules", "generated_module", "recipe"]
 
 
 def _init_stds(model: Any, role_of: Any, std_of: Any) -> dict[str, float | None]:
@@ -54,13 +54,13 @@ class GeneratedRecipe:
     def multipliers(self, width: int, depth: int, multiplier: Any = 1.0) -> dict[str, float]:
         return dict(self.module.multipliers(*self._size(width, depth), multiplier))
 
-    def init_stds(self, model: Any, width: int, depth: int, init_std: float) -> dict[str, float | None]:
+    def init_stds(self, model: Any, width: int, depth: int, init_std: float | dict[str, float]) -> dict[str, float | None]:
         w, d = self._size(width, depth)
         return _init_stds(
             model, self.module.classify, lambda role: self.module.init_std_of(role, w, d, init_std)
         )
 
-    def init_(self, model: Any, width: int, depth: int, init_std: float) -> None:
+    def init_(self, model: Any, width: int, depth: int, init_std: float | dict[str, float]) -> None:
         # the generated init_ starts biases at 0, the paper's base (App. E.1), and norm gains at 1
         self.module.init_(model, *self._size(width, depth), init_std)
 
@@ -101,3 +101,9 @@ def recipe(optimizer: str, parameterization: str, cfg: SweepConfig, folder: str 
     if folder is None:
         folder = tempfile.mkdtemp(prefix="spectral-sweep-")
     return GeneratedRecipe(generated_module(optimizer, k, cfg.base_width, cfg.base_depth, folder), sp)
+
+
+def derived_rules(cfg: SweepConfig, folder: str | os.PathLike[str] | None = None) -> dict[str, dict[str, tuple[float, float]]]:
+    """Role → HP → (a, b), the exponents of ``r_n`` and ``r_L`` that ``mup`` (k = 2) runs use."""
+    rules = recipe(cfg.optimizer, "mup", cfg, folder).module.CONFIG.rules
+    return {role: {hp: (float(a), float(b)) for hp, (a, b) in entry.items()} for role, entry in rules.items()}

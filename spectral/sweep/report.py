@@ -438,7 +438,8 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
         token="byte" if data.get("vocab_size", 256) == 256 else "token",
         settings=settings,
         base_values=(f", base multipliers α: {label(cfg.multiplier)}" if cfg.multiplier != 1.0 else "")
-        + (f", base η factors: {label(cfg.lr_scale)}" if cfg.lr_scale else ""),
+        + (f", base η factors: {label(cfg.lr_scale)}" if cfg.lr_scale else "")
+        + (f", base init-std factors: {label(cfg.init_scale)}" if cfg.init_scale else ""),
         seeds=", ".join(map(str, seeds)),
         n_seeds=len(seeds),
         seed_rows=seed_rows(per_seed) if len(seeds) > 1 else [],

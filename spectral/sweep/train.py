@@ -74,7 +74,7 @@ def build_run(job: Job, cfg: SweepConfig, rec: Any, vocab_size: int, device: str
         head_dim=cfg.head_dim,
         multipliers=rec.multipliers(job.width, job.depth, cfg.multiplier),
     )
-    rec.init_(model, job.width, job.depth, cfg.init_std)
+    rec.init_(model, job.width, job.depth, cfg.init_stds)
     model.to(device)
     lr: float | dict[str, float] = job.lr
     if cfg.lr_scale:
@@ -99,7 +99,7 @@ def fingerprint(job: Job, cfg: SweepConfig, rec: Any, model: Any, opts: list[Any
             settings = {k: g[k] for k in _OPT_KEYS if k in g}
             for p in g["params"]:
                 per_param[names[id(p)]] = [type(opt).__name__, settings]
-    stds = rec.init_stds(model, job.width, job.depth, cfg.init_std)
+    stds = rec.init_stds(model, job.width, job.depth, cfg.init_stds)
     mult = [model.alpha_input, model.alpha_hidden, model.alpha_output]
     return digest(
         round_floats([job.width, job.depth, job.log2_lr, cfg.settings(), data_sha, stds, mult, per_param])
@@ -307,7 +307,7 @@ def tune_at_base(
             train(sc)
     choice = choose(read_runs(out / RUNS_FILE, warn=warn), cfg, cands, seeds, keys)
     if not choice.complete:
-        raise SpecError(f"--tune: {out / RUNS_FILE} lacks some base-size runs of the tuning grid; "
+        raise SpecError(f"{out / RUNS_FILE} lacks some base-size runs of the η grid (and --tune's values); "
                         "run the sweep (without --report-only) to finish them")
     if choice.winner is None:
         raise SpecError(f"--tune: no candidate reached a finite loss at the base size "

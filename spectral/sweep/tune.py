@@ -27,8 +27,10 @@ from typing import Any
 from collections.abc import Iterable, Sequence
 
 LR_PREFIX = "lr."
-"""A ``--tune`` key ``lr.ROLE`` is a factor on that role's base η (``--lr-scale``); any other
-key is a multiplier key (``--multiplier``)."""
+INIT_PREFIX = "init."
+FACTOR_PREFIXES = (LR_PREFIX, INIT_PREFIX)
+"""A ``--tune`` key ``lr.ROLE`` is a factor on that role's base η (``--lr-scale``), ``init.ROLE``
+one on its base init std (``--init-scale``); any other key is a multiplier key (``--multiplier``)."""
 
 __all__ = ["parse_tune", "candidates", "label", "apply", "base_configs", "Choice", "choose", "mean_cell"]
 
@@ -66,14 +68,15 @@ def candidates(base: float | dict[str, float], tune: Sequence[tuple[str, tuple[f
 
     Order: the ``--tune`` options' order, each option's values as given (so ties go to the
     first given). A number ``base`` becomes the ``default`` key of each candidate dict; when
-    only ``lr.`` keys are tuned, ``base`` is left out (:func:`apply` keeps ``--multiplier``).
+    only ``lr.`` / ``init.`` keys are tuned, ``base`` is left out (:func:`apply` keeps
+    ``--multiplier``).
     """
     keys = [k for k, _ in tune]
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
         raise argparse.ArgumentTypeError(f"--tune {dup} is given twice")
     start: dict[str, float] = {}
-    if any(not k.startswith(LR_PREFIX) for k in keys):  # the candidates carry the multiplier
+    if any(not k.startswith(FACTOR_PREFIXES) for k in keys):  # the candidates carry the multiplier
         start = dict(base) if isinstance(base, dict) else ({} if base == 1.0 else {"default": float(base)})
     out: list[float | dict[str, float]] = []
     for combo in itertools.product(*(values for _, values in tune)):
@@ -91,14 +94,16 @@ def label(multiplier: float | dict[str, float], keys: Iterable[str] | None = Non
 
 def apply(cfg: Any, candidate: float | dict[str, float]) -> Any:
     """``cfg`` with a candidate's values: its ``lr.ROLE`` keys go to ``lr_scale`` (on top of
-    ``cfg.lr_scale``), the others are the multiplier (``cfg.multiplier`` stays when there are
-    none, so that untuned runs keep their keys)."""
+    ``cfg.lr_scale``), its ``init.ROLE`` keys to ``init_scale``, the others are the multiplier
+    (``cfg.multiplier`` stays when there are none, so that untuned runs keep their keys)."""
     if not isinstance(candidate, dict):
         return replace(cfg, multiplier=candidate)
-    mult = {k: v for k, v in candidate.items() if not k.startswith(LR_PREFIX)}
+    mult = {k: v for k, v in candidate.items() if not k.startswith(FACTOR_PREFIXES)}
     lrs = {k[len(LR_PREFIX):]: v for k, v in candidate.items() if k.startswith(LR_PREFIX)}
+    inits = {k[len(INIT_PREFIX):]: v for k, v in candidate.items() if k.startswith(INIT_PREFIX)}
     out = replace(cfg, multiplier=mult) if mult else cfg
-    return replace(out, lr_scale=(cfg.lr_scale or {}) | lrs) if lrs else out
+    out = replace(out, lr_scale=(cfg.lr_scale or {}) | lrs) if lrs else out
+    return replace(out, init_scale=(cfg.init_scale or {}) | inits) if inits else out
 
 
 def base_configs(cfg: Any, candidate: float | dict[str, float], seeds: Sequence[int]) -> list[Any]:
