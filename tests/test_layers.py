@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # 4  what a user's training imports or gets generated; the rules tables; the reference models
     ("runtime", ("torch.*", "jax.*", "render", "codegen", "codegen_jax", "vendor", "models", "models_jax")),
     # 5  measurements: a declaration against its implementation, from it, rules against training
-    ("measure", ("measurement", "probe", "infer.*", "coordcheck.*", "coordcheck_jax", "data")),
+    ("measure", ("measurement", "probe", "infer.*", "coordcheck.*", "coordcheck_jax", "data", "tokenize")),
     # 6  learning-rate transfer sweeps (train, tune, report)
     ("sweep", ("sweep.*",)),
     # 7  the command line: the only layer that prints

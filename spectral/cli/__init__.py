@@ -198,6 +198,22 @@ COMMANDS["infer"] = Command(
 )
 
 
+COMMANDS["tokenize"] = Command(
+    "train a BPE tokenizer on local text and write token shards for spectral sweep --data",
+    lambda p: _tokenize().configure(p),
+    lambda args: _tokenize().run(args),
+    description="Train a byte-level BPE tokenizer (tokenizers) on the train split of the stdlib "
+    "corpus or a text file and write nanoGPT-style uint16 shards (train.bin, val.bin), "
+    "tokenizer.json and meta.json. No download.",
+)
+
+
+def _tokenize():
+    from . import tokenize  # numpy and tokenizers only when the command runs
+
+    return tokenize
+
+
 def _sweep():
     from . import sweep  # stdlib-only at import; torch is imported when a sweep trains
 
