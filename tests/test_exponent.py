@@ -266,3 +266,27 @@ def test_fit_exponent_key_syntax_is_an_argparse_error(tmp_path: Path, capsys):
 
     assert main([*TINY, "--out", str(tmp_path / "x"), "--fit-exponent", "hidden_weight"]) == 2
     assert "expected lr.ROLE" in capsys.readouterr().err
+
+
+def test_gpu_exponent_preset_fits_the_hidden_lr_with_two_seeds():
+    from spectral.cli.sweep import _check_fit_args, _log2_factors, _seeds, configs_from_args, configure_parser
+
+    p = argparse.ArgumentParser()
+    configure_parser(p)
+    args = p.parse_args(["--preset", "gpu-exponent", "--out", "x", "--device", "cpu"])
+    assert [k.text for k in _check_fit_args(args)] == ["lr.hidden_weight", "lr.output_weight"]
+    assert _seeds(args) == (0, 1) and _log2_factors(args) == (-2, -1, 0, 1, 2)
+    (cfg,) = configs_from_args(args)
+    assert cfg.optimizer == "muon-kimi+adamw" and cfg.widths == (128, 256, 512, 1024) and cfg.depths == (2,)
+    # a given --seed or --fit-exponent wins over the preset's
+    args = p.parse_args(["--preset", "gpu-exponent", "--out", "x", "--device", "cpu", "--seed", "3",
+                         "--fit-exponent", "lr.input_weight"])
+    assert _seeds(args) == (3,) and [k.text for k in _check_fit_args(args)] == ["lr.input_weight"]
+
+
+def test_log2_factors_without_fit_exponent_is_refused(tmp_path: Path, capsys):
+    from spectral.cli import main
+
+    args = [a for a in TINY if a not in ("--fit-exponent", "lr.hidden_weight")]
+    assert main([*args, "--out", str(tmp_path / "x")]) == 2
+    assert "give --fit-exponent" in capsys.readouterr().err

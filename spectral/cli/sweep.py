@@ -32,7 +32,7 @@ from ..sweep.options import (
     resolve_device,
 )
 from ..sweep.records import RUNS_FILE, check_appendable
-from ..sweep.exponent import fit_configs, parse_fit_key, with_factor
+from ..sweep.exponent import FitKey, fit_configs, parse_fit_key, with_factor
 from ..sweep.tune import apply, base_configs, candidates, label, parse_tune
 from . import options
 
@@ -92,9 +92,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         "after --tune) with that value × 2^e for e in --log2-factors at every size, "
                         "the best e per size and seed fitted against log2 size (95%% interval); "
                         "repeat for several keys")
-    p.add_argument("--log2-factors", type=options.integers(-16, 16, at_most=33), default=(-2, -1, 0, 1, 2),
+    p.add_argument("--log2-factors", type=options.integers(-16, 16, at_most=33),
                    metavar="E1,E2,…", help="--fit-exponent's grid of factors 2^e, consecutive integers "
-                                            "(default -2,-1,0,1,2)")
+                                            "around 0 (default -2,-1,0,1,2)")
     p.add_argument("--estimate", action="store_true",
                    help="train nothing: time a few steps at each size on --device and print the plan "
                         "(runs × steps) with its estimated wall time")
@@ -110,7 +110,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="defaults for everything not given: cpu (minutes on 2 cores), gpu (the paper's "
                         "base 256 × 4, 1000 steps), gpu-8min (Muon-Kimi+AdamW, SP against μP with α_out "
-                        "tuned at the base, widths 128-1024, in under 8 minutes on one H100/H200); "
+                        "tuned at the base, widths 128-1024, in under 8 minutes on one H100/H200), "
+                        "gpu-exponent (gpu-8min's model: the hidden and output η exponents fitted over "
+                        "widths 128-1024, two seeds, about 5 minutes on one H200); "
                         "default: gpu on a CUDA device, else cpu")
     p.add_argument("--threads", type=options.integer(1, 1024), help="torch.set_num_threads (CPU)")
     # required: a bare `spectral sweep` must not start a 126-run sweep in a folder of its choosing
@@ -164,7 +166,7 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         check_base_values(cfg)
         for c in candidates(base.multiplier, tune) if tune else []:
             check_base_values(apply(cfg, c))
-        for key in args.fit_exponent:
+        for key in _fit_keys(args):
             check_base_values(with_factor(cfg, key, 2.0))
         out.append(cfg)
     return out
@@ -191,6 +193,8 @@ def _seeds(args: argparse.Namespace) -> tuple[int, ...]:
         if len(set(args.seeds)) != len(args.seeds):
             raise SpecError(f"--seeds: a seed is given twice in {','.join(map(str, args.seeds))}")
         return tuple(args.seeds)
+    if args.seed is None and "seeds" in _preset(args):
+        return tuple(_preset(args)["seeds"])
     return (0 if args.seed is None else args.seed,)
 
 
@@ -248,9 +252,9 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
     if not args.report_only:  # before any folder is made: a bad --data leaves nothing behind
         corpus = data.load_data(args.data, n_bytes=n_bytes, val_fraction=args.val_fraction, vocab_size=args.vocab_size)
     seeds = _seeds(args)
-    _check_fit_args(args)
+    fit_keys = _check_fit_args(args)
     if args.estimate:
-        return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, args)
+        return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, fit_keys, _log2_factors(args))
     _make_dirs(dirs)
     warned: set[str] = set()
 
@@ -268,8 +272,8 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
                 bar = None if args.no_progress else _StepBar()
                 sweep_train.run_sweep(c, out, corpus, progress=bar, command=command, log=_print, warn=warn)
 
-        if args.fit_exponent:
-            for pth in sweep_fit.fit_exponents(cfg, args.fit_exponent, tuple(sorted(args.log2_factors)), tune, seeds, out,
+        if fit_keys:
+            for pth in sweep_fit.fit_exponents(cfg, fit_keys, _log2_factors(args), tune, seeds, out,
                                                train, warn=warn, command=command):
                 print(f"wrote {pth}")
             continue
@@ -282,7 +286,7 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
         paths = sweep_report.write_report(out, cfg, seeds=seeds, choice=choice, warn=warn)
         for pth in paths:
             print(f"wrote {pth}")
-    if args.fit_exponent:
+    if fit_keys:
         index = sweep_fit.write_exponent_index(out_root, OPTIMIZERS)
         if index is not None:
             print(f"wrote {index}")
@@ -294,19 +298,35 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
     return 0
 
 
-def _check_fit_args(args: argparse.Namespace) -> None:
-    """``--fit-exponent``'s grid: consecutive integers around 0 (a parabola needs a uniform grid)."""
-    if not args.fit_exponent:
-        return
-    keys = [k.text for k in args.fit_exponent]
-    if len(set(keys)) != len(keys):
-        raise SpecError(f"--fit-exponent: {next(k for k in keys if keys.count(k) > 1)} is given twice")
-    e = sorted(args.log2_factors)
+def _fit_keys(args: argparse.Namespace) -> list[FitKey]:
+    """``--fit-exponent``, or the preset's."""
+    return list(args.fit_exponent) or [parse_fit_key(k) for k in _preset(args).get("fit_exponent", ())]
+
+
+def _log2_factors(args: argparse.Namespace) -> tuple[int, ...]:
+    """``--log2-factors``, or the preset's, or -2..2; sorted."""
+    given = args.log2_factors or _preset(args).get("log2_factors", (-2, -1, 0, 1, 2))
+    return tuple(sorted(given))
+
+
+def _check_fit_args(args: argparse.Namespace) -> list[FitKey]:
+    """``--fit-exponent``'s keys once each, and its grid: consecutive integers around 0 (a
+    parabola needs a uniform grid). Returns the keys (none: the transfer sweep)."""
+    keys = _fit_keys(args)
+    if not keys:
+        if args.log2_factors:
+            raise SpecError("--log2-factors is --fit-exponent's grid; give --fit-exponent KEY too")
+        return keys
+    texts = [k.text for k in keys]
+    if len(set(texts)) != len(texts):
+        raise SpecError(f"--fit-exponent: {next(k for k in texts if texts.count(k) > 1)} is given twice")
+    e = list(_log2_factors(args))
     if len(e) < 3 or e != list(range(e[0], e[0] + len(e))) or not e[0] < 0 < e[-1]:
         raise SpecError("--log2-factors: expected at least three consecutive integers around 0, "
-                        f"e.g. -2,-1,0,1,2; got {','.join(map(str, args.log2_factors))}")
+                        f"e.g. -2,-1,0,1,2; got {','.join(map(str, e))}")
     if args.params:
         raise SpecError("--fit-exponent runs μP only (the rule under test); drop --param")
+    return keys
 
 
 def _print(message: str) -> None:
@@ -363,7 +383,8 @@ class _StepBar:
 
 
 def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float, ...]]], seeds: tuple[int, ...],
-                     out_root: Path, corpus: Any, command: str, args: argparse.Namespace) -> int:
+                     out_root: Path, corpus: Any, command: str, fit_keys: list[FitKey],
+                     log2_factors: tuple[int, ...]) -> int:
     """``--estimate``: the plan of each optimizer (stage 1 and 2 as the sweep would run them;
     the first ``--tune`` candidate stands in for the winner) and its measured wall time."""
     total = 0.0
@@ -372,13 +393,12 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
         stage1 = [sc for c in cands for sc in base_configs(cfg, c, seeds)]
         winner = cands[0] if cands else None
         stage2 = [replace(apply(cfg, winner) if cands else cfg, seed=s) for s in seeds]
-        if args.fit_exponent:  # the grid's middle η stands in for the base optimum
+        if fit_keys:  # the grid's middle η stands in for the base optimum
             if not cands:
                 stage1 = base_configs(cfg, {}, seeds)
             mid = sorted(cfg.log2_lrs)[len(cfg.log2_lrs) // 2]
-            stage2 = [c for key in args.fit_exponent
-                      for _, _, c in fit_configs(apply(cfg, winner) if cands else cfg, key, sorted(args.log2_factors),
-                                                seeds, mid)]
+            stage2 = [c for key in fit_keys
+                      for _, _, c in fit_configs(apply(cfg, winner) if cands else cfg, key, log2_factors, seeds, mid)]
         print(f"{cfg.optimizer}: timing each size on {resolve_device(cfg.device)} …", flush=True)
         est = estimate(stage1 + stage2, out_root / cfg.optimizer, corpus, log=lambda m: print("  " + m, flush=True))
         total += est["seconds"]

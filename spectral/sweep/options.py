@@ -90,6 +90,30 @@ PRESETS: dict[str, dict[str, Any]] = {
         eval_batches=8,
         n_bytes=16 * 2**20,
     ),
+    # --fit-exponent in the paper's regime on one lent GPU: gpu-8min's base and tokens, μP only,
+    # the hidden (Muon-Kimi) and output (AdamW) η's exponents in width over 128-1024, two seeds.
+    # From the H200 step times of docs/sweep/gpu/estimate.txt: 6 base runs, then 18 grid points
+    # (the factor 1 is shared by both keys) × 4 widths, 76 runs trained, about 3.8 min of
+    # training (docs/transfer.md works it out).
+    "gpu-exponent": dict(
+        optimizers=("muon-kimi+adamw",),
+        fit_exponent=("lr.hidden_weight", "lr.output_weight"),
+        log2_factors=(-2, -1, 0, 1, 2),
+        seeds=(0, 1),
+        widths=(128, 256, 512, 1024),
+        depth=2,
+        depths=(2,),
+        width=128,
+        base_width=128,
+        base_depth=2,
+        head_dim=64,
+        log2_lrs={"adamw": (-9, -8, -7), "muon-kimi+adamw": (-7, -6, -5)},
+        steps=200,
+        batch_size=32,
+        block_size=256,
+        eval_batches=8,
+        n_bytes=16 * 2**20,
+    ),
 }
 
 
