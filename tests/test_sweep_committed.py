@@ -80,3 +80,32 @@ def test_committed_latex_compiles(tmp_path: Path, folder: str):
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert ("base tuning" in tables) == ("tune" in " ".join(CASES[folder]))
+
+
+EXPONENT_FIT = ["--threads", "1", "--widths", "32,64,128", "--depths", "2,4,8", "--seeds", "0,1",
+                "--fit-exponent", "lr.hidden_weight", "--fit-exponent", "lr.input_weight",
+                "--fit-exponent", "lr.output_weight", "--log2-factors=-2,-1,0,1,2"]
+EXPONENT_CASES = {
+    "exponents/adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-8,-7,-6", *EXPONENT_FIT],
+    "exponents/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--multiplier", "output=4", "--log2-lrs=-6,-5,-4",
+                                  *EXPONENT_FIT],
+}
+
+
+@pytest.mark.parametrize("folder", sorted(EXPONENT_CASES))
+def test_committed_exponents_come_from_the_raw_runs(tmp_path: Path, folder: str, capsys):
+    """docs/sweep/exponents: each optimizer's fits re-render byte for byte from its runs.jsonl."""
+    from spectral.cli import main
+
+    src = ROOT / "docs" / "sweep" / folder
+    if not (src / "runs.jsonl").is_file():
+        pytest.fail(f"{src} has no runs.jsonl")
+    root, optimizer = tmp_path / "out", src.name
+    dst = root / optimizer
+    dst.mkdir(parents=True)
+    for name in ("runs.jsonl", "sweep.json"):
+        shutil.copy(src / name, dst / name)
+    assert main(["sweep", "--device", "cpu", "--out", str(root), *EXPONENT_CASES[folder], "--report-only"]) == 0
+    capsys.readouterr()
+    for name in ("exponents.md", "exponents.json"):
+        assert (dst / name).read_text(encoding="utf-8") == (src / name).read_text(encoding="utf-8"), name
