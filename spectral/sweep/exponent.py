@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .tune import _freeze
+from .tune import freeze
 
 __all__ = [
     "AxisFit",
@@ -257,12 +257,12 @@ def fit_axis(records: Iterable[dict[str, Any]], cfg: Any, key: FitKey, axis: str
     base = cfg.base_width if axis == "width" else cfg.base_depth
     wanted = {}
     for e, s, c in fit_configs(cfg, key, log2_factors, seeds, log2_lr):
-        wanted[_freeze(c.settings())] = (e, s)
+        wanted[freeze(c.settings())] = (e, s)
     index: dict[tuple[int, int, int, int], dict[str, Any]] = {}
     for r in records:
         if r.get("optimizer") != cfg.optimizer or r.get("parameterization") != "mup" or r.get("log2_lr") != log2_lr:
             continue
-        hit = wanted.get(_freeze(r.get("settings")))
+        hit = wanted.get(freeze(r.get("settings")))
         if hit is not None:
             index[(r.get("width"), r.get("depth"), *hit)] = r  # last wins
     losses, optima = [], []

@@ -18,7 +18,7 @@ from .exponent_report import write_exponent_index, write_exponent_report
 from .options import SweepConfig
 from .recipe import derived_rules
 from .records import META_FILE, RUNS_FILE, read_runs
-from .report import _read_meta
+from .report import read_meta
 from .train import tune_at_base
 from .tune import label
 
@@ -41,7 +41,7 @@ def fit_exponents(cfg: SweepConfig, keys: Sequence[FitKey], log2_factors: Sequen
     rules = derived_rules(cfg, out / "generated")
     fits = [fit_axis(records, cfg, key, axis, log2_factors, seeds, log2_lr, rules)
             for key in keys for axis in ("width", "depth") if len(cfg.sizes(axis)) >= 2]
-    meta = _read_meta(out / META_FILE, warn)
+    meta = read_meta(out / META_FILE, warn)
     base_choice: dict[str, Any] = {
         "log2_lr": log2_lr,
         "loss": choice.mean[choice.winner][col],

@@ -43,6 +43,7 @@ from .tune import label, mean_cell
 
 __all__ = [
     "Table",
+    "read_meta",
     "build_tables",
     "mean_tables",
     "drift",
@@ -416,7 +417,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
     out.mkdir(parents=True, exist_ok=True)
     if records is None:
         records = read_runs(out / RUNS_FILE, warn=warn)
-    meta = _read_meta(out / META_FILE, warn)
+    meta = read_meta(out / META_FILE, warn)
     seeds = tuple(seeds) if seeds else (cfg.seed,)
     per_seed = {s: build_tables(records, replace(cfg, seed=s)) for s in seeds}
     tables = per_seed[seeds[0]] if len(seeds) == 1 else mean_tables(list(per_seed.values()))
@@ -476,7 +477,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
     return paths + [out / img for img in images]
 
 
-def _read_meta(path: Path, warn: Callable[[str], None] | None) -> dict[str, Any]:
+def read_meta(path: Path, warn: Callable[[str], None] | None) -> dict[str, Any]:
     """``sweep.json`` as a dict; a damaged or foreign one is ``{}`` (and ``warn`` hears so):
     it only annotates the report."""
     if not path.is_file():
@@ -497,7 +498,7 @@ def write_index(root: str | Path, cfgs: list[Any]) -> Path:
     for cfg in cfgs:
         folder = root / cfg.optimizer
         drifts = json.loads((folder / "drift.json").read_text(encoding="utf-8"))
-        meta = _read_meta(folder / META_FILE, None)
+        meta = read_meta(folder / META_FILE, None)
         for axis in ("width", "depth"):
             by_p = {d["parameterization"]: d for d in drifts if d["axis"] == axis}
             cells, regret_cells = [], []

@@ -32,7 +32,7 @@ FACTOR_PREFIXES = (LR_PREFIX, INIT_PREFIX)
 """A ``--tune`` key ``lr.ROLE`` is a factor on that role's base η (``--lr-scale``), ``init.ROLE``
 one on its base init std (``--init-scale``); any other key is a multiplier key (``--multiplier``)."""
 
-__all__ = ["parse_tune", "candidates", "label", "apply", "base_configs", "Choice", "choose", "mean_cell"]
+__all__ = ["parse_tune", "candidates", "label", "apply", "base_configs", "Choice", "choose", "freeze", "mean_cell"]
 
 
 def parse_tune(text: str) -> tuple[str, tuple[float, ...]]:
@@ -203,11 +203,11 @@ def choose(records: Iterable[dict[str, Any]], cfg: Any, cands: Sequence[Any], se
     wanted = {}
     for ci, c in enumerate(cands):
         for s, sc in zip(seeds, base_configs(cfg, c, seeds), strict=True):
-            wanted[_freeze(sc.settings())] = (ci, s)
+            wanted[freeze(sc.settings())] = (ci, s)
     for r in records:
         if r.get("optimizer") != cfg.optimizer or (r.get("width"), r.get("depth")) != (cfg.base_width, cfg.base_depth):
             continue
-        hit = wanted.get(_freeze(r.get("settings")))
+        hit = wanted.get(freeze(r.get("settings")))
         if hit is not None:
             index[(*hit, r["log2_lr"])] = r  # last wins
     lrs = tuple(sorted(cfg.log2_lrs))
@@ -224,10 +224,10 @@ def choose(records: Iterable[dict[str, Any]], cfg: Any, cands: Sequence[Any], se
     return Choice(tuple(keys), tuple(cands), lrs, tuple(seeds), tuple(mean), tuple(per_seed), winner, tuple(best_col))
 
 
-def _freeze(obj: Any) -> Any:
+def freeze(obj: Any) -> Any:
     """A hashable, order-independent form of a settings dict (for lookup)."""
     if isinstance(obj, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in obj.items()))
+        return tuple(sorted((k, freeze(v)) for k, v in obj.items()))
     if isinstance(obj, (list, tuple)):
-        return tuple(_freeze(v) for v in obj)
+        return tuple(freeze(v) for v in obj)
     return obj
