@@ -290,3 +290,17 @@ def test_log2_factors_without_fit_exponent_is_refused(tmp_path: Path, capsys):
     args = [a for a in TINY if a not in ("--fit-exponent", "lr.hidden_weight")]
     assert main([*args, "--out", str(tmp_path / "x")]) == 2
     assert "give --fit-exponent" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, message", [
+    ("hidden_weight=-1", "expected a number >= 0"),
+    ("bogus_weight=2", "unknown key"),
+    ("hidden_weight=nan", ""),
+])
+def test_init_scale_refuses_bad_values_before_any_work(tmp_path: Path, capsys, value, message):
+    from spectral.cli import main
+
+    args = [a for a in TINY if a not in ("--fit-exponent", "lr.hidden_weight", "--log2-factors=-1,0,1")]
+    assert main([*args, "--out", str(tmp_path / "x"), "--init-scale", value]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
