@@ -304,3 +304,15 @@ def test_init_scale_refuses_bad_values_before_any_work(tmp_path: Path, capsys, v
     assert main([*args, "--out", str(tmp_path / "x"), "--init-scale", value]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_fit_exponent_estimate_plans_the_grid_and_trains_nothing(tmp_path: Path, capsys):
+    from spectral.cli import main
+
+    assert main([*TINY, "--out", str(tmp_path / "x"), "--estimate", "--seeds", "0,1"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    (est,) = [line["estimate"] for line in lines]
+    # stage 1: one η × 2 seeds at the base; the grid: 3 factors × 2 seeds × 3 widths, less the
+    # 2 base runs at factor 1 that stage 1 already trained (same HPs: reused)
+    assert est["runs"] == 2 + 3 * 2 * 3 - 2
+    assert not (tmp_path / "x" / "adamw" / "runs.jsonl").exists()
