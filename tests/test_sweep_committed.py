@@ -82,9 +82,9 @@ def test_committed_latex_compiles(tmp_path: Path, folder: str):
     assert ("base tuning" in tables) == ("tune" in " ".join(CASES[folder]))
 
 
-EXPONENT_FIT = ["--threads", "1", "--widths", "32,64,128", "--depths", "2,4,8", "--seeds", "0,1",
+EXPONENT_FIT = ["--threads", "1", "--widths", "32,64,128,256", "--depths", "2,4,8", "--seeds", "0,1",
                 "--fit-exponent", "lr.hidden_weight", "--fit-exponent", "lr.input_weight",
-                "--fit-exponent", "lr.output_weight", "--log2-factors=-2,-1,0,1,2"]
+                "--fit-exponent", "lr.output_weight", "--log2-factors=-3,-2,-1,0,1,2,3,4"]
 EXPONENT_CASES = {
     "exponents/adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-8,-7,-6", *EXPONENT_FIT],
     "exponents/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--multiplier", "output=4", "--log2-lrs=-6,-5,-4",

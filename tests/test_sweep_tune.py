@@ -223,7 +223,7 @@ def test_report_only_refuses_an_unfinished_tuning(tmp_path: Path, text: Path, ca
     assert _sweep(out, text, "--tune", "output=1", "--widths", "32", "--depths", "1") == 0
     assert _sweep(out, text, "--tune", "output=1,4", "--report-only") == 2
     err = capsys.readouterr().err
-    assert "lacks some base-size runs of the tuning grid" in err and err.count("\n") == 1
+    assert "lacks some base-size runs of the η grid" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("words, message", [
