@@ -16,6 +16,9 @@ pytest.importorskip("matplotlib")
 
 ROOT = Path(__file__).resolve().parents[1]
 
+GAP = ["--widths", "256", "--width", "256", "--depths", "2", "--base-width", "128", "--base-depth", "2", "--head-dim",
+       "64", "--batch-size", "32", "--block-size", "256", "--steps", "200", "--multiplier", "output=1", "--seeds", "0,1"]
+
 CASES = {
     "tuned/adamw": ["-O", "adamw", "--param", "sp", "--param", "mup", "--widths", "32,64,128,256",
                     "--depths", "2,4,8,16", "--log2-lrs=-13,-12,-11,-10,-9,-8,-7,-6,-5", "--seeds", "0,1",
@@ -43,6 +46,25 @@ CASES = {
                                            "--depths", "2", "--base-width", "128", "--base-depth", "2", "--head-dim", "64",
                                            "--batch-size", "32", "--block-size", "256", "--steps", "200", "--log2-lrs=-6",
                                            "--multiplier", "output=1", "--lr-scale", "hidden_weight=1.4142135623730951"],
+    # docs/sweep/gap: the two-seed probes of the GPU gap at n = 256 on the cpu-gpulike setup
+    "gap/reference/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", *GAP,
+                                      "--log2-lrs=-7,-6,-5"],
+    "gap/hidden-lr/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", "--widths", "128,256",
+                                      "--depths", "2", "--width", "128", "--base-width", "128", "--base-depth", "2",
+                                      "--head-dim", "64", "--batch-size", "32", "--block-size", "256", "--steps", "200",
+                                      "--multiplier", "output=1", "--log2-lrs=-6,-5,-4", "--seeds", "0,1",
+                                      "--tune", "lr.hidden_weight=0.125,0.25,0.5"],
+    "gap/init-std/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "mup", *GAP, "--log2-lrs=-6",
+                                     "--init-scale", "hidden_weight=1.4142135623730951"],
+    "gap/eps/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", *GAP, "--log2-lrs=-6",
+                                "--eps", "1e-8"],
+    "gap/init-tune/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", "--widths", "128,256",
+                                      "--depths", "2", "--width", "128", "--base-width", "128", "--base-depth", "2",
+                                      "--head-dim", "64", "--batch-size", "32", "--block-size", "256", "--steps", "200",
+                                      "--multiplier", "output=1", "--log2-lrs=-6,-5", "--seeds", "0,1",
+                                      "--tune", "init.hidden_weight=1,2"],
+    "gap/vocab/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", *GAP, "--log2-lrs=-6",
+                                  "--data", ".cache/bpe-2048", "--vocab-size", "2048"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
     "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
 }
@@ -88,7 +110,7 @@ EXPONENT_FIT = ["--threads", "1", "--widths", "32,64,128,256", "--depths", "2,4,
 EXPONENT_CASES = {
     "exponents/adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-8,-7,-6", *EXPONENT_FIT],
     "exponents/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--multiplier", "output=4", "--log2-lrs=-6,-5,-4",
-                                  *EXPONENT_FIT],
+                                  *EXPONENT_FIT, "--fit-exponent", "init.hidden_weight"],
 }
 
 
