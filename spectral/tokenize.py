@@ -10,8 +10,8 @@ what ``spectral sweep --data DIR --vocab-size N`` reads — nanoGPT's layout:
 * ``tokenizer.json``: the trained tokenizer (``tokenizers.Tokenizer.from_file``);
 * ``meta.json``: vocabulary size, source and its sha256, token counts, bytes per token.
 
-The split is the byte corpus's (:func:`spectral.data.split_point`, on a line boundary kept
-as is), so validation text is never seen by the tokenizer. Deterministic: the same text and
+The split is the byte corpus's (:func:`spectral.data.load_data`, the sweep's own), so
+validation text is never seen by the tokenizer. Deterministic: the same text and
 vocabulary give the same files.
 """
 
@@ -61,12 +61,11 @@ def _encode(tok: Any, text: str) -> Any:
     return np.asarray(ids, dtype=np.uint16)
 
 
-def train_bpe_shards(out: str | os.PathLike[str], data: bytes, vocab_size: int, *, val_fraction: float,
+def train_bpe_shards(out: str | os.PathLike[str], train: bytes, val: bytes, vocab_size: int, *,
                      source: dict[str, Any], force: bool = False) -> dict[str, Any]:
-    """Train the tokenizer on ``data``'s train split, write :data:`FILES` into ``out``; returns
-    the meta record. Refuses existing files unless ``force`` (checked before any work)."""
-    from .data import split_point
-
+    """Train the tokenizer on ``train`` only, encode both splits, write :data:`FILES` into
+    ``out``; returns the meta record. The splits are :func:`spectral.data.load_data`'s. Refuses
+    existing files unless ``force`` (checked before any work)."""
     if not 256 < vocab_size <= MAX_VOCAB:
         raise SpecError(f"--vocab-size: a byte-level BPE needs more than 256 and at most {MAX_VOCAB} "
                         f"tokens (uint16 shards), got {vocab_size}")
@@ -76,9 +75,8 @@ def train_bpe_shards(out: str | os.PathLike[str], data: bytes, vocab_size: int, 
     if folder.is_dir():
         for name in FILES:
             check_output(folder / name, force=force)
-    cut = split_point(len(data), val_fraction)
-    train_text = data[:cut].decode("utf-8", errors="replace")
-    val_text = data[cut:].decode("utf-8", errors="replace")
+    train_text = train.decode("utf-8", errors="replace")
+    val_text = val.decode("utf-8", errors="replace")
     tok = _train(train_text, vocab_size)
     train_ids, val_ids = _encode(tok, train_text), _encode(tok, val_text)
     top = int(max(train_ids.max(initial=0), val_ids.max(initial=0)))
@@ -88,11 +86,11 @@ def train_bpe_shards(out: str | os.PathLike[str], data: bytes, vocab_size: int, 
         "tokenizer": "byte-level BPE (tokenizers), trained on the train split only",
         "vocab_size": vocab_size,
         "trained_vocab": tok.get_vocab_size(),
-        "source_sha256": hashlib.sha256(data).hexdigest(),
-        "split": f"contiguous: first {cut} bytes train, last {len(data) - cut} bytes validation",
+        "source_sha256": hashlib.sha256(train + val).hexdigest(),
+        "split": f"contiguous: first {len(train)} bytes train, last {len(val)} bytes validation",
         "train_tokens": int(train_ids.size),
         "val_tokens": int(val_ids.size),
-        "bytes_per_token": round(cut / max(1, int(train_ids.size)), 4),
+        "bytes_per_token": round(len(train) / max(1, int(train_ids.size)), 4),
     }
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -32,9 +32,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     corpus = data.load_data(args.data, n_bytes=args.n_bytes, val_fraction=args.val_fraction)
-    raw = bytes(corpus.train) + bytes(corpus.val)
     source = {k: v for k, v in corpus.description.items() if k in ("source", "path", "python", "order")}
-    meta = train_bpe_shards(args.out, raw, args.vocab_size, val_fraction=args.val_fraction, source=source,
+    meta = train_bpe_shards(args.out, bytes(corpus.train), bytes(corpus.val), args.vocab_size, source=source,
                             force=args.force)
     print(f"wrote {args.out}: {meta['train_tokens']} train / {meta['val_tokens']} validation tokens, "
           f"vocabulary {meta['vocab_size']}, {meta['bytes_per_token']} bytes per token")
