@@ -17,7 +17,7 @@ from typing import Any
 
 from ..io import write_atomic
 from ..templating import environment
-from .exponent import AxisFit
+from .exponent import AxisFit, parse_fit_key
 
 __all__ = ["EXPONENTS_FILE", "fit_row", "plot_fit", "write_exponent_index", "write_exponent_report"]
 
@@ -32,19 +32,21 @@ def _num(v: float | None, digits: int = 2) -> str:
     return "+0." + "0" * digits if text == "-0." + "0" * digits else text  # no "−0.00"
 
 
-def fit_row(fit: AxisFit) -> dict[str, Any]:
-    """One table row: derived exponent, measured exponent [95 % interval], verdict."""
-    interval = fit.interval
+def fit_row(fit: dict[str, Any]) -> dict[str, Any]:
+    """One table row from a fit's JSON record (:func:`_as_json`, or read back from
+    ``exponents.json`` for the index): derived exponent, measured [95 % interval], verdict."""
+    interval = fit["interval_95"]
     return {
-        "key": fit.key.text,
-        "quantity": fit.key.quantity,
-        "axis": fit.axis,
-        "sizes": ", ".join(str(s) for s in fit.sizes),
-        "symbol": _SYMBOL[fit.axis],
-        "derived": _num(fit.derived),
-        "measured": _num(fit.measured),
+        "key": fit["key"],
+        "quantity": parse_fit_key(fit["key"]).quantity,
+        "axis": fit["axis"],
+        "sizes": ", ".join(str(s) for s in fit["sizes"]),
+        "seeds": ", ".join(str(s) for s in fit["seeds"]),
+        "symbol": _SYMBOL[fit["axis"]],
+        "derived": _num(fit["derived"]),
+        "measured": _num(fit["measured"]),
         "interval": "–" if interval is None else f"[{_num(interval[0])}, {_num(interval[1])}]",
-        "verdict": fit.verdict,
+        "verdict": fit["verdict"],
     }
 
 
@@ -149,18 +151,20 @@ def write_exponent_report(out: Path, optimizer: str, fits: Sequence[AxisFit], *,
     for fit in fits:
         name = f"exponent_{fit.key.text.replace('.', '_')}_{fit.axis}.png"
         images.append(plot_fit(fit, out / name, optimizer).name)
+    records = [_as_json(f) for f in fits]
+    rows = [fit_row(r) for r in records]
     text = environment("text").get_template("exponent_summary.md.j2").render(
         optimizer=optimizer,
         settings=settings,
         base_choice=base_choice,
         command=command,
         data=data or {},
-        rows=[fit_row(f) for f in fits],
-        fits=[{"row": fit_row(f), "optima": _optimum_rows(f), "seeds": list(f.seeds),
+        rows=rows,
+        fits=[{"row": row, "optima": _optimum_rows(f), "seeds": list(f.seeds),
                "factors": ", ".join(str(e) for e in f.log2_factors), "edges": f.edges,
-               "log2_lr": f.log2_lr, "image": img} for f, img in zip(fits, images, strict=True)],
+               "log2_lr": f.log2_lr, "image": img} for f, row, img in zip(fits, rows, images, strict=True)],
     )
-    payload = {"optimizer": optimizer, "base": base_choice, "fits": [_as_json(f) for f in fits]}
+    payload = {"optimizer": optimizer, "base": base_choice, "fits": records}
     return [
         write_atomic(out / "exponents.md", text, force=True),
         write_atomic(out / EXPONENTS_FILE, json.dumps(payload, indent=2) + "\n", force=True),
@@ -176,20 +180,7 @@ def write_exponent_index(root: Path, optimizers: Sequence[str]) -> Path | None:
         if not path.is_file():
             continue
         payload = json.loads(path.read_text(encoding="utf-8"))
-        for f in payload["fits"]:
-            interval = f["interval_95"]
-            rows.append({
-                "optimizer": name,
-                "key": f["key"],
-                "axis": f["axis"],
-                "symbol": _SYMBOL[f["axis"]],
-                "sizes": ", ".join(str(s) for s in f["sizes"]),
-                "derived": _num(f["derived"]),
-                "measured": _num(f["measured"]),
-                "interval": "–" if interval is None else f"[{_num(interval[0])}, {_num(interval[1])}]",
-                "verdict": f["verdict"],
-                "seeds": ", ".join(str(s) for s in f["seeds"]),
-            })
+        rows += [fit_row(f) | {"optimizer": name} for f in payload["fits"]]
     if not rows:
         return None
     text = environment("text").get_template("exponent_index.md.j2").render(rows=rows)
