@@ -16,6 +16,9 @@ pytest.importorskip("matplotlib")
 
 ROOT = Path(__file__).resolve().parents[1]
 
+GPULIKE = ["--depths", "2", "--width", "128", "--base-width", "128", "--base-depth", "2", "--head-dim", "64",
+           "--batch-size", "32", "--block-size", "256", "--steps", "200"]
+"""The GPU's base and tokens on a CPU (cpu-gpulike/ and the gap/ folders tuned at the base)."""
 GAP = ["--widths", "256", "--width", "256", "--depths", "2", "--base-width", "128", "--base-depth", "2", "--head-dim",
        "64", "--batch-size", "32", "--block-size", "256", "--steps", "200", "--multiplier", "output=1", "--seeds", "0,1"]
 
@@ -34,9 +37,7 @@ CASES = {
                                     "--depths", "2", "--width", "128", "--base-width", "128", "--base-depth", "2",
                                     "--head-dim", "64", "--tune", "output=0.5,1,4", "--log2-lrs=-9,-8,-7,-6,-5,-4"],
     "cpu-gpulike/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", "--widths", "128,256",
-                                    "--depths", "2", "--width", "128", "--base-width", "128", "--base-depth", "2",
-                                    "--head-dim", "64", "--batch-size", "32", "--block-size", "256", "--steps", "200",
-                                    "--multiplier", "output=1", "--log2-lrs=-8,-7,-6,-5,-4",
+                                    *GPULIKE, "--multiplier", "output=1", "--log2-lrs=-8,-7,-6,-5,-4",
                                     "--tune", "lr.hidden_weight=0.5,1,2"],
     "cpu-undo/alpha/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "mup", "--widths", "256", "--width", "256",
                                        "--depths", "2", "--base-width", "128", "--base-depth", "2", "--head-dim", "64",
@@ -50,18 +51,14 @@ CASES = {
     "gap/reference/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", *GAP,
                                       "--log2-lrs=-7,-6,-5"],
     "gap/hidden-lr/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", "--widths", "128,256",
-                                      "--depths", "2", "--width", "128", "--base-width", "128", "--base-depth", "2",
-                                      "--head-dim", "64", "--batch-size", "32", "--block-size", "256", "--steps", "200",
-                                      "--multiplier", "output=1", "--log2-lrs=-6,-5,-4", "--seeds", "0,1",
+                                      *GPULIKE, "--multiplier", "output=1", "--log2-lrs=-6,-5,-4", "--seeds", "0,1",
                                       "--tune", "lr.hidden_weight=0.125,0.25,0.5"],
     "gap/init-std/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "mup", *GAP, "--log2-lrs=-6",
                                      "--init-scale", "hidden_weight=1.4142135623730951"],
     "gap/eps/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", *GAP, "--log2-lrs=-6",
                                 "--eps", "1e-8"],
     "gap/init-tune/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", "--widths", "128,256",
-                                      "--depths", "2", "--width", "128", "--base-width", "128", "--base-depth", "2",
-                                      "--head-dim", "64", "--batch-size", "32", "--block-size", "256", "--steps", "200",
-                                      "--multiplier", "output=1", "--log2-lrs=-6,-5", "--seeds", "0,1",
+                                      *GPULIKE, "--multiplier", "output=1", "--log2-lrs=-6,-5", "--seeds", "0,1",
                                       "--tune", "init.hidden_weight=1,2"],
     "gap/vocab/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", *GAP, "--log2-lrs=-6",
                                   "--data", ".cache/bpe-2048", "--vocab-size", "2048"],
@@ -70,17 +67,24 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("folder", sorted(CASES))
-def test_committed_tables_come_from_the_raw_runs(tmp_path: Path, folder: str, capsys):
+def _rerender(tmp_path: Path, folder: str, args: list[str]) -> tuple[Path, Path]:
+    """Copy a committed folder's raw runs into ``tmp_path`` and render them with
+    ``--report-only``; returns the committed folder and the re-rendered one."""
     from spectral.cli import main
 
     src = ROOT / "docs" / "sweep" / folder
-    root, optimizer = tmp_path / "out", src.name
-    dst = root / optimizer
+    root = tmp_path / "out"
+    dst = root / src.name
     dst.mkdir(parents=True)
     for name in ("runs.jsonl", "sweep.json"):
         shutil.copy(src / name, dst / name)
-    assert main(["sweep", "--device", "cpu", "--out", str(root), *CASES[folder], "--report-only"]) == 0
+    assert main(["sweep", "--device", "cpu", "--out", str(root), *args, "--report-only"]) == 0
+    return src, dst
+
+
+@pytest.mark.parametrize("folder", sorted(CASES))
+def test_committed_tables_come_from_the_raw_runs(tmp_path: Path, folder: str, capsys):
+    src, dst = _rerender(tmp_path, folder, CASES[folder])
     capsys.readouterr()
     for name in ("summary.md", "drift.json", "tuning.json", "tables.tex"):
         if not (src / name).is_file() and "tune" not in " ".join(CASES[folder]):
@@ -117,17 +121,7 @@ EXPONENT_CASES = {
 @pytest.mark.parametrize("folder", sorted(EXPONENT_CASES))
 def test_committed_exponents_come_from_the_raw_runs(tmp_path: Path, folder: str, capsys):
     """docs/sweep/exponents: each optimizer's fits re-render byte for byte from its runs.jsonl."""
-    from spectral.cli import main
-
-    src = ROOT / "docs" / "sweep" / folder
-    if not (src / "runs.jsonl").is_file():
-        pytest.fail(f"{src} has no runs.jsonl")
-    root, optimizer = tmp_path / "out", src.name
-    dst = root / optimizer
-    dst.mkdir(parents=True)
-    for name in ("runs.jsonl", "sweep.json"):
-        shutil.copy(src / name, dst / name)
-    assert main(["sweep", "--device", "cpu", "--out", str(root), *EXPONENT_CASES[folder], "--report-only"]) == 0
+    src, dst = _rerender(tmp_path, folder, EXPONENT_CASES[folder])
     capsys.readouterr()
     for name in ("exponents.md", "exponents.json"):
         assert (dst / name).read_text(encoding="utf-8") == (src / name).read_text(encoding="utf-8"), name
