@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from .errors import SpecError
-from .roles import ROLE_NAMES
+from .engine.roles import ROLE_NAMES
 
 __all__ = ["LAYERS", "check_base_value", "parse_base_value", "parse_number"]
 

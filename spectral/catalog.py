@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from .errors import SpecError, UnknownOptimizerError
 
 if TYPE_CHECKING:  # the declarations need sympy; importing this module must not
-    from .result import Derivation
+    from .engine.result import Derivation
     from .spec import OptimizerSpec
 
 __all__ = ["build_catalog", "catalog", "derive", "module_of", "modules", "resolve"]
@@ -88,7 +88,7 @@ def derive(
 
     ``optimizer`` is a catalog name or an :class:`OptimizerSpec`; ``catalog`` adds
     declarations for this call only (looked up before the built-in catalog). The engine's
-    :func:`spectral.solve.derive_spec` does the work; this layer only looks the name up.
+    :func:`spectral.engine.solve.derive_spec` does the work; this layer only looks the name up.
 
     >>> d = derive("adamw", k=2)
     >>> d.rule("hidden_weight", "lr").ratio("η_base")
@@ -96,6 +96,6 @@ def derive(
     >>> d.rule("hidden_weight", "multiplier").ratio("α_base")
     'α_base/r_L'
     """
-    from .solve import derive_spec
+    from .engine.solve import derive_spec
 
     return derive_spec(resolve(optimizer, catalog), k)

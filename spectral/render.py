@@ -1,4 +1,4 @@
-"""Renderers: pure functions of a :class:`~spectral.result.Derivation`; nothing prints or writes.
+"""Renderers: pure functions of a :class:`~spectral.engine.result.Derivation`; nothing prints or writes.
 
 * :func:`table` builds a ``rich`` renderable (the CLI prints it),
 * :func:`markdown` and :func:`latex` return strings rendered from the jinja2 templates in
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
-from .result import Derivation, Exponent
-from .roles import HP_LABELS, role
+from .engine.result import Derivation, Exponent
+from .engine.roles import HP_LABELS, role
 from .spec import show
 from .templating import Kind, environment
 from .text import for_latex, for_markdown, for_terminal

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from .catalog import catalog as builtin_catalog
 from .errors import SpecError
-from .result import Derivation, Exponent
-from .roles import ROLE_NAMES, role
+from .engine.result import Derivation, Exponent
+from .engine.roles import ROLE_NAMES, role
 from .scaling import BaseValue, scale_rules
 from .catalog import derive
 from .spec import OptimizerSpec

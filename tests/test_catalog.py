@@ -13,7 +13,7 @@ import sympy as sp
 import spectral
 from spectral import OptimizerSpec, SpecError, UnknownOptimizerError, catalog, derive
 from spectral.catalog import build_catalog
-from spectral.roles import ROLE_NAMES, ROLES
+from spectral.engine.roles import ROLE_NAMES, ROLES
 from spectral.symbols import SYMBOLS, n_in
 
 CATALOG = sorted(catalog())
@@ -144,7 +144,10 @@ def test_public_api_is_pinned():
         assert getattr(spectral, name) is not None
 
 
-ENGINE_MODULES = ["theta", "expr", "conditions", "solve", "verify", "result", "spec", "catalog", "roles"]
+ENGINE_MODULES = [
+    "engine.theta", "engine.expr", "engine.conditions", "engine.solve", "engine.verify",
+    "engine.result", "spec", "catalog", "engine.roles",
+]
 
 
 @pytest.mark.parametrize("module", ENGINE_MODULES)
@@ -166,7 +169,7 @@ def test_every_optimizer_file_is_complete(module):
     import importlib
 
     from spectral.optimizers.entry import JaxImpl, NoJax, ProbeSetup, TorchImpl
-    from spectral.probe import PROBE_BUILDERS
+    from spectral.measure.probe import PROBE_BUILDERS
     from spectral.transfer import DEFAULT_EPS
 
     spec = module.SPEC

@@ -206,7 +206,7 @@ def test_probe_json_shape(tmp_path):
 
 
 def test_probe_muon_kimi_matches_declaration():
-    from spectral.probe import probe
+    from spectral.measure.probe import probe
 
     res = probe("muon-kimi", widths=(64, 128))
     assert [r.role for r in res.rows] == ["input_weight", "hidden_weight", "output_weight"]

@@ -225,7 +225,7 @@ def test_transfer_spec_with_eps_rule_needs_eps(tmp_path, capsys):
         "error: --eps: mine has an ε rule and no default ε is known for it; give its base "
         "value, e.g. --eps mine=1e-8\n"
     )
-    from spectral.spec_file import load_spec
+    from spectral.engine.spec_file import load_spec
 
     mine = plan("mine", catalog={"mine": load_spec(spec)})
     want = hparams(mine, 256, 4, 512, 8, lr=0.1, init_std=0.02, eps=1e-8)

@@ -1,6 +1,6 @@
 """Derivation cost: the condition terms are bounded factor by factor, never listed.
 
-The factor-by-factor check (:func:`spectral.verify.check_terms`) must agree with the full
+The factor-by-factor check (:func:`spectral.engine.verify.check_terms`) must agree with the full
 enumeration of every subset of every chain (``enumerate_subsets=True``, the oracle) on
 every catalog optimizer, on random declarations, and — so that agreement is not only
 "both say yes" — on derivations whose rules were deliberately broken: the same terms per
@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spectral import IncomparableError, OptimizerSpec, VerificationError, catalog, derive
-from spectral import conditions
-from spectral.conditions import chains, generate, term_counts, term_formula
-from spectral.expr import parse_expression
-from spectral.result import Exponent
-from spectral.roles import ROLES
-from spectral.solve import MAX_K
-from spectral.verify import check_terms, summary, verify
+from spectral.engine import conditions
+from spectral.engine.conditions import chains, generate, term_counts, term_formula
+from spectral.engine.expr import parse_expression
+from spectral.engine.result import Exponent
+from spectral.engine.roles import ROLES
+from spectral.engine.solve import MAX_K
+from spectral.engine.verify import check_terms, summary, verify
 
 ORACLE_KS = range(1, 7)
 

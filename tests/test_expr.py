@@ -8,9 +8,9 @@ import pytest
 import sympy as sp
 
 from spectral import SpecError
-from spectral.expr import parse_expression, theta_of
+from spectral.engine.expr import parse_expression, theta_of
 from spectral.symbols import G, L, n_in, n_out
-from spectral.theta import Theta
+from spectral.engine.theta import Theta
 
 
 @pytest.mark.parametrize(

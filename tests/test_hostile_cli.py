@@ -48,11 +48,11 @@ def no_work(monkeypatch):
 
     import spectral.coordcheck
     import spectral.infer
-    import spectral.probe
+    import spectral.measure.probe
     import spectral.sweep.train
 
     monkeypatch.setattr(spectral.infer, "infer", boom)
-    monkeypatch.setattr(spectral.probe, "probe", boom)
+    monkeypatch.setattr(spectral.measure.probe, "probe", boom)
     monkeypatch.setattr(spectral.coordcheck, "run_coord_check", boom)
     monkeypatch.setattr(spectral.sweep.train, "run_sweep", boom)
     monkeypatch.setattr(spectral.sweep.train, "tune_at_base", boom)

@@ -95,7 +95,7 @@ def test_cli_group_keys_normuon(tmp_path, capsys):
     text = out.read_text(encoding="utf-8")
     assert "param group use_muon=True" in text
     assert 'update_norm = "sqrt(n_in)/sqrt(min(n_in, n_out))"' in text
-    from spectral.spec_file import load_spec
+    from spectral.engine.spec_file import load_spec
 
     assert rules(load_spec(out)) == rules("normuon")
 
@@ -199,7 +199,7 @@ def test_doctests():
 
 def test_norm_is_the_probes():
     from spectral.infer import rms_norm
-    from spectral.probe import rms_operator_norm
+    from spectral.measure.probe import rms_operator_norm
 
     gen = torch.Generator().manual_seed(0)
     for shape in [(96, 32), (32, 96), (80, 80), (50,)]:

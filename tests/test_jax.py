@@ -28,8 +28,8 @@ import spectral.scaling  # noqa: E402
 from spectral.catalog import catalog, module_of  # noqa: E402
 from spectral.codegen import render  # noqa: E402
 from spectral.optimizers.entry import JaxImpl  # noqa: E402
-from spectral.models_jax import GPT as JaxGPT  # noqa: E402
-from spectral.models_jax import ResidualMLP as JaxMLP  # noqa: E402
+from spectral.models.flax import GPT as JaxGPT  # noqa: E402
+from spectral.models.flax import ResidualMLP as JaxMLP  # noqa: E402
 
 pytestmark = pytest.mark.generated  # also run on the --vendor form
 
@@ -605,7 +605,7 @@ def _ns_float32(grad, ns_coefficients, ns_steps, eps):
 def _train_both(folder, hidden, others, lr, kwargs=None):
     """Per step 1..XF_STEPS: per-role update norms (since init) and outputs on a fresh batch,
     from the torch module training spectral.models.ResidualMLP and the JAX module training
-    spectral.models_jax.ResidualMLP, both starting from the same weights."""
+    spectral.models.flax.ResidualMLP, both starting from the same weights."""
     import torch
 
     from spectral.models import ResidualMLP as TorchMLP
@@ -761,9 +761,9 @@ def test_docs_train_with_it_in_jax(tmp_path, monkeypatch, capsys):
 def test_coordcheck_jax_small_sweep(capsys):
     """A tiny sweep through the generated JAX module: the slope table of `spectral
     coord-check`, μP flat over width and depth, SP not (AdamW at 10 steps)."""
-    from spectral.cli.coordcheck_jax import main
-    from spectral.coordcheck_jax import JaxCoordCheckConfig, run_coord_check_jax
-    from spectral.coordcheck_jax import slope_table
+    from spectral.cli.coord_check_jax import main
+    from spectral.coordcheck.jax import JaxCoordCheckConfig, run_coord_check_jax
+    from spectral.coordcheck.jax import slope_table
 
     cfg = JaxCoordCheckConfig(
         optimizer="adamw", parameterizations=("sp", "mup"), widths=(32, 128), depths=(2, 8),
@@ -787,7 +787,7 @@ def test_coordcheck_jax_small_sweep(capsys):
 
 @pytest.mark.parametrize("run", ["mlp-k2-adamw", "mlp-k2-muon-kimi"])
 def test_committed_jax_coord_check_numbers(run):
-    """docs/jax/*.json (python -m spectral.cli.coordcheck_jax, full sweep): the μP slopes of
+    """docs/jax/*.json (python -m spectral.cli.coord_check_jax, full sweep): the μP slopes of
     ‖h_L(t) − h_L(0)‖ are within ±0.15 over width and depth, and docs/jax.md shows them."""
     result = json.loads((ROOT / "docs" / "jax" / f"{run}.json").read_text(encoding="utf-8"))
     cfg = result["config"]

@@ -25,20 +25,20 @@ ROOT = Path(__file__).resolve().parent.parent
 # ``templates`` ``spectral.templates`` (templates/); ``.`` is ``spectral/__init__.py``;
 # ``*.__main__`` any ``python -m`` entry.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # 0  no sympy, no torch: errors, user text, files, the user-code guard, the Jinja environment, the symbols
-    ("base", ("errors", "text", "io", "guard", "templating", "templates", "symbols")),
-    # 1  the derivation engine (sympy)
-    ("engine", ("theta", "expr", "spec", "roles", "conditions", "solve", "verify", "result", "spec_file")),
+    # 0  no sympy, no torch: errors, user text, files, the Jinja environment, the symbols
+    ("base", ("errors", "text", "io", "templating", "templates", "symbols")),
+    # 1  the derivation engine (sympy): its folder, and the declaration type optimizer files import
+    ("engine", ("engine.*", "spec")),
     # 2  the optimizer files and their registry (names looked up, then derived); the public
     #    API re-exports derive from it
     ("catalog", ("catalog", "optimizers.*", ".")),
     # 3  base values → concrete HPs at a size
     ("rules", ("scaling", "transfer", "base_values")),
     # 4  what a user's training imports or gets generated; the rules tables; the reference models
-    ("runtime", ("torch.*", "jax.*", "render", "codegen", "codegen_jax", "vendor", "models", "models_jax")),
+    ("runtime", ("torch.*", "jax.*", "render", "codegen.*", "models.*")),
     # 5  measurements: a declaration against its implementation, from it, rules against training
-    ("measure", ("measurement", "probe", "infer.*", "coordcheck.*", "coordcheck_jax", "data", "tokenize")),
-    # 6  learning-rate transfer sweeps (train, tune, report)
+    ("measure", ("measure.*", "infer.*", "coordcheck.*")),
+    # 6  learning-rate transfer sweeps (data, tokens, train, tune, report)
     ("sweep", ("sweep.*",)),
     # 7  the command line: the only layer that prints
     ("cli", ("cli.*", "__main__", "*.__main__")),
@@ -303,7 +303,7 @@ def test_the_checks_see_what_they_judge():
     """The graph finds imports inside functions, relative and absolute ones, and the
     checks fire on a made-up cycle."""
     edges = _graph()[1]
-    assert "spectral.vendor" in edges["spectral.codegen"]  # inside a function
+    assert "spectral.codegen.vendor" in edges["spectral.codegen.torch"]  # inside a function
     assert "spectral.cli.sweep" in edges["spectral.cli"]  # `from . import sweep`, in a function
     assert "spectral.sweep.records" in edges["spectral.sweep.report"]  # relative
     assert _cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}}, set()) == [["a", "b", "c", "a"]]

@@ -126,7 +126,7 @@ def as_dict(d) -> dict:
 
 def test_the_roles_beyond_the_paper_are_only_additions():
     """Leaving the router out of the network changes no rule of the paper's roles."""
-    from spectral.roles import ROLE_NAMES
+    from spectral.engine.roles import ROLE_NAMES
 
     assert ROLES_BEYOND_PAPER <= set(ROLE_NAMES)
     for optimizer, k in PAPER:

@@ -3,7 +3,7 @@
 Hypothesis declares random optimizers — products, quotients and rational powers of
 ``n_in``, ``n_out``, ``L``, ``G`` with ``max``/``min``/``+`` — as *text*, through the same
 safe parser a TOML file uses. Each derivation is then re-checked here independently of
-``spectral.verify``: expressions are evaluated numerically with mpmath along several joint
+``spectral.engine.verify``: expressions are evaluated numerically with mpmath along several joint
 growth directions (``n = e^{s·u}``, ``L = e^{s·(1-u)}``, ``s`` large), and every subset of
 every chain is enumerated again by this test.
 """
@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from spectral import IncomparableError, OptimizerSpec, derive
-from spectral.expr import parse_expression
-from spectral.roles import role
+from spectral.engine.expr import parse_expression
+from spectral.engine.roles import role
 from spectral.symbols import G, L, n_in, n_out
 
 S = 4000  # log-scale of the growth; a constant c adds log(c)/S to an exponent (k factors of 25

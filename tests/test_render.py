@@ -21,7 +21,7 @@ import pytest
 from rich.console import Console
 
 from spectral import derive, render
-from spectral.result import Exponent
+from spectral.engine.result import Exponent
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("SPECTRAL_UPDATE_GOLDEN") == "1"
@@ -208,7 +208,7 @@ def test_markdown_is_a_table(optimizer, k):
 
 
 def test_user_text_is_escaped():
-    from spectral.spec_file import parse_spec
+    from spectral.engine.spec_file import parse_spec
 
     spec = parse_spec(
         {

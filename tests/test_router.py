@@ -25,8 +25,8 @@ from fractions import Fraction as F
 import pytest
 
 from spectral import derive
-from spectral.conditions import chains
-from spectral.roles import role
+from spectral.engine.conditions import chains
+from spectral.engine.roles import role
 
 H = F(1, 2)
 SHARED = {"multiplier": (0, 0), "init_var": (-2, 0)}

@@ -395,7 +395,7 @@ def test_inferred_declaration_builds_its_measured_class(tmp_path):
     measured; `codegen --spec tiger.toml` builds it and a tiny Llama trains with it."""
     from spectral.cli import main
     from spectral.codegen import load_generated
-    from spectral.spec_file import load_spec
+    from spectral.engine.spec_file import load_spec
 
     toml = tmp_path / "tiger.toml"
     assert main(["infer", "pytorch_optimizer.Tiger", "-o", str(toml)]) == 0
@@ -430,7 +430,7 @@ def test_inferred_declaration_builds_its_measured_class(tmp_path):
 )
 def test_a_bad_implementation_table_is_refused(tmp_path, table, match):
     from spectral.errors import SpecError
-    from spectral.spec_file import load_spec
+    from spectral.engine.spec_file import load_spec
 
     path = tmp_path / "bad.toml"
     path.write_text(f'name = "x"\nupdate_norm = "n_in"\n\n[implementation]\n{table}\n')

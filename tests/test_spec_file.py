@@ -6,7 +6,7 @@ import pytest
 
 import spectral
 from spectral import IncomparableError, SpecError, derive
-from spectral.spec_file import MAX_BYTES, load_spec
+from spectral.engine.spec_file import MAX_BYTES, load_spec
 
 
 def write(tmp_path, text: str | bytes, name: str = "my.toml"):

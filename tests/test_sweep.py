@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 
-from spectral.data import BYTE_VOCAB, load_data, split_point, stdlib_bytes, stdlib_files  # noqa: E402
+from spectral.sweep.data import BYTE_VOCAB, load_data, split_point, stdlib_bytes, stdlib_files  # noqa: E402
 from spectral.errors import SpecError  # noqa: E402
 from spectral.sweep import (  # noqa: E402
     RUNS_FILE,
@@ -395,7 +395,7 @@ def test_index_lists_each_optimizer(tmp_path: Path, corpus):
 @pytest.fixture
 def no_training(monkeypatch):
     """Record what the CLI would train and report, instead of doing it."""
-    import spectral.data
+    import spectral.sweep.data
     import spectral.sweep.report
     import spectral.sweep.train
 
@@ -413,7 +413,7 @@ def no_training(monkeypatch):
         calls["write_report"].append(Path(out))
         return []
 
-    monkeypatch.setattr(spectral.data, "load_data", load_data)
+    monkeypatch.setattr(spectral.sweep.data, "load_data", load_data)
     monkeypatch.setattr(spectral.sweep.train, "run_sweep", run_sweep)
     monkeypatch.setattr(spectral.sweep.report, "write_report", write_report)
     return calls

@@ -16,7 +16,7 @@ from spectral.sweep.tune import base_configs, candidates, choose, label, mean_ce
 
 torch = pytest.importorskip("torch")
 
-from spectral.data import stdlib_bytes  # noqa: E402
+from spectral.sweep.data import stdlib_bytes  # noqa: E402
 from spectral.cli.sweep import configs_from_args, configure_parser  # noqa: E402
 from spectral.sweep import RUNS_FILE, PRESETS, SweepConfig, read_runs  # noqa: E402
 from spectral.sweep.report import Table, mean_tables  # noqa: E402

@@ -11,7 +11,7 @@ np = pytest.importorskip("numpy")
 tokenizers = pytest.importorskip("tokenizers")
 
 from spectral.cli import main  # noqa: E402
-from spectral.data import load_data, split_point, stdlib_bytes  # noqa: E402
+from spectral.sweep.data import load_data, split_point, stdlib_bytes  # noqa: E402
 
 SMALL = ["--vocab-size", "320", "--n-bytes", "65536"]
 

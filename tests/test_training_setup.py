@@ -26,7 +26,7 @@ import pytest
 
 from spectral.cli import main
 from spectral.codegen import load_generated, render, write
-from spectral.spec_file import load_spec
+from spectral.engine.spec_file import load_spec
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402

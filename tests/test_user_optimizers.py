@@ -20,7 +20,7 @@ pytest.importorskip("pytorch_optimizer")
 
 from spectral.cli import main  # noqa: E402
 from spectral.errors import SpecError  # noqa: E402
-from spectral.spec_file import load_spec  # noqa: E402
+from spectral.engine.spec_file import load_spec  # noqa: E402
 
 pytestmark = pytest.mark.generated  # also run on the --vendor form
 
@@ -137,7 +137,7 @@ def test_probe_signum_declared_wrong_by_half_fails(files, capsys):
 
 def test_probe_factory_replaces_a_catalog_implementation(files):
     """lion declares ``n_in`` too; measured through the user's factory, not Lion."""
-    from spectral.probe import probe
+    from spectral.measure.probe import probe
 
     _, module = files
     __import__(module)
@@ -331,7 +331,7 @@ def test_inconsistent_options(files, capsys, argv, match):
 
 def test_library_errors_name_the_factory():
     from spectral.coordcheck import CoordCheckConfig
-    from spectral.probe import probe
+    from spectral.measure.probe import probe
 
     def boom(groups, **kwargs):
         raise ValueError("bad lr")

@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import DerivationError, SpectralError
 from ..render import FORMATS  # the formats render.render() knows: one list
 from ..text import for_terminal
-from . import checks as _checks
+from . import coord_check as _checks
 from . import codegen as cli_codegen
 from . import infer as cli_infer
 from . import probe as cli_probe
@@ -109,7 +109,7 @@ def _run_derive(args: argparse.Namespace) -> int:
     if args.standalone and args.format != "latex":
         raise _UsageError("--standalone applies only to --format latex")
     if args.spec is not None:
-        from ..spec_file import load_spec
+        from ..engine.spec_file import load_spec
 
         optimizer: Any = load_spec(args.spec)
     else:

@@ -91,7 +91,7 @@ def _plan(args: argparse.Namespace) -> Any:
 
     extra = {}
     for path in args.spec:
-        from ..spec_file import load_spec
+        from ..engine.spec_file import load_spec
 
         spec = load_spec(path)
         if spec.name in extra:
@@ -144,7 +144,7 @@ def run_codegen(args: argparse.Namespace) -> int:
     import sys
 
     from .common import EXIT_OK, emit
-    from ..codegen import render
+    from ..codegen.torch import render
 
     p = _plan(args)
     source = render(

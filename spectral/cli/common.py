@@ -203,7 +203,7 @@ def load_adapter(text: str) -> dict[str, Any]:
     import re
     from pathlib import Path
 
-    from ..torch.adapters import as_adapter  # torch: a coordinate check needs it anyway
+    from ..torch.classify import as_adapter  # torch: a coordinate check needs it anyway
 
     def fail(why: str) -> SpecError:
         return SpecError(f"--adapter {text}: {why}")

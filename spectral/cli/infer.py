@@ -12,7 +12,7 @@ import contextlib
 import sys
 
 from ..errors import SpecError
-from ..guard import DEFAULT_TIMEOUT
+from ..measure.guard import DEFAULT_TIMEOUT
 from . import options
 from .common import EXIT_DERIVATION, EXIT_OK, emit, write_json
 
@@ -116,7 +116,7 @@ def run_infer(args: argparse.Namespace) -> int:
     from .common import console
     from ..infer import DEFAULT_WIDTHS, WARMUP, infer, load_target
 
-    from ..guard import user_code
+    from ..measure.guard import user_code
     from ..io import check_distinct, check_output
 
     # every output refused now, not after minutes of measuring
@@ -125,7 +125,7 @@ def run_infer(args: argparse.Namespace) -> int:
         if path is not None:
             check_output(path, force=args.force, option=option)
     kwargs, group = _json_option(args.kwargs, "--kwargs"), _json_option(args.group, "--group")
-    from ..measurement import D0
+    from ..measure.common import D0
 
     if args.widths is not None and min(args.widths) <= D0:
         raise SpecError(f"--widths: need at least three widths, all larger than d0 = {D0}; got {args.widths}")

@@ -14,9 +14,9 @@ import sys
 from typing import Any
 
 from ..errors import SpecError
-from ..guard import DEFAULT_TIMEOUT
+from ..measure.guard import DEFAULT_TIMEOUT
 from . import options
-from .checks import _add_user_optimizer_options, _check_outputs
+from .coord_check import _add_user_optimizer_options, _check_outputs
 from .common import progress as _progress
 from .common import write_json as _write_json
 
@@ -82,7 +82,7 @@ def _probe_table(results):
                 "[green]pass[/]" if r.passed else "[red]FAIL[/]",
                 r.note,
             )
-    from ..probe import PROBE_BUILDERS
+    from ..measure.probe import PROBE_BUILDERS
 
     own = [
         f"{res.optimizer} = {res.implementation}"
@@ -166,7 +166,7 @@ def _user_optimizer(args: argparse.Namespace, names: list[str]) -> tuple[Any, An
 
     spec = None
     if args.spec is not None:
-        from ..spec_file import load_spec
+        from ..engine.spec_file import load_spec
 
         spec = load_spec(args.spec)
     factory = load_callable(args.factory) if args.factory is not None else None
@@ -176,12 +176,12 @@ def _user_optimizer(args: argparse.Namespace, names: list[str]) -> tuple[Any, An
 def run_probe_cmd(args: argparse.Namespace) -> int:
     from ..catalog import catalog, resolve
     from .common import console
-    from ..probe import PROBE_BUILDERS, probe
+    from ..measure.probe import PROBE_BUILDERS, probe
 
     names = list(args.optimizer)
     import torch  # noqa: F401 - before any time limit: its import is not the user's time
 
-    from ..guard import user_code
+    from ..measure.guard import user_code
 
     with contextlib.redirect_stdout(sys.stderr), user_code(f"importing {args.factory}", args.timeout):
         spec, factory = _user_optimizer(args, names)

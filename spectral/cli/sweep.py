@@ -15,12 +15,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import data
+from ..sweep import data
 from .. import sweep as sweep_package
 from ..base_values import parse_base_value
 from ..errors import SpecError
 from ..sweep import report as sweep_report
-from ..sweep import fit as sweep_fit
+from ..sweep import fit_exponent as sweep_fit
 from ..sweep import train as sweep_train
 from ..sweep.estimate import estimate
 from ..sweep.options import (

@@ -1,12 +1,12 @@
 """``spectral tokenize``: train a BPE tokenizer on a local text and write token shards
-(:mod:`spectral.tokenize`) that ``spectral sweep --data DIR --vocab-size N`` reads."""
+(:mod:`spectral.sweep.tokenize`) that ``spectral sweep --data DIR --vocab-size N`` reads."""
 
 from __future__ import annotations
 
 import argparse
 
-from .. import data
-from ..tokenize import train_bpe_shards
+from ..sweep import data
+from ..sweep.tokenize import train_bpe_shards
 from . import options
 
 __all__ = ["DESCRIPTION", "configure", "run"]

@@ -32,7 +32,7 @@ for the real optimizer implementations (with their per-group compensations).
 (embeddings/input, readout, biases, LayerNorm) uses ``others`` (AdamW by default), each
 under its own derived rules — the paper's Muon-Kimi-AdamW setup.
 
-**Any optimizer.** ``spec`` (a declaration, e.g. from :func:`spectral.spec_file.load_spec`)
+**Any optimizer.** ``spec`` (a declaration, e.g. from :func:`spectral.engine.spec_file.load_spec`)
 replaces the catalog name ``optimizer``, and ``factory(param_groups, **kwargs)`` builds its
 implementation: the generated module is rendered from the declaration and its
 ``build_optimizers`` gets ``factories={name: factory}``. A factory also replaces a catalog
@@ -103,7 +103,7 @@ __all__ = [
     "run_coord_check",
     "plot_coord_check",
     # below the pure functions and the entry points: the pieces the tests and
-    # spectral.coordcheck_jax use
+    # spectral.coordcheck.jax use
     "DEFAULT_ALPHA_BASE",
     "DEFAULT_LR",
     "EXTRA_METRICS",

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..catalog import catalog, resolve
 from ..errors import SpecError
-from ..measurement import checked_factory, factory_label
+from ..measure.common import checked_factory, factory_label
 from ..spec import OptimizerSpec, show
 from .slopes import PARAMETERIZATIONS, SLOPE_TOLERANCE
 

@@ -30,7 +30,7 @@ def _folder() -> str:
 def config_module(cfg: CoordCheckConfig, param: str) -> Any:
     """The config module :mod:`spectral.codegen` generates for ``param`` (``mup-k1``: k = 1,
     ``mup``: :meth:`CoordCheckConfig.rules_k`; ``sp`` uses the ``mup`` module at the base size)."""
-    from ..codegen import load_generated  # the derivation engine: only when a check runs
+    from ..codegen.torch import load_generated  # the derivation engine: only when a check runs
 
     k = cfg.rules_k("mup" if param == "sp" else param)
     return load_generated(

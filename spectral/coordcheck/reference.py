@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..measurement import rms
+from ..measure.common import rms
 from .config import CoordCheckConfig
 from .generated import base_init_std, config_module
 from .slopes import record_step
@@ -32,7 +32,7 @@ def build(cfg: CoordCheckConfig, param: str, width: int, depth: int, seed: int) 
     module at ``(BASE_WIDTH, BASE_DEPTH)``, where every ratio is 1."""
     import torch
 
-    from ..models import GPT, ResidualMLP  # imports torch: only when a model is built
+    from ..models.torch import GPT, ResidualMLP  # imports torch: only when a model is built
 
     mod = config_module(cfg, param)
     w, d = (mod.BASE_WIDTH, mod.BASE_DEPTH) if param == "sp" else (width, depth)

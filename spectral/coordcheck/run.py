@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..guard import DEFAULT_TIMEOUT, user_code
-from ..measurement import factory_label
+from ..measure.guard import DEFAULT_TIMEOUT, user_code
+from ..measure.common import factory_label
 from .config import CoordCheckConfig
 from .reference import train_reference
 from .slopes import EXTRA_METRICS, METRICS, SLOPE_TOLERANCE, compute_slopes
@@ -49,7 +49,7 @@ def run_coord_check(
     """Every run of the sweep; returns the JSON-ready result (config, points, slopes).
 
     ``timeout``: seconds one run (building a model and training it) may take
-    (:func:`spectral.guard.user_code`: the factories are the user's code)."""
+    (:func:`spectral.measure.guard.user_code`: the factories are the user's code)."""
     import torch
 
     torch.set_num_threads(max(1, torch.get_num_threads()))

@@ -3,7 +3,7 @@
 A check records points (one per run and step, :func:`record_step`); :func:`compute_slopes`
 fits the log–log slope of each metric against width and against depth at one step (the
 seed-mean, :func:`aggregate`), and :func:`slope_passes` applies the pass rule
-``|slope| ≤`` :data:`SLOPE_TOLERANCE`. The JAX check (:mod:`spectral.coordcheck_jax`) uses
+``|slope| ≤`` :data:`SLOPE_TOLERANCE`. The JAX check (:mod:`spectral.coordcheck.jax`) uses
 the same functions, so both frameworks are judged alike.
 """
 
@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..measurement import fit_slope
+from ..measure.common import fit_slope
 
 __all__ = [
     "EXTRA_METRICS",

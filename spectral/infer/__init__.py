@@ -1,6 +1,6 @@
 """Infer an optimizer's declaration from its real implementation: ``spectral infer``.
 
-The probe (:mod:`spectral.probe`) checks a declaration against an implementation; this
+The probe (:mod:`spectral.measure.probe`) checks a declaration against an implementation; this
 module runs the same measurement the other way round. For each role's shape (input
 ``n × d0``, hidden ``n × n``, output ``d0 × n``, biases ``n``) and each width ``n`` the
 real optimizer takes a few warm-up steps with one fixed gradient (a low-rank matrix plus

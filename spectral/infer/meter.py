@@ -1,7 +1,7 @@
 """The measurement: one parameter of a role's shape, stepped by the target on a fixed gradient.
 
 :class:`Meter` builds the target on one tensor (the probe's shapes and μP-aligned init,
-:mod:`spectral.measurement`) and records ``‖ΔW‖_R / lr`` of each step, deterministically;
+:mod:`spectral.measure.common`) and records ``‖ΔW‖_R / lr`` of each step, deterministically;
 :func:`rms_norm` is the probe's RMS→RMS operator norm by power iteration (much cheaper
 than an SVD here). torch is imported inside functions.
 """
@@ -12,8 +12,8 @@ import math
 from typing import Any
 
 from ..errors import SpecError, first_line
-from ..guard import DEFAULT_TIMEOUT, user_code
-from ..measurement import SHAPES, mup_init
+from ..measure.guard import DEFAULT_TIMEOUT, user_code
+from ..measure.common import SHAPES, mup_init
 from .protocol import NOISE
 from .target import Target
 
@@ -25,7 +25,7 @@ HUGE = 1e100
 
 def _spectral_norm(m, torch) -> float:
     """``‖m‖_2`` of a float64 matrix by power iteration on ``mᵀm``: the same number as
-    :func:`spectral.probe.rms_operator_norm`'s SVD to well under 1%, at a fraction of its
+    :func:`spectral.measure.probe.rms_operator_norm`'s SVD to well under 1%, at a fraction of its
     cost on this 2-core machine (a 512 × 512 SVD takes 0.1–1 s here, 60 iterations ~10 ms)."""
     rows, cols = m.shape
     small = m if cols <= rows else m.T
@@ -46,7 +46,7 @@ def _spectral_norm(m, torch) -> float:
 
 def rms_norm(delta, torch) -> float:
     """``sqrt(n_in/n_out)·‖Δ‖_2``; a vector of length ``n`` is an ``n × 1`` matrix
-    (the definition of :func:`spectral.probe.rms_operator_norm`)."""
+    (the definition of :func:`spectral.measure.probe.rms_operator_norm`)."""
     d = delta.detach().to(torch.float64)
     if d.ndim == 1:
         return float(d.norm() / math.sqrt(d.numel()))

@@ -121,7 +121,7 @@ class Inference:
 
     def spec(self):
         """The :class:`~spectral.spec.OptimizerSpec` of the emitted declaration."""
-        from ..spec_file import parse_spec
+        from ..engine.spec_file import parse_spec
 
         if not self.fits:
             raise SpecError(f"{self.target}: no single declaration fits")

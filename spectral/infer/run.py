@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..errors import SpecError
-from ..guard import DEFAULT_TIMEOUT
-from ..measurement import D0, SHAPES
+from ..measure.guard import DEFAULT_TIMEOUT
+from ..measure.common import D0, SHAPES
 from .eps import fit_eps_of
 from .fit import declaration, fit_declaration, fit_exponent, log_slope
 from .meter import BadStep, Meter, StepFailed
@@ -46,7 +46,7 @@ def infer(
     (restored afterwards; ``None`` leaves them). One is the default: the matrices are
     small, and on a shared 2-core machine two threads made a run 100× slower.
     ``timeout``: seconds one measurement (building the target on one tensor and its steps)
-    may take (:func:`spectral.guard.user_code`); ``None``: no limit.
+    may take (:func:`spectral.measure.guard.user_code`); ``None``: no limit.
 
     A step that makes the weights NaN or inf, overflows, or is exactly zero is a problem of
     the result (``fits`` is false, :meth:`~spectral.infer.result.Inference.explain` names it).

@@ -3,7 +3,7 @@
 Standard library, jax and optax only: importing it imports neither torch nor flax, sympy,
 pydantic, jinja2 or rich. A generated module holds the numbers (``CONFIG = Config(...)``)
 and binds the API to them; ``spectral codegen --framework jax --vendor`` copies these
-modules' sources into one standalone file instead (:data:`spectral.codegen_jax.JAX_RUNTIME`).
+modules' sources into one standalone file instead (:data:`spectral.codegen.jax.JAX_RUNTIME`).
 
 The modules, in the order they build on one another:
 

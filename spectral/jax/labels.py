@@ -42,7 +42,7 @@ class Adapter(NamedTuple):
 _N = r"[._]\d+"  # a list index: ".0" (nnx) or "_0" (linen)
 
 _GPT2 = Adapter(
-    name="gpt2",  # spectral.models_jax.GPT: nanoGPT's module names in flax
+    name="gpt2",  # spectral.models.flax.GPT: nanoGPT's module names in flax
     detect=rf"(^|\.)h{_N}\.attn\.c_proj\.kernel$",
     roles=(
         (r"(^|\.)wte\.embedding$", "input_weight"),
@@ -70,7 +70,7 @@ _LLAMA = Adapter(
 )
 
 _RESIDUAL_MLP = Adapter(
-    name="residual-mlp",  # spectral.models_jax.ResidualMLP
+    name="residual-mlp",  # spectral.models.flax.ResidualMLP
     detect=rf"(^|\.)blocks{_N}\.layers{_N}\.kernel$",
     roles=(
         (r"(^|\.)input\.kernel$", "input_weight"),

@@ -82,7 +82,7 @@ _OPTIMIZER_KWARGS = {
 
 def generated_module(optimizer: str, k: int, base_width: int, base_depth: int, folder: str | os.PathLike[str]) -> Any:
     """The config module of a sweep optimizer (:func:`spectral.codegen.load_generated`)."""
-    from ..codegen import load_generated
+    from ..codegen.torch import load_generated
 
     hidden, others = split_optimizer(optimizer)
     return load_generated(hidden, others, k, base_width=base_width, base_depth=base_depth,

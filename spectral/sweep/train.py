@@ -63,7 +63,7 @@ class RunProgress(Protocol):
 def build_run(job: Job, cfg: SweepConfig, rec: Any, vocab_size: int, device: str):
     import torch
 
-    from ..models import GPT  # imports torch: only when a run is built
+    from ..models.torch import GPT  # imports torch: only when a run is built
 
     torch.manual_seed(cfg.seed)
     model = GPT(

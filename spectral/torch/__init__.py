@@ -21,7 +21,7 @@ The modules, in the order they build on one another:
 
 from spectral.optimizers.entry import TorchImpl
 from spectral.scaling import BIAS_ROLES, LAYER_OF, BaseValue, Rules
-from spectral.torch.adapters import ADAPTERS, DEFAULT_PATTERNS, Adapter, classify
+from spectral.torch.classify import ADAPTERS, DEFAULT_PATTERNS, Adapter, classify
 from spectral.torch.composite import CompositeOptimizer
 from spectral.torch.config import Config
 from spectral.torch.factories import TorchFactory

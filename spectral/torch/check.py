@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue
-from spectral.torch.adapters import (
+from spectral.torch.classify import (
     AdapterLike,
     Patterns,
     as_adapter,
@@ -24,7 +24,7 @@ from spectral.torch.hooks import (
     placement_problems,
     placements,
 )
-from spectral.torch.measure import measured_problems
+from spectral.torch.forward_checks import measured_problems
 from spectral.torch.optim import role_param_groups
 from spectral.torch.rules import TorchRules
 
@@ -248,7 +248,7 @@ def check_model(
     the real forward pass: h_0 is the multiplied embedding output, every checked branch
     end's multiplier reaches the residual stream, alpha_out reaches the output, every norm
     has gain 1 at init, a compiled model computes what its module does. It costs a few
-    forward passes (spectral.torch.measure); measure=False reads names and values only.
+    forward passes (spectral.torch.forward_checks); measure=False reads names and values only.
     """
     if not isinstance(measure, bool):
         raise TypeError(f"measure must be True or False, got {measure!r}")

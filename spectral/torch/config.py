@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue
-from spectral.torch.adapters import AdapterLike, Patterns
+from spectral.torch.classify import AdapterLike, Patterns
 from spectral.torch.check import check_model
 from spectral.torch.composite import CompositeOptimizer
 from spectral.torch.export import fold_into_weights

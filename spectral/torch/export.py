@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue, Rules
-from spectral.torch.adapters import AdapterLike, as_adapter, is_norm
+from spectral.torch.classify import AdapterLike, as_adapter, is_norm
 from spectral.torch.hooks import builtin_multipliers, our_hooks
 
 

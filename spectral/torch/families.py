@@ -2,7 +2,7 @@
 
 An :class:`Adapter` names one family's modules and parameters by regular expressions; the
 families the runtime knows are :data:`ADAPTERS`, tried in order (a family that has another's
-names comes before it). Data only: :mod:`spectral.torch.adapters` applies them.
+names comes before it). Data only: :mod:`spectral.torch.classify` applies them.
 """
 
 from __future__ import annotations

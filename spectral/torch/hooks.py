@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue, Rules
-from spectral.torch.adapters import (
+from spectral.torch.classify import (
     ADAPTERS,
     Adapter,
     AdapterLike,

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue, Rules
-from spectral.torch.adapters import (
+from spectral.torch.classify import (
     AdapterLike,
     Patterns,
     as_adapter,

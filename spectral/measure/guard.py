@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .errors import SpecError
+from ..errors import SpecError
 
 __all__ = ["DEFAULT_TIMEOUT", "TimeLimitExceeded", "user_code"]
 

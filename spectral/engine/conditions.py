@@ -25,7 +25,7 @@ multiplier of the layer the parameters sit in.
 The number of terms grows as ``2^k`` (:func:`term_formula`: ``4 + 3·2^k`` over the paper's
 roles, ``3 + 6·2^k`` with the router).
 Nothing in the engine enumerates them: a chain's terms differ only in *which* factors are
-updates, so :mod:`spectral.verify` bounds them factor by factor, and :func:`term_counts`
+updates, so :mod:`spectral.engine.verify` bounds them factor by factor, and :func:`term_counts`
 counts them with binomial coefficients. :func:`generate` still yields every term, lazily,
 as the test-time oracle for small ``k``.
 """
@@ -291,7 +291,7 @@ def generate(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Condition]:
     """Every init and update condition term for blocks of ``k`` maps, over ``roles``.
 
     ``3 + 6·2^k`` of them (``4 + 3·2^k`` without the router): the engine never lists them
-    (see :mod:`spectral.verify`); the tests do, for small ``k``, as the oracle the
+    (see :mod:`spectral.engine.verify`); the tests do, for small ``k``, as the oracle the
     factor-by-factor check must agree with.
     """
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:

@@ -11,7 +11,7 @@ A file declares one optimizer at the top level::
     eps_index = 0                          # optional: ε's place in a tuple, eps=(eps1, eps2)
     summary = "sign descent"               # optional: one line
 
-Expressions are parsed only by :func:`spectral.expr.parse_expression` (an ``ast``
+Expressions are parsed only by :func:`spectral.engine.expr.parse_expression` (an ``ast``
 whitelist; never ``eval``). Every problem is a :class:`~spectral.errors.SpecError` whose
 message starts with the file and the field: ``my.toml: update_norm: unknown name 'x'; ...``.
 """
@@ -25,12 +25,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 from pydantic_core import ErrorDetails
 
-from .errors import SpecError
+from ..errors import SpecError
 from .expr import parse_expression, theta_of
-from .io import read_user_file
-from .spec import OptimizerSpec
-from .symbols import SYMBOLS
-from .text import check_label, strip_bom
+from ..io import read_user_file
+from ..spec import OptimizerSpec
+from ..symbols import SYMBOLS
+from ..text import check_label, strip_bom
 from .theta import Theta
 
 __all__ = ["load_spec", "parse_spec", "MAX_BYTES", "SpecFile"]

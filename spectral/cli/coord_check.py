@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from ..guard import DEFAULT_TIMEOUT
+from ..measure.guard import DEFAULT_TIMEOUT
 from . import options
 from .common import progress as _progress
 from .common import write_json as _write_json
@@ -243,7 +243,7 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
     import contextlib
     import sys
 
-    from ..guard import user_code
+    from ..measure.guard import user_code
 
     # the user's print()s (at import or while training) go to stderr: stdout has the table
     with contextlib.redirect_stdout(sys.stderr):
@@ -294,7 +294,7 @@ def _coord_config(args: argparse.Namespace, user_code: Any):
     options.check_device(args.device)
     spec = None
     if args.spec is not None:
-        from ..spec_file import load_spec
+        from ..engine.spec_file import load_spec
 
         spec = load_spec(args.spec)
     import torch

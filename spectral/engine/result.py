@@ -8,7 +8,7 @@ from typing import Any
 
 from .conditions import term_formula
 from .roles import ROLES
-from .spec import OptimizerSpec
+from ..spec import OptimizerSpec
 from .theta import Theta, format_monomial
 
 __all__ = [

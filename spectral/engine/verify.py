@@ -18,7 +18,7 @@ largest and the smallest of them do. In log-scale a term is a sum of independent
 value with factor ``i`` updated is ``‖Δp_i‖ ∏_{j≠i} max(‖p_j‖, ‖Δp_j‖)`` (the maximum of
 a sum of independent choices is the sum of the maxima), and the largest over all ``S`` is
 the largest of these over ``i``; likewise the smallest with ``min``. Θ-scales are
-piecewise-linear exponent functions (:mod:`spectral.theta`), and ``max``/``min`` are
+piecewise-linear exponent functions (:mod:`spectral.engine.theta`), and ``max``/``min`` are
 pointwise and exact there, so the bound is exact along every joint growth direction. The
 factors of one role share their scales, so a chain costs O(1) Θ-operations whatever its
 length, and ``k = 64`` costs what ``k = 2`` does. Only a chain that fails is split into
@@ -48,11 +48,11 @@ from .conditions import (
     update_relation,
     update_target,
 )
-from .errors import VerificationError
+from ..errors import VerificationError
 from .expr import theta_of
 from .result import CheckGroup, Derivation, summary
 from .roles import ROLES, Role, role
-from .symbols import G, L, n_in, n_out
+from ..symbols import G, L, n_in, n_out
 from .theta import Theta
 
 __all__ = [

@@ -11,7 +11,7 @@ The order follows the paper (Sec. 4, App. C, D):
    gives the gradient scale ``G = ‖∇W‖_2`` per role.
 5. The declaration gives ``‖A‖_R``; ``η = ‖ΔW‖_R / ‖A‖_R``; weight decay by convention Δ2
    ``‖λW‖_R = Θ(‖A‖_R)``; ``ε`` from its declared scale.
-6. :func:`spectral.verify.verify` substitutes the emitted rules into every condition term
+6. :func:`spectral.engine.verify.verify` substitutes the emitted rules into every condition term
    (factor by factor: no step lists the ``3 + 6·2^k`` terms, so the cost is linear in ``k``).
 """
 
@@ -23,12 +23,12 @@ from fractions import Fraction
 import sympy as sp
 
 from .conditions import MULTIPLIER_SYMBOL, Condition, chains, first_order_term, init_term
-from .errors import IncomparableError, SpecError
+from ..errors import IncomparableError, SpecError
 from .expr import theta_of
 from .result import Derivation, Entry, Exponent, RoleScales
 from .roles import HPS, ROLES, Role, role
-from .spec import OptimizerSpec, show
-from .symbols import G, L, n_in, n_out
+from ..spec import OptimizerSpec, show
+from ..symbols import G, L, n_in, n_out
 from .theta import Theta
 from .verify import verify, weight_norm
 

@@ -38,9 +38,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import SpecError, first_line
+from ..errors import SpecError, first_line
 from .guard import DEFAULT_TIMEOUT, user_code
-from .measurement import (
+from .common import (
     D0,
     SHAPES,
     checked_factory,
@@ -49,7 +49,7 @@ from .measurement import (
     mup_init,
     rms_operator_norm,
 )
-from .spec import OptimizerSpec
+from ..spec import OptimizerSpec
 
 __all__ = [
     "TOLERANCE",
@@ -131,7 +131,7 @@ class _Builders(Mapping[str, Impl]):
 
     @functools.cached_property
     def _table(self) -> dict[str, Impl]:
-        from .catalog import modules
+        from ..catalog import modules
 
         return {m.SPEC.name: _from_setup(m.TORCH.cls, m.PROBE) for m in modules()}
 
@@ -213,11 +213,11 @@ def declared_exponent(optimizer: str | OptimizerSpec, role_name: str) -> tuple[f
 
     Returns ``(exponent, uses_G)``.
     """
-    from .catalog import resolve
-    from .expr import theta_of
-    from .roles import role
-    from .symbols import G, L, n_in, n_out
-    from .theta import Theta
+    from ..catalog import resolve
+    from ..engine.expr import theta_of
+    from ..engine.roles import role
+    from ..symbols import G, L, n_in, n_out
+    from ..engine.theta import Theta
 
     spec = resolve(optimizer)
     r = role(role_name)
@@ -228,8 +228,8 @@ def declared_exponent(optimizer: str | OptimizerSpec, role_name: str) -> tuple[f
 
 
 def roles_for(optimizer: str | OptimizerSpec) -> tuple[str, ...]:
-    from .catalog import resolve
-    from .roles import ROLES
+    from ..catalog import resolve
+    from ..engine.roles import ROLES
 
     spec = resolve(optimizer)
     # One measurement per shape: the update direction depends on the dimensions alone, so a
@@ -344,14 +344,14 @@ def probe(
     """Measure every role of ``optimizer`` at every width; fit and compare exponents.
 
     ``optimizer`` is a catalog name or a declaration (e.g. from
-    :func:`spectral.spec_file.load_spec`); its ``update_norm`` gives the declared exponents.
+    :func:`spectral.engine.spec_file.load_spec`); its ``update_norm`` gives the declared exponents.
     ``factory(param_groups, **kwargs)`` builds the implementation measured (see
     :meth:`Impl.from_factory`); without one the optimizer's name must be in
     :data:`PROBE_BUILDERS`. ``timeout``: seconds one measurement (one build and its steps)
-    may take (:func:`spectral.guard.user_code`). A step that is NaN, inf, overflowing or
+    may take (:func:`spectral.measure.guard.user_code`). A step that is NaN, inf, overflowing or
     exactly zero fails its row, and the note says which.
     """
-    from .catalog import resolve
+    from ..catalog import resolve
 
     spec = resolve(optimizer)
     if factory is not None:

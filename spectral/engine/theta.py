@@ -30,7 +30,7 @@ from fractions import Fraction
 from itertools import pairwise
 from collections.abc import Callable, Iterable
 
-from .errors import IncomparableError
+from ..errors import IncomparableError
 
 __all__ = ["Theta", "format_monomial"]
 

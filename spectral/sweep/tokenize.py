@@ -10,7 +10,7 @@ what ``spectral sweep --data DIR --vocab-size N`` reads — nanoGPT's layout:
 * ``tokenizer.json``: the trained tokenizer (``tokenizers.Tokenizer.from_file``);
 * ``meta.json``: vocabulary size, source and its sha256, token counts, bytes per token.
 
-The split is the byte corpus's (:func:`spectral.data.load_data`, the sweep's own), so
+The split is the byte corpus's (:func:`spectral.sweep.data.load_data`, the sweep's own), so
 validation text is never seen by the tokenizer. Deterministic: the same text and
 vocabulary give the same files.
 """
@@ -23,8 +23,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import SpecError
-from .io import check_output, write_atomic
+from ..errors import SpecError
+from ..io import check_output, write_atomic
 
 __all__ = ["FILES", "train_bpe_shards"]
 
@@ -64,7 +64,7 @@ def _encode(tok: Any, text: str) -> Any:
 def train_bpe_shards(out: str | os.PathLike[str], train: bytes, val: bytes, vocab_size: int, *,
                      source: dict[str, Any], force: bool = False) -> dict[str, Any]:
     """Train the tokenizer on ``train`` only, encode both splits, write :data:`FILES` into
-    ``out``; returns the meta record. The splits are :func:`spectral.data.load_data`'s. Refuses
+    ``out``; returns the meta record. The splits are :func:`spectral.sweep.data.load_data`'s. Refuses
     existing files unless ``force`` (checked before any work)."""
     if not 256 < vocab_size <= MAX_VOCAB:
         raise SpecError(f"--vocab-size: a byte-level BPE needs more than 256 and at most {MAX_VOCAB} "

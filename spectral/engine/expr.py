@@ -21,9 +21,9 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .errors import SpecError
-from .symbols import SYMBOLS
-from .text import check_expression_text
+from ..errors import SpecError
+from ..symbols import SYMBOLS
+from ..text import check_expression_text
 from .theta import Theta
 
 __all__ = ["parse_expression", "theta_of", "MAX_LENGTH", "MAX_NODES", "MAX_DEPTH", "MAX_EXPONENT"]

@@ -6,7 +6,7 @@ catalog file, with the notes on how it was checked as comments), bound to the ru
 :mod:`spectral.torch` that applies them. Its contract: ``BASE_WIDTH``, ``BASE_DEPTH``,
 ``K``, ``OPTIMIZERS``, ``RULES``, ``hparams``, ``multipliers``, ``classify``, ``init_``,
 ``param_groups``, ``build_optimizers``, ``check``. ``vendor=True`` writes one standalone
-file instead (standard library and torch only), assembled by :mod:`spectral.vendor` from
+file instead (standard library and torch only), assembled by :mod:`spectral.codegen.vendor` from
 the runtime's own sources, so both forms run the same code.
 """
 
@@ -20,12 +20,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 import textwrap
 
-from .catalog import module_of
-from .io import write_atomic
-from .text import for_docstring
-from .result import Exponent
-from .spec import OptimizerSpec
-from .transfer import Plan, eps_place, plan
+from ..catalog import module_of
+from ..io import write_atomic
+from ..text import for_docstring
+from ..engine.result import Exponent
+from ..spec import OptimizerSpec
+from ..transfer import Plan, eps_place, plan
 
 __all__ = ["FRAMEWORKS", "TORCH_RUNTIME", "load_generated", "render", "write"]
 
@@ -37,7 +37,7 @@ TORCH_RUNTIME = (
     "spectral.optimizers.entry",
     "spectral.torch.ties",
     "spectral.torch.families",
-    "spectral.torch.adapters",
+    "spectral.torch.classify",
     "spectral.torch.factories",
     "spectral.torch.sharded",
     "spectral.torch.hooks",
@@ -46,7 +46,7 @@ TORCH_RUNTIME = (
     "spectral.torch.rules",
     "spectral.torch.experts",
     "spectral.torch.optim",
-    "spectral.torch.measure",
+    "spectral.torch.forward_checks",
     "spectral.torch.check",
     "spectral.torch.export",
     "spectral.torch.config",
@@ -84,7 +84,7 @@ def _version() -> str:
 
 
 def _environment():
-    from .templating import environment
+    from ..templating import environment
 
     return environment()
 
@@ -166,7 +166,7 @@ def render(
     ``hidden`` may be a :class:`~spectral.transfer.Plan` already derived (the CLI derives
     once); its own ``others``, ``k`` and catalog then apply.
 
-    ``framework="jax"`` renders the JAX / optax module (:mod:`spectral.codegen_jax`) from
+    ``framework="jax"`` renders the JAX / optax module (:mod:`spectral.codegen.jax`) from
     the same rules and numbers; ``"torch"`` (the default) the PyTorch one. ``vendor=True``
     writes the standalone form (the runtime's sources copied in); None takes
     :data:`VENDOR_DEFAULT` (False: the module imports the runtime).
@@ -175,11 +175,11 @@ def render(
         vendor = VENDOR_DEFAULT
     for what, v in (("base width", base_width), ("base depth", base_depth)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            from .errors import SpecError
+            from ..errors import SpecError
 
             raise SpecError(f"{what} must be a positive integer, got {v!r}")
     if framework not in FRAMEWORKS:
-        from .errors import SpecError
+        from ..errors import SpecError
 
         raise SpecError(f"framework must be one of {', '.join(FRAMEWORKS)}, got {framework!r}")
     if isinstance(hidden, Plan):  # already derived (the CLI derives once)
@@ -274,7 +274,7 @@ def render(
         uncovered_note=uncovered_note,
     )
     if framework == "jax":
-        from .codegen_jax import render_jax
+        from .jax import render_jax
 
         return render_jax(env, context, p, vendor=vendor)
     template = env.get_template("torch_config.py.j2")
@@ -325,7 +325,7 @@ def load_generated(
     import importlib.util
     import sys
 
-    from .catalog import catalog
+    from ..catalog import catalog
 
     if vendor is None:
         vendor = VENDOR_DEFAULT
@@ -351,6 +351,8 @@ def load_generated(
     if not path.is_file() or path.read_text(encoding="utf-8") != source:
         write_atomic(path, source, force=True)
     spec = importlib.util.spec_from_file_location(f"spectral_generated_{name}", path)
+    if spec is None or spec.loader is None:  # a .py path always has a loader
+        raise RuntimeError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     # registered like an import: torch.compile looks hook functions' modules up by name
     sys.modules[spec.name] = module

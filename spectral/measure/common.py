@@ -1,6 +1,6 @@
 """What the measurements share: role shapes, the μP-aligned init, norms, slopes, factories.
 
-:mod:`spectral.probe` (a declaration against its implementation), :mod:`spectral.infer` (a
+:mod:`spectral.measure.probe` (a declaration against its implementation), :mod:`spectral.infer` (a
 declaration from an implementation) and :mod:`spectral.coordcheck` (rules against training)
 measure the same things the same way; this module holds those pieces, so that none of the
 three imports another:
@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import SpecError, first_line
+from ..errors import SpecError, first_line
 
 __all__ = [
     "D0",

@@ -1,7 +1,7 @@
-"""``python -m spectral.cli.coordcheck_jax``: the JAX coordinate check from the command line.
+"""``python -m spectral.cli.coord_check_jax``: the JAX coordinate check from the command line.
 
-Parses the options into a :class:`~spectral.coordcheck_jax.JaxCoordCheckConfig`, runs
-:func:`~spectral.coordcheck_jax.run_coord_check_jax` with progress lines on standard error,
+Parses the options into a :class:`~spectral.coordcheck.jax.JaxCoordCheckConfig`, runs
+:func:`~spectral.coordcheck.jax.run_coord_check_jax` with progress lines on standard error,
 prints the slope table and writes the JSON; the check itself prints nothing.
 """
 
@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 
 from ..coordcheck import DEFAULT_ALPHA_BASE, PARAMETERIZATIONS
-from ..coordcheck_jax import JaxCoordCheckConfig, run_coord_check_jax, slope_table
+from ..coordcheck.jax import JaxCoordCheckConfig, run_coord_check_jax, slope_table
 from ..errors import SpecError
 
 __all__ = ["main"]
@@ -26,13 +26,13 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m spectral.cli.coordcheck_jax``: run the check, print the table (exit 2 on
+    """``python -m spectral.cli.coord_check_jax``: run the check, print the table (exit 2 on
     bad input, 1 when a μP slope fails)."""
     import json
     import sys
 
     p = argparse.ArgumentParser(
-        prog="python -m spectral.cli.coordcheck_jax",
+        prog="python -m spectral.cli.coord_check_jax",
         description="Coordinate check of the flax residual MLP through the module "
         "`spectral codegen --framework jax` writes (CPU); the table of `spectral coord-check`.",
     )

@@ -2,11 +2,11 @@
 
 The JAX twin of ``spectral coord-check --model mlp`` (:mod:`spectral.coordcheck`), on CPU::
 
-    python -m spectral.cli.coordcheck_jax --optimizer muon-kimi --others adamw --json out.json
+    python -m spectral.cli.coord_check_jax --optimizer muon-kimi --others adamw --json out.json
 
 For each parameterization (``sp``, ``mup-k1``, ``mup``), each point of a width sweep (at
 the smallest depth) and of a depth sweep (at the smallest width) and each seed,
-:class:`spectral.models_jax.ResidualMLP` is trained for ``steps`` steps on one fixed batch,
+:class:`spectral.models.flax.ResidualMLP` is trained for ``steps`` steps on one fixed batch,
 every piece taken from the module ``spectral codegen --framework jax`` writes: the block
 multipliers from ``multipliers(n, L)`` (the hidden one times ``α_base``), the
 initialisation from ``init(params, key, n, L, init_std=...)``, the optimizer from
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .coordcheck import (
+from . import (
     DEFAULT_ALPHA_BASE,
     DEFAULT_LR,
     EXTRA_METRICS,
@@ -40,7 +40,7 @@ from .coordcheck import (
     compute_slopes,
     record_step,
 )
-from .errors import SpecError
+from ..errors import SpecError
 
 __all__ = ["JaxCoordCheckConfig", "run_coord_check_jax", "slope_table"]
 
@@ -69,7 +69,7 @@ class JaxCoordCheckConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from .catalog import resolve
+        from ..catalog import resolve
 
         main = resolve(self.optimizer)
         self.optimizer = main.name
@@ -118,7 +118,7 @@ class JaxCoordCheckConfig:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.update(
-            model="mlp (flax nnx, spectral.models_jax.ResidualMLP)",
+            model="mlp (flax nnx, spectral.models.flax.ResidualMLP)",
             framework="jax",
             parameterizations=list(self.parameterizations),
             widths=list(self.widths),
@@ -142,7 +142,7 @@ def config_module(cfg: JaxCoordCheckConfig, param: str) -> Any:
     import tempfile
     from pathlib import Path
 
-    from .codegen import render
+    from ..codegen.torch import render
 
     k = cfg.rules_k("mup" if param == "sp" else param)
     key = (cfg.optimizer, cfg.others, k, cfg.base_width, cfg.base_depth)
@@ -188,7 +188,7 @@ def _train_point(
     import optax
     from flax import nnx
 
-    from .models_jax import ResidualMLP
+    from ..models.flax import ResidualMLP
 
     mod = config_module(cfg, param)
     w, d = (mod.BASE_WIDTH, mod.BASE_DEPTH) if param == "sp" else (width, depth)

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from spectral.torch.adapters import Adapter, is_norm
+from spectral.torch.classify import Adapter, is_norm
 from spectral.torch.hooks import our_hooks, placements
 
 BRANCH_TOLERANCE = 0.05

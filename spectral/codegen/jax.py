@@ -9,7 +9,7 @@ of each catalog file (:class:`~spectral.optimizers.entry.JaxImpl`, with the note
 was checked as comments) or, where optax has none (``NoJax``), the reason, which the
 runtime :mod:`spectral.jax` gives when ``optimizer()`` is called without
 ``transforms={name: fn}``. ``vendor=True`` writes one standalone file (standard library,
-jax and optax only), assembled by :mod:`spectral.vendor` from the runtime's own sources.
+jax and optax only), assembled by :mod:`spectral.codegen.vendor` from the runtime's own sources.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import ast
 from dataclasses import fields
 from typing import Any
 
-from .catalog import module_of
-from .optimizers.entry import JaxImpl, NoJax
+from ..catalog import module_of
+from ..optimizers.entry import JaxImpl, NoJax
 
 __all__ = ["JAX_RUNTIME", "render_jax"]
 

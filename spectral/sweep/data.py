@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import SpecError
+from ..errors import SpecError
 
 __all__ = ["Corpus", "stdlib_files", "stdlib_bytes", "load_data", "split_point", "BYTE_VOCAB"]
 
