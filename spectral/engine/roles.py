@@ -24,6 +24,7 @@ the readout. Each is derived and verified like the rest (``docs/roles.md``):
   with its own rules; as ``input_bias`` it shrinks as 1/n.
 * ``outer_weight`` (``W_o``, n × n): a width → width map outside the residual stream, applied
   once (a BERT MLM-head transform, a pooler); layer ``outer``, multiplier α_o = Θ(1).
+  ``outer_bias`` (``b_o``, n × 1) is its bias: ``input_bias``'s rules, its own name.
 * ``rank_down_weight`` (``D``, r × n) and ``rank_up_weight`` (``U``, n × r), r = Θ(1), inside a
   branch: a fixed-rank factorisation (DeepSeek's ``q_a_proj``/``kv_a_proj_with_mqa`` and
   ``q_b_proj``/``kv_b_proj``, Mamba's ``x_proj`` and ``dt_proj``, bottleneck adapters; an up
@@ -109,6 +110,7 @@ _FACTORISED = (
 EXTRA_ROLES: tuple[Role, ...] = (
     Role("output_bias", "Output biases", "output", True, _ONE, _ONE, "b_{L+1}"),
     Role("outer_weight", "Outer weights", "outer", False, _N, _N, "W_o"),
+    Role("outer_bias", "Outer biases", "outer", True, _ONE, _N, "b_o"),
     Role("rank_down_weight", "Rank-down weights", "hidden", False, _N, _ONE, "D", 2, _FACTORISED),
     Role("rank_up_weight", "Rank-up weights", "hidden", False, _ONE, _N, "U", 2, _FACTORISED),
     Role("hidden_vector", "Hidden vectors", "hidden", True, _ONE, _N, "v"),
