@@ -104,6 +104,8 @@ def test_laws_between_roles(name, k):
         assert rules["hidden_vector"] == rules["hidden_bias"]
         assert rules["outer_bias"] == rules["input_bias"]  # an n-vector outside, α = Θ(1)
         assert rules["output_bias"]["multiplier"] == rules["output_weight"]["multiplier"]
+    # outside the blocks, applied once: no multiplier to apply, whatever the optimizer
+    assert rules["outer_weight"]["multiplier"] == (0, 0)
     if k >= 2:  # width → fixed in a block: the router's rules, its own multiplier aside
         down = {hp: e for hp, e in rules["rank_down_weight"].items() if hp != "multiplier"}
         assert down == {hp: e for hp, e in rules["router_weight"].items() if hp != "multiplier"}
