@@ -47,6 +47,8 @@ TORCH_RUNTIME = (
     "spectral.torch.experts",
     "spectral.torch.optim",
     "spectral.torch.forward_checks",
+    "spectral.torch.twins",
+    "spectral.torch.width_check",
     "spectral.torch.check",
     "spectral.torch.export",
     "spectral.torch.config",
