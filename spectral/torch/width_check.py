@@ -75,6 +75,10 @@ class WidthRow:
     role: str
     init: list[float] = field(default_factory=list)
     step: list[float] = field(default_factory=list)
+    """The RMS of the one-step change its own parameters made (a weight module on its
+    input from before the step), else of its whole change."""
+    total: list[float] = field(default_factory=list)
+    """The RMS of its whole one-step change, its input's change included."""
     init_predicted: float | None = None
     step_predicted: float = STEP_EXPONENT
     fan_in: list[int] = field(default_factory=list)
@@ -250,7 +254,21 @@ def _measure_twin(
 
         return hook
 
+    inputs: dict[str, tuple[Any, Any]] = {}
+
+    def keep_input(name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any, kwargs: Any) -> None:
+            if name not in inputs:  # the input from before the step
+                inputs[name] = (_detached(args), _detached(kwargs))
+
+        return hook
+
     handles = [m.register_forward_hook(keep(n)) for n, _, m in tracked]
+    handles += [
+        m.register_forward_pre_hook(keep_input(n), with_kwargs=True)
+        for n, _, m in tracked
+        if _weight(m) is not None
+    ]
     biases = {
         name: b.detach().double().clone()
         for name, _, m in tracked
@@ -273,6 +291,7 @@ def _measure_twin(
     finally:
         for h in handles:
             h.remove()
+    own = _own_outputs(tracked, inputs)
     rows: dict[str, WidthRow] = {}
     for name, kind, module in tracked:
         if name not in before or name not in after or before[name].shape != after[name].shape:
@@ -284,7 +303,9 @@ def _measure_twin(
         row.features.append(int(before[name].shape[-1]) if before[name].ndim else 0)
         row.init_predicted = _init_exponent(rules, role, layer)
         row.init.append(_rms(before[name]))
-        row.step.append(_rms(after[name] - before[name]))
+        row.total.append(_rms(after[name] - before[name]))
+        moved = own[name] if name in own and own[name].shape == before[name].shape else after[name]
+        row.step.append(_rms(moved - before[name]))
         if w is not None:
             n_out, n_in = fans(module, w)
             row.fan_in.append(n_in)
@@ -312,7 +333,43 @@ def _measure_twin(
         )
         rows["logits"].init.append(_rms(before["logits"]))
         rows["logits"].step.append(_rms(after["logits"] - before["logits"]))
+        rows["logits"].total.append(rows["logits"].step[-1])
     return rows, batch
+
+
+def _detached(value: Any) -> Any:
+    """Tensors in (nested) args and kwargs detached, so the step does not change them."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, tuple):
+        return tuple(_detached(v) for v in value)
+    if isinstance(value, list):
+        return [_detached(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _detached(v) for k, v in value.items()}
+    return value
+
+
+@torch.no_grad()
+def _own_outputs(
+    tracked: list[tuple[str, str, nn.Module]], inputs: Mapping[str, tuple[Any, Any]]
+) -> dict[str, torch.Tensor]:
+    """Each weight module's output after the step on its input from before it: the change
+    its own parameters made (what its role's rules set), apart from what its input brought
+    (the modules before it answer for that). A module that cannot be called alone again is
+    left out: its whole change counts."""
+    out = {}
+    for name, _, module in tracked:
+        if name not in inputs:
+            continue
+        args, kwargs = inputs[name]
+        try:
+            y = _first_tensor(module(*args, **kwargs))
+        except Exception:  # noqa: BLE001, S112 - a module that needs more than its inputs
+            continue
+        if y is not None:
+            out[name] = y.detach().double()
+    return out
 
 
 def _zeroed_around(model: nn.Module, name: str) -> list[str]:
@@ -326,14 +383,15 @@ def _zeroed_around(model: nn.Module, name: str) -> list[str]:
     ]
 
 
-def _group(name: str) -> str:
+def group_name(name: str) -> str:
+    """The name with every layer index as N: one line names a module of every layer."""
     return re.sub(r"(?<=\.)\d+(?=\.)", "N", name)
 
 
 def _what_to_change(row: WidthRow, off_init: bool) -> str:
     """One hint: from the row's kind, the role's assumed dimensions and the twins' own."""
     if row.dead:
-        zeroed = ", ".join(dict.fromkeys(_group(z) for z in row.zeroed)) or "its weights"
+        zeroed = ", ".join(dict.fromkeys(group_name(z) for z in row.zeroed)) or "its weights"
         return (
             f"{zeroed} are all 0 after init_ (a bias role starts at 0): give them a role "
             "that keeps their values, or leave them out of init_"
@@ -430,7 +488,7 @@ def _finding(widths: list[int], row: WidthRow) -> tuple[float, str, bool] | None
         assert row.step_slope is not None
         gap = max(gap, abs(row.step_slope - row.step_predicted))
         what = "its effect's one-step change" if row.kind == "bias" else "one-step change"
-        parts.append(f"{what} ∝ n^{row.step_slope:.2f} (rules: n^{row.step_predicted:g})")
+        parts.append(f"{what} ∝ n^{row.step_slope:.2f} (rules: n^{row.step_predicted:.2g})")
     if not parts:
         return None
     return gap, ", ".join(parts), _mismatched(row)
@@ -444,6 +502,10 @@ def _problems(widths: list[int], rows: list[WidthRow]) -> list[str]:
         row.init_slope = slope(widths, row.init)
         row.step_slope = slope(widths, row.step)
     readout = next((r for r in rows if r.kind == "output"), None)
+    for row in rows:
+        total = slope(widths, readout.total) if readout is not None else None
+        if row.kind == "logits" and total is not None:
+            row.step_predicted = total  # the readout's output, its input's change included
     findings = {}
     for row in rows:
         if (
@@ -453,11 +515,11 @@ def _problems(widths: list[int], rows: list[WidthRow]) -> list[str]:
                 _off(mine, theirs)
                 for mine, theirs in (
                     (row.init_slope, readout.init_slope),
-                    (row.step_slope, readout.step_slope),
+                    (row.step_slope, row.step_predicted),
                 )
             )
         ):
-            continue  # the readout module's own slopes: named there when off
+            continue  # what the readout module outputs: judged there, on its own change
         found = _finding(widths, row)
         if found is not None:
             findings[row.name] = found
@@ -465,14 +527,14 @@ def _problems(widths: list[int], rows: list[WidthRow]) -> list[str]:
     grouped: dict[str, list[WidthRow]] = {}
     for row in rows:
         if row.name in findings:
-            grouped.setdefault(_group(row.name), []).append(row)
+            grouped.setdefault(group_name(row.name), []).append(row)
     lines = _not_branch_ends(widths, rows)
     for group, members in grouped.items():
         row = max(members, key=lambda r: findings[r.name][0])
         _, measured, own = findings[row.name]
         if causes and not own and row.kind not in ("logits", "bias"):
             hint = (
-                f"its own dimensions fit {row.label}: it follows from {_group(causes[0])}, "
+                f"its own dimensions fit {row.label}: it follows from {group_name(causes[0])}, "
                 "named here too"
             )
         else:
@@ -570,6 +632,7 @@ def check_widths(
                 other = rows_at[name]
                 row.init += other.init
                 row.step += other.step
+                row.total += other.total
                 row.fan_in += other.fan_in
                 row.fan_out += other.fan_out
                 row.features += other.features
