@@ -488,7 +488,9 @@ def _finding(widths: list[int], row: WidthRow) -> tuple[float, str, bool] | None
         assert row.step_slope is not None
         gap = max(gap, abs(row.step_slope - row.step_predicted))
         what = "its effect's one-step change" if row.kind == "bias" else "one-step change"
-        parts.append(f"{what} ∝ n^{row.step_slope:.2f} (rules: n^{row.step_predicted:.2g})")
+        # the logits' whole change is compared with the readout module's whole change
+        source = "the readout's" if row.kind == "logits" else "rules:"
+        parts.append(f"{what} ∝ n^{row.step_slope:.2f} ({source} n^{row.step_predicted:.2g})")
     if not parts:
         return None
     return gap, ", ".join(parts), _mismatched(row)
