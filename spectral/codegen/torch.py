@@ -48,6 +48,7 @@ TORCH_RUNTIME = (
     "spectral.torch.optim",
     "spectral.torch.forward_checks",
     "spectral.torch.twins",
+    "spectral.torch.width_verdict",
     "spectral.torch.width_check",
     "spectral.torch.check",
     "spectral.torch.export",
