@@ -40,8 +40,8 @@ def configure_check(p: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--model-factory",
         metavar="MODULE:FUNC",
-        help="FUNC(width) returns your model at that width (a few layers); MODULE is a dotted "
-        "module or a path to a .py file",
+        help="FUNC(width) or FUNC(width, depth) returns your model at that width (depth: 2 "
+        "layers), as for coord-check; MODULE is a dotted module or a path to a .py file",
     )
     source.add_argument(
         "--hf-config",
@@ -106,6 +106,19 @@ def _hf_model(path: str) -> Any:
         return cls(config)
 
 
+def _by_width(fn: Any) -> Any:
+    """FUNC(width), or FUNC(width, depth) given the twins' depth (coord-check's factories)."""
+    import inspect
+
+    from ..torch.twins import TWIN_LAYERS
+
+    try:
+        takes = len(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return fn
+    return (lambda width: fn(width, TWIN_LAYERS)) if takes >= 2 else fn
+
+
 def _table(report: Any, title: str) -> Any:
     from rich.table import Table
 
@@ -164,7 +177,9 @@ def run_check(args: argparse.Namespace) -> int:
         with user_code("the check across widths", args.timeout):
             if args.model_factory:
                 with user_code(f"importing {args.model_factory}", args.timeout):
-                    factory = load_callable(args.model_factory, option="--model-factory")
+                    factory = _by_width(
+                        load_callable(args.model_factory, option="--model-factory")
+                    )
                 model = factory(min(args.widths))
             else:
                 factory, model = None, _hf_model(args.hf_config)
