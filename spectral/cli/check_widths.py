@@ -130,7 +130,7 @@ def _table(report: Any, title: str) -> Any:
         if predicted is None:
             return f"{measured:+.2f}"
         off = abs(measured - predicted) > SLOPE_TOLERANCE
-        text = f"{measured:+.2f} ({predicted:+g})"
+        text = f"{measured:+.2f} ({predicted:+.2g})"
         return f"[red]{text}[/red]" if off else text
 
     t = Table(title=title)
