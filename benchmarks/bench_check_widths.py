@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument(
+        "--widths", default=",".join(map(str, WIDTHS)), help="twin widths (multiples of 128)"
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -65,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_generated(
         "muon-kimi", "adamw", base_width=256, base_depth=2, folder=tempfile.mkdtemp()
     )
+    widths = [int(w) for w in args.widths.split(",")]
     builds, checks, cpus = [], [], []
     for _ in range(args.repeat):
         start = time.perf_counter()
@@ -72,25 +76,28 @@ def main(argv: list[str] | None = None) -> int:
         builds.append(time.perf_counter() - start)
         start, cpu = time.perf_counter(), time.process_time()
         report = check_widths(
-            cfg.CONFIG, model, WIDTHS, base={"lr": 3e-3, "weight_decay": 0.1}, timeout=None
+            cfg.CONFIG, model, widths, base={"lr": 3e-3, "weight_decay": 0.1}, timeout=None
         )
         checks.append(time.perf_counter() - start)
         cpus.append(time.process_time() - cpu)
-        if report.problems or len(report.rows) < 10:
-            print("unexpected result:", report.problems[:3], file=sys.stderr)
+        if len(report.rows) < 10:
+            print("not measured:", report.problems[:3], file=sys.stderr)
             return 1
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     check_s, build_s = statistics.median(checks), statistics.median(builds)
-    print(f"Llama-7B config (32 layers) on meta, twins at widths {WIDTHS}, 2 layers:")
+    print(f"Llama-7B config (32 layers) on meta, twins at widths {widths}, 2 layers:")
     print(f"  build on meta    median {build_s:6.2f} s over {args.repeat}")
     cpu_s = statistics.median(cpus)
     print(f"  check(widths=)   median {cpu_s:6.2f} s CPU over {args.repeat} (target ≤ {TARGET_S:g} s)")
     print(f"                   median {check_s:6.2f} s wall (other jobs on the machine included)")
     print(f"  peak memory      {peak / 1024**3:6.2f} GB (target ≤ {TARGET_BYTES / 1024**3:g} GB)")
-    print(f"  modules measured {len(report.rows)}")
+    print(f"  modules measured {len(report.rows)}, named {len(report.problems)}")
+    for line in report.problems:
+        print(f"  {line}")
     if args.no_check:
         return 0
-    return 0 if cpu_s <= TARGET_S and peak <= TARGET_BYTES else 1
+    fast = cpu_s <= TARGET_S and peak <= TARGET_BYTES
+    return 0 if fast and not report.problems else 1
 
 
 if __name__ == "__main__":

@@ -264,6 +264,7 @@ def _measure_twin(
             b_role = next((r for _, p, r, _ in roles_list if p is bias), "")
             moved = (bias.detach().double() - biases[name]) * factor
             b_row = WidthRow(f"{name}.bias", "bias", b_role, init_predicted=None)
+            b_row.scaled = id(module) in hooked
             b_row.init.append(_rms(biases[name] * factor))
             b_row.step.append(_rms(moved))
             rows[b_row.name] = b_row

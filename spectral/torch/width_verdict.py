@@ -56,6 +56,8 @@ class WidthRow:
     features: list[int] = field(default_factory=list)
     """The last dimension of the module's output at each width."""
     owns_weight: bool = True
+    scaled: bool = False
+    """A bias whose module's output a block multiplier scales."""
     init_slope: float | None = None
     step_slope: float | None = None
 
@@ -127,6 +129,8 @@ def _what_to_change(row: WidthRow, off_init: bool) -> str:
             "logits with the width (a built-in divisor such as Granite's logits_scaling); keep "
             "it constant across widths or divide it out"
         )
+    if row.kind == "bias" and not row.scaled:
+        return f"role {row.role}'s learning rate does not move its effect by the same at every width"
     if row.kind == "bias":
         return (
             f"its effect is scaled by its module's multiplier, which role {row.role}'s learning "
