@@ -85,6 +85,7 @@ def test_page_has_its_walkthroughs():
         "when-something-is-wrong",
         "base-values-per-role",
         "hybrids-and-schedulers",
+        "the-check-across-widths",
     } <= slugs
     for s in SECTIONS:
         assert s["codegen"], f"{s['title']}: no `spectral codegen` command before it"

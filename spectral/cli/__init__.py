@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import DerivationError, SpectralError
 from ..render import FORMATS  # the formats render.render() knows: one list
 from ..text import for_terminal
+from . import check_widths as _check_widths
 from . import coord_check as _checks
 from . import codegen as cli_codegen
 from . import infer as cli_infer
@@ -186,6 +187,12 @@ COMMANDS["coord-check"] = Command(
     description="Coordinate check: train the residual MLP or the GPT for a few steps under sp, "
     "mup-k1 and mup across a width sweep and a depth sweep; fit the log-log slope of ‖h_L‖_R and "
     "‖h_L(t) − h_L(0)‖_R at the last step (pass: |slope| ≤ 0.15); JSON, PNGs and a table.",
+)
+COMMANDS["check"] = Command(
+    "check a model across widths: each module's slopes against the rules' exponents",
+    _check_widths.configure_check,
+    _check_widths.run_check,
+    description=_check_widths.DESCRIPTION,
 )
 COMMANDS["probe"] = Command(
     "measure a real optimizer's update norm and compare its width exponent with the declaration",

@@ -7,7 +7,7 @@ function of the module that owns the concern.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -128,6 +128,9 @@ class Config(TorchRules):
         adapter: AdapterLike | None = None,
         example_input: Any = None,
         measure: bool = True,
+        widths: Sequence[int] | None = None,
+        factory: Callable[[int], nn.Module] | None = None,
+        timeout: float | None = 120.0,
         **base: Any,
     ) -> list[str]:
         return check_model(
@@ -142,6 +145,9 @@ class Config(TorchRules):
             adapter=adapter,
             example_input=example_input,
             measure=measure,
+            widths=widths,
+            factory=factory,
+            timeout=timeout,
             **base,
         )
 
