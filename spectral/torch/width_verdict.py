@@ -22,6 +22,9 @@ FAN_IN_GROWS = {
     "hidden_weight": True,
     "output_weight": True,
     "router_weight": True,
+    "outer_weight": True,
+    "rank_down_weight": True,
+    "rank_up_weight": False,
 }
 """Whether a weight role's fan-in grows with the width (spectral.engine.roles: n_in)."""
 FAN_OUT_GROWS = {
@@ -29,6 +32,9 @@ FAN_OUT_GROWS = {
     "hidden_weight": True,
     "output_weight": False,
     "router_weight": False,
+    "outer_weight": True,
+    "rank_down_weight": False,
+    "rank_up_weight": True,
 }
 """Whether a weight role's fan-out grows with the width (spectral.engine.roles: n_out)."""
 
