@@ -41,6 +41,7 @@ __all__ = [
     "base_value",
     "ratios",
     "scale_rules",
+    "unknown_role",
 ]
 
 BaseValue = float | Mapping[str, float]
@@ -57,6 +58,18 @@ LAYER_OF: dict[str, str] = {
 """Role -> the layer whose block multiplier it shares. A router (an E x n map inside a
 block: a mixture of experts' router, a gate) has its own, on its logits: Theta(1) in every
 derivation (docs/router.md), so only a base value given for it changes anything."""
+
+
+
+def unknown_role(pattern: object, role: object) -> str | None:
+    """The one-line problem with a ``pattern -> role`` pair whose role is misspelt
+    (``hidden_wieght``); None for a known role. Every runtime's ``patterns=`` and adapter
+    roles are checked with it before any parameter is matched, so a typo is named as such
+    rather than surfacing as parameters that match no pattern."""
+    if isinstance(role, str) and role in LAYER_OF:
+        return None
+    return f"pattern {pattern!r} maps to unknown role {role!r} (roles: {', '.join(LAYER_OF)})"
+
 
 MAX_SIZE = 2**53
 """Largest width or depth: every integer up to it is an exact float."""
