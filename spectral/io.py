@@ -300,8 +300,10 @@ def check_output_folder(path: str | os.PathLike[str], *, option: str = "") -> bo
     """
     raw = os.fsdecode(os.fspath(path))
     lead = f"{option} {raw}" if option else raw
-    if raw == "" or "\0" in raw:
-        raise OutputError(f"{option or 'the output folder'}: " + ("empty path" if raw == "" else "the path contains a NUL character"))
+    if raw == "":
+        raise OutputError(f"{option or 'the output folder'}: empty path")
+    if "\0" in raw:
+        raise OutputError(f"{option or 'the output folder'}: the path contains a NUL character")
     if os.path.lexists(raw):
         if not os.path.isdir(raw):
             what = "a dangling symbolic link" if not os.path.exists(raw) else "not a folder"

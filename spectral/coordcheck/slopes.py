@@ -184,19 +184,21 @@ def compute_slopes(
 
 def judge(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The verdict part of a coordinate check's result, for the torch and the JAX check
-    alike: ``pass_rule``, ``pass`` (every μP slope passes and no μP run diverged; ``None``
-    without a μP parameterization), ``diverged`` (:func:`diverged`, any parameterization),
-    ``slopes`` (judged) and ``extra_slopes`` (reported)."""
+    alike: ``pass_rule``; ``pass`` (every μP slope passes and no μP run diverged; ``None``
+    without a μP parameterization); ``diverged``, the first judged run that went NaN or
+    infinite (:func:`diverged`; the judged runs are the μP ones, or the ``sp`` ones when
+    only ``sp`` is checked: ``sp`` beside μP is the comparison, expected to blow up at
+    large sizes, and its divergence only drops points from its fits); ``slopes`` (judged)
+    and ``extra_slopes`` (reported)."""
     slopes = compute_slopes(points, metrics=METRICS, judged=True)
     extra = compute_slopes(points, metrics=EXTRA_METRICS, judged=False)
     mu = [s for s in slopes if s["parameterization"] != "sp"]
-    blown = diverged(points)
-    mu_blown = diverged(p for p in points if p["parameterization"] != "sp")
+    blown = diverged([p for p in points if p["parameterization"] != "sp"] or points)
     return {
         "pass_rule": f"|slope| <= {SLOPE_TOLERANCE} at the last step, for h and delta_h, "
-        "against width and against depth, and no run diverged (NaN or inf); sp is judged "
-        "by the same test",
-        "pass": all(s["pass"] for s in mu) and mu_blown is None if mu else None,
+        "against width and against depth, and no mup run diverged (NaN or inf); sp is "
+        "judged by the same slope test",
+        "pass": all(s["pass"] for s in mu) and blown is None if mu else None,
         "diverged": blown,
         "slopes": slopes,
         "extra_slopes": extra,
