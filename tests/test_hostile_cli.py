@@ -584,10 +584,13 @@ def test_coord_check_plots_folder_that_cannot_be_made_is_refused_before_work(whe
 
 
 def test_coord_check_wrote_lines_escape_a_newline_in_the_path(tmp_path, capsys):
+    """The --plots folder (made at the end, --json inside it) has a newline and rich markup
+    in its name: each "wrote" line is one line, the newline escaped, the markup literal."""
     folder = tmp_path / "a\nb[red]"
-    code, out, err = run([*TINY_COORD, "--plots", str(folder), "--prefix", "t"], capsys)
+    argv = [*TINY_COORD, "--plots", str(folder), "--prefix", "t", "--json", str(folder / "r.json")]
+    code, out, err = run(argv, capsys)
     assert code in (0, 1), err
     wrote = [line for line in out.splitlines() if line.startswith("wrote ")]
     escaped = str(folder).replace("\n", "\\x0a")
     assert wrote == [f"wrote {escaped}/t-width.png", f"wrote {escaped}/t-depth.png"]
-    assert sorted(os.listdir(folder)) == ["t-depth.png", "t-width.png"]
+    assert sorted(os.listdir(folder)) == ["r.json", "t-depth.png", "t-width.png"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -384,7 +385,10 @@ def _coord_outputs(args: argparse.Namespace, cfg: Any) -> list[str]:
         plots = [str(Path(args.plots) / f"{prefix}-{axis}.png") for axis in ("width", "depth")]
     pngs = {f"--plots ({Path(p).name})": p for p in plots}
     check_distinct({"--json": args.json, "--plots": args.plots, **pngs})
-    if args.json is not None:
+    # --json DIR/r.json --plots DIR, DIR still to be made: nothing is there to refuse yet
+    into_new = args.json is not None and bool(plots) and not folder_exists and (
+        os.path.realpath(os.path.dirname(args.json) or ".") == os.path.realpath(args.plots))
+    if args.json is not None and not into_new:
         check_output(args.json, force=args.force, option="--json")
     if folder_exists:  # a folder still to be made holds no PNG yet
         for option, path in pngs.items():
