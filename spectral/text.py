@@ -16,9 +16,10 @@ user text passes through exactly one function per medium:
 * :func:`for_python` — a Python string literal (ASCII, ``repr``-style escapes) for
   generated code, and :func:`for_docstring` for text inside a generated docstring.
 
-JSON a user typed or a file holds is parsed by :func:`load_json` alone: every way it can
-fail (bad syntax, nesting past the recursion limit, an integer too long for Python to
-convert, a number JSON cannot hold such as ``1e999``) is one :class:`ValueError` line.
+JSON a user typed or a file holds is parsed by :func:`load_json` alone, TOML by
+:func:`load_toml`: every way they can fail (bad syntax, nesting past the recursion limit, an
+integer too long for Python to convert, a number JSON cannot hold such as ``1e999``) is one
+:class:`ValueError` line.
 
 Judgement calls, documented here once:
 
@@ -36,6 +37,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+import tomllib
 import unicodedata
 from typing import Any
 
@@ -50,6 +53,7 @@ __all__ = [
     "for_rich",
     "for_terminal",
     "load_json",
+    "load_toml",
     "strip_bom",
 ]
 
@@ -250,6 +254,21 @@ def load_json(text: str, *, max_depth: int | None = None, non_finite: bool = Fal
         raise ValueError(str(exc)) from None
     except RecursionError:
         raise ValueError("JSON nested too deep") from None
+
+
+def load_toml(text: str) -> dict[str, Any]:
+    """The table of TOML ``text``; every failure is one :class:`ValueError` line starting
+    ``invalid TOML:`` (bad syntax with its line, nesting past the recursion limit, an integer
+    longer than Python converts: ``tomllib`` has no hook to bound them as JSON's has)."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ValueError("invalid TOML: nested too deeply") from None
+    except ValueError:  # int() of a literal past sys.get_int_max_str_digits()
+        limit = sys.get_int_max_str_digits()
+        raise ValueError(f"invalid TOML: an integer of more than {limit} digits") from None
 
 
 def _nesting(text: str) -> int:

@@ -543,3 +543,14 @@ def test_codegen_wrote_line_escapes_a_newline_in_the_path(tmp_path, capsys):
     escaped = str(tmp_path) + "/a\\x0ab\\x1b[31m.py"
     assert err == f"wrote {escaped} (adamw, k = 2)\n"
     assert out == "" and path.is_file()
+
+
+@pytest.mark.parametrize("field", ["bogus", "update_norm"])
+def test_spec_with_a_5001_digit_integer_is_one_line(field, tmp_path, capsys):
+    """tomllib converts integer literals with int(), which refuses past 4,300 digits."""
+    path = spec_file(tmp_path, f'name = "x"\n{field} = {"9" * 5001}\n')
+    code, out, err = run(["derive", "--spec", str(path), "-o", str(tmp_path / "rules.md")], capsys)
+    assert_contract(code, out, err)
+    assert code == 2
+    assert err == f"error: {path}: invalid TOML: an integer of more than 4300 digits\n"
+    assert os.listdir(tmp_path) == ["s.toml"]

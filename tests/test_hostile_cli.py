@@ -594,3 +594,16 @@ def test_coord_check_wrote_lines_escape_a_newline_in_the_path(tmp_path, capsys):
     escaped = str(folder).replace("\n", "\\x0a")
     assert wrote == [f"wrote {escaped}/t-width.png", f"wrote {escaped}/t-depth.png"]
     assert sorted(os.listdir(folder)) == ["r.json", "t-depth.png", "t-width.png"]
+
+
+def test_adapter_toml_file_with_a_huge_integer_is_one_line(tmp_path, capsys, no_work):
+    adapter = tmp_path / "adapter.toml"
+    adapter.write_text(f'input = ["embed"]\nfinal = {HUGE}\n')
+    argv = [*TINY_COORD, "--model-factory", "hostile_user:printing_model", "--adapter", str(adapter),
+            "--plots", str(tmp_path / "p")]
+    code, out, err = run(argv, capsys)
+    assert code == 2 and out == ""
+    assert error_line(err) == (
+        f"error: --adapter {adapter}: cannot read it: invalid TOML: an integer of more than 4300 digits"
+    )
+    assert os.listdir(tmp_path) == ["adapter.toml"]

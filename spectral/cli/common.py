@@ -229,7 +229,7 @@ def load_adapter(text: str) -> dict[str, Any]:
     path = Path(text)
     if path.suffix in (".toml", ".json"):
         from ..io import read_user_file
-        from ..text import load_json
+        from ..text import load_json, load_toml
 
         try:
             raw = read_user_file(path, max_bytes=1 << 20).decode("utf-8")
@@ -237,18 +237,10 @@ def load_adapter(text: str) -> dict[str, Any]:
             raise SpecError(f"--adapter {exc}") from None
         except UnicodeDecodeError:
             raise fail("cannot read it: not UTF-8 text") from None
-        if path.suffix == ".toml":
-            import tomllib
-
-            try:
-                data: Any = tomllib.loads(raw)
-            except ValueError as exc:
-                raise fail(f"cannot read it: {first_line(exc)}") from None
-        else:
-            try:
-                data = load_json(raw, max_depth=16)
-            except ValueError as exc:  # one line already: bad syntax, a 5,000-digit number
-                raise fail(f"cannot read it: {exc}") from None
+        try:
+            data: Any = load_toml(raw) if path.suffix == ".toml" else load_json(raw, max_depth=16)
+        except ValueError as exc:  # one line already: bad syntax, a 5,000-digit number
+            raise fail(f"cannot read it: {exc}") from None
         if isinstance(data, dict) and set(data) == {"adapter"}:
             data = data["adapter"]
     else:
