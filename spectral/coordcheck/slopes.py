@@ -58,9 +58,10 @@ def record_step(
 
     ``run`` is ``(parameterization, axis, width, depth, seed)``, ``values`` the metrics.
     A non-finite value is stored as it is, NaN or ±inf (the slope fit drops that point;
-    :func:`diverged` names it). A run stops at its last step, or when it diverged (any of
-    :data:`DIVERGENCE_METRICS` not finite: training on is meaningless); then the remaining
-    steps are padded with the last point, so that every step has one.
+    :func:`diverged` names the first). A run stops at its last step, or when ``h`` diverged;
+    then the remaining steps are padded with the last point, so that every step has one (a
+    run whose loss alone went NaN trains on: its ``h`` at the last step is still measured,
+    not a stale earlier value, and :func:`judge` fails it anyway).
     """
     param, axis, width, depth, seed = run
     point: dict[str, Any] = {
@@ -73,7 +74,7 @@ def record_step(
     }
     point.update(values)
     points.append(point)
-    if t < steps and not _not_finite(point):
+    if t < steps and math.isfinite(point["h"]):
         return False
     points.extend({**point, "step": tt} for tt in range(t + 1, steps + 1))
     return True
