@@ -60,7 +60,6 @@ block: a mixture of experts' router, a gate) has its own, on its logits: Theta(1
 derivation (docs/router.md), so only a base value given for it changes anything."""
 
 
-
 def unknown_role(pattern: object, role: object) -> str | None:
     """The one-line problem with a ``pattern -> role`` pair whose role is misspelt
     (``hidden_wieght``); None for a known role. Every runtime's ``patterns=`` and adapter
