@@ -45,6 +45,7 @@ __all__ = [
     "keeps_own_init",
     "ratios",
     "scale_rules",
+    "unknown_role",
 ]
 
 BaseValue = float | Mapping[str, float]
@@ -86,6 +87,17 @@ generated with --all-roles (load_generated(..., all_roles=True))."""
 MIN_K: dict[str, int] = {"rank_down_weight": 2, "rank_up_weight": 2}
 """Roles that only blocks of k >= 2 maps hold: a fixed-rank factor is one of at least two
 maps of its branch (n -> r -> n), so a k = 1 config has no rule for it."""
+
+
+def unknown_role(pattern: object, role: object) -> str | None:
+    """The one-line problem with a ``pattern -> role`` pair whose role is misspelt
+    (``hidden_wieght``); None for a known role. Every runtime's ``patterns=`` and adapter
+    roles are checked with it before any parameter is matched, so a typo is named as such
+    rather than surfacing as parameters that match no pattern."""
+    if isinstance(role, str) and role in LAYER_OF:
+        return None
+    return f"pattern {pattern!r} maps to unknown role {role!r} (roles: {', '.join(LAYER_OF)})"
+
 
 MAX_SIZE = 2**53
 """Largest width or depth: every integer up to it is an exact float."""

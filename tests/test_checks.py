@@ -9,7 +9,16 @@ import sys
 
 import pytest
 
-from spectral.coordcheck import SLOPE_TOLERANCE, aggregate, compute_slopes, fit_slope, slope_passes
+from spectral.coordcheck import (
+    SLOPE_TOLERANCE,
+    aggregate,
+    compute_slopes,
+    divergence_text,
+    diverged,
+    fit_slope,
+    judge,
+    slope_passes,
+)
 
 
 @pytest.mark.parametrize("exponent", [-1.0, -0.5, 0.0, 0.25, 1.5])
@@ -75,6 +84,36 @@ def test_compute_slopes_last_step():
     assert by[("mup", "depth", "delta_h")]["slope"] == pytest.approx(0.0)
     assert by[("mup", "width", "h")]["pass"] is True
     assert all(s["step"] == 1 for s in slopes)
+
+
+def _blow(points, param, metric, value):
+    """``points`` with ``metric`` set to ``value`` at the last step of width 64, seed 0."""
+    return [
+        dict(p, **{metric: value})
+        if (p["parameterization"], p["axis"], p["width"], p["seed"], p["step"]) == (param, "width", 64, 0, 1)
+        else p
+        for p in points
+    ]
+
+
+def test_judge_fails_a_diverged_mup_run_and_only_notes_sp():
+    """Issue 30: a μP run whose loss or activations went NaN or inf fails the check and is
+    named; sp beside μP is the comparison (it blows up at large sizes by design)."""
+    clean = judge(_points())
+    assert clean["pass"] is True and clean["diverged"] is None
+    where = {"axis": "width", "width": 64, "depth": 2, "seed": 0, "step": 1}
+    mup = judge(_blow(_points(), "mup", "loss", math.nan))
+    assert mup["pass"] is False
+    assert mup["diverged"] == {"parameterization": "mup", **where, "metric": "loss", "value": "NaN"}
+    assert divergence_text(mup["diverged"]) == "diverged at step 1 (mup, n = 64, L = 2, seed 0): the loss is NaN"
+    sp_points = _blow(_points(), "sp", "h", math.inf)
+    sp = judge(sp_points)
+    assert sp["pass"] is True and sp["diverged"] is None
+    assert diverged(sp_points) == {"parameterization": "sp", **where, "metric": "h", "value": "inf"}
+    only_sp = judge([p for p in sp_points if p["parameterization"] == "sp"])
+    assert only_sp["pass"] is None and only_sp["diverged"]["metric"] == "h"
+    # read back from JSON, NaN and inf are both null
+    assert diverged(_blow(_points(), "mup", "out", None))["value"] is None
 
 
 # --------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The ``spectral`` command line: a thin layer over the API.
 
 Exit codes: 0 success, 1 the conditions could not be turned into rules
-(:class:`~spectral.errors.DerivationError`), 2 bad usage or bad input (argparse errors,
+(:class:`~spectral.errors.DerivationError`) or a measurement says they do not hold (a failing
+``probe``, an ``infer`` that fits no rule, a ``coord-check`` whose model diverged: NaN or
+inf), 2 bad usage or bad input (argparse errors,
 :class:`~spectral.errors.SpecError`, unknown optimizers, refusing to overwrite a file).
 Bad input never shows a traceback: every :class:`~spectral.errors.SpectralError` is caught
 in :func:`main` and printed as ``error: <message>``.

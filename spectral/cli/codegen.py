@@ -151,7 +151,7 @@ def configure_codegen(p: argparse.ArgumentParser) -> None:
 def run_codegen(args: argparse.Namespace) -> int:
     import sys
 
-    from .common import EXIT_OK, emit
+    from .common import EXIT_OK, emit, wrote
     from ..codegen.torch import render
 
     p = _plan(args)
@@ -174,7 +174,7 @@ def run_codegen(args: argparse.Namespace) -> int:
             "optimizer that takes vectors, e.g. --others adamw, otherwise)\n"
         )
     if args.output:
-        sys.stderr.write(f"wrote {args.output} ({p.label}, k = {args.k})\n")
+        wrote(args.output, f" ({p.label}, k = {args.k})", stderr=True)
     return EXIT_OK
 
 

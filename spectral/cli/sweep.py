@@ -34,7 +34,9 @@ from ..sweep.options import (
 from ..sweep.records import RUNS_FILE, check_appendable
 from ..sweep.exponent import FitKey, fit_configs, parse_fit_key, with_factor
 from ..sweep.tune import apply, base_configs, candidates, label, parse_tune
+from ..text import for_terminal
 from . import options
+from .common import wrote
 
 __all__ = ["configs_from_args", "configure_parser", "main", "run_from_args"]
 
@@ -261,7 +263,7 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
     def warn(message: str) -> None:  # each damaged line once, however often it is read
         if message not in warned:
             warned.add(message)
-            sys.stderr.write(f"warning: {message}\n")
+            sys.stderr.write(f"warning: {for_terminal(message)}\n")
             sys.stderr.flush()
 
     for cfg in cfgs:
@@ -275,7 +277,7 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
         if fit_keys:
             for pth in sweep_fit.fit_exponents(cfg, fit_keys, _log2_factors(args), tune, seeds, out,
                                                train, warn=warn, command=command):
-                print(f"wrote {pth}")
+                wrote(pth)
             continue
         choice = None
         if tune:
@@ -285,16 +287,16 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
             train(replace(cfg, seed=s))
         paths = sweep_report.write_report(out, cfg, seeds=seeds, choice=choice, warn=warn)
         for pth in paths:
-            print(f"wrote {pth}")
+            wrote(pth)
     if fit_keys:
         index = sweep_fit.write_exponent_index(out_root, OPTIMIZERS)
         if index is not None:
-            print(f"wrote {index}")
+            wrote(index)
         return 0
     # the index covers every optimizer folder under --out that has a report
     known = [replace(cfgs[0], optimizer=o) for o in OPTIMIZERS if (out_root / o / "drift.json").is_file()]
     if known:
-        print(f"wrote {sweep_report.write_index(out_root, known)}")
+        wrote(sweep_report.write_index(out_root, known))
     return 0
 
 

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from spectral.scaling import BIAS_ROLES, LAYER_OF
+from spectral.scaling import BIAS_ROLES, LAYER_OF, unknown_role
 
 
 class Adapter(NamedTuple):
@@ -171,8 +171,9 @@ def classify(
         pairs += family.roles
     for pattern, role in (*pairs, *DEFAULT_PATTERNS):
         if pattern == path or re.search(pattern, path):
-            if role not in LAYER_OF:
-                raise ValueError(f"pattern {pattern!r} maps to unknown role {role!r}")
+            problem = unknown_role(pattern, role)
+            if problem is not None:
+                raise ValueError(problem)
             return role
     shape = f" (shape {tuple(leaf.shape)})" if hasattr(leaf, "shape") else ""
     raise ValueError(
@@ -194,11 +195,9 @@ def placed(
     # one list: an iterator of pairs is read here and again in classify
     patterns = _pairs(patterns)
     for pattern, role in (*patterns, *(family.roles if family is not None else ())):
-        if role not in LAYER_OF:
-            raise ValueError(
-                f"pattern {pattern!r} maps to unknown role {role!r}; roles: "
-                + ", ".join(LAYER_OF)
-            )
+        problem = unknown_role(pattern, role)
+        if problem is not None:
+            raise ValueError(problem)
     out, unplaced = [], []
     for path, leaf in leaves:
         try:

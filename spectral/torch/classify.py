@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from spectral.scaling import LAYER_OF
+from spectral.scaling import LAYER_OF, unknown_role
 from spectral.torch.families import ADAPTERS, DEFAULT_PATTERNS, Adapter
 from spectral.torch.ties import tie_problem
 
@@ -142,8 +142,9 @@ def classify(
         pairs += family.roles
     for pattern, role in (*pairs, *DEFAULT_PATTERNS):
         if pattern == name or re.search(pattern, name):
-            if role not in LAYER_OF:
-                raise ValueError(f"pattern {pattern!r} maps to unknown role {role!r}")
+            problem = unknown_role(pattern, role)
+            if problem is not None:
+                raise ValueError(problem)
             return role
     shape = f" (shape {tuple(param.shape)})" if hasattr(param, "shape") else ""
     raise ValueError(
@@ -161,10 +162,15 @@ def classified(
     """(name, parameter, role, owning module) for every parameter; one error names every
     parameter that no pattern places. A tied input/output embedding is one entry (role
     input_weight) where ``rules`` (the config) allow it; any other tie is refused."""
-    pairs = patterns.items() if isinstance(patterns, Mapping) else patterns or ()
+    # one list: an iterator of pairs is read here and again in classify
+    pairs = list(patterns.items() if isinstance(patterns, Mapping) else patterns or ())
     for pattern, _ in pairs:
         checked_pattern(pattern, "patterns")
     family = as_adapter(adapter, model)
+    for pattern, role in (*pairs, *(family.roles if family is not None else ())):
+        problem = unknown_role(pattern, role)  # a typo, not "matches no role pattern"
+        if problem is not None:
+            raise ValueError(problem)
     refused = refusals(model, family)
     if refused:
         raise ValueError("; ".join(refused))
@@ -177,7 +183,7 @@ def classified(
     unplaced = []
     for name, p in model.named_parameters(remove_duplicate=False):
         try:
-            role = classify(name, p, patterns, family)
+            role = classify(name, p, pairs, family)
         except ValueError:
             unplaced.append(f"{name} {tuple(p.shape)}")
             continue
