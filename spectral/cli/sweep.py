@@ -31,7 +31,8 @@ from ..sweep.options import (
     check_base_values,
     resolve_device,
 )
-from ..sweep.records import RUNS_FILE, check_appendable
+from ..sweep.records import RUNS_FILE, check_appendable, read_runs
+from ..sweep.retune import has_retune_runs, retune_configs, retuned_rows
 from ..sweep.exponent import FitKey, fit_configs, parse_fit_key, with_factor
 from ..sweep.tune import apply, base_configs, candidates, label, parse_tune
 from . import options
@@ -86,6 +87,10 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         "e.g. output=1,4,16,64, or lr.ROLE for a factor on that role's base η as in --lr-scale "
                         "(lr.input_weight=0.25,1,4), or init.ROLE for a factor on its base init std as in --init-scale; repeat for several keys (all combinations); "
                         "'none': no tuning, also where the preset tunes")
+    p.add_argument("--no-sp-retune", action="store_true",
+                   help="with --tune: do not re-tune SP at every size (by default SP gets, at every size, "
+                        "the search μP gets at the base: every --tune value × every log2 η; the report "
+                        "sets SP re-tuned beside SP at the base values and μP)")
     p.add_argument("--fit-exponent", action="append", type=parse_fit_key, default=[], metavar="KEY",
                    help="measure the exponent the loss wants for one role instead of the transfer sweep: "
                         "lr.ROLE, init.ROLE or multiplier.KEY; μP at the base-optimal η (over --log2-lrs, "
@@ -254,7 +259,8 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
     seeds = _seeds(args)
     fit_keys = _check_fit_args(args)
     if args.estimate:
-        return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, fit_keys, _log2_factors(args))
+        return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, fit_keys, _log2_factors(args),
+                                args.no_sp_retune)
     _make_dirs(dirs)
     warned: set[str] = set()
 
@@ -277,13 +283,19 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
                                                train, warn=warn, command=command):
                 print(f"wrote {pth}")
             continue
-        choice = None
+        choice, before, retuned = None, cfg, None
         if tune:
             cfg, choice = sweep_train.tune_at_base(cfg, tune, seeds, out, train, warn=warn)
             _print_choice(cfg, choice)
         for s in seeds:  # stage 2 (the only stage without --tune): both axes
             train(replace(cfg, seed=s))
-        paths = sweep_report.write_report(out, cfg, seeds=seeds, choice=choice, warn=warn)
+        if choice is not None and not args.no_sp_retune:  # stage 3: SP tuned as μP is, at every size
+            for c in retune_configs(before, choice.candidates, choice.winner, seeds):
+                train(c)
+            records = read_runs(out / RUNS_FILE, warn=warn)
+            if has_retune_runs(records, before, choice.candidates, choice.winner):
+                retuned = retuned_rows(records, before, choice.candidates, choice.winner, seeds, choice.keys)
+        paths = sweep_report.write_report(out, cfg, seeds=seeds, choice=choice, warn=warn, retuned=retuned)
         for pth in paths:
             print(f"wrote {pth}")
     if fit_keys:
@@ -384,7 +396,7 @@ class _StepBar:
 
 def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float, ...]]], seeds: tuple[int, ...],
                      out_root: Path, corpus: Any, command: str, fit_keys: list[FitKey],
-                     log2_factors: tuple[int, ...]) -> int:
+                     log2_factors: tuple[int, ...], no_sp_retune: bool = False) -> int:
     """``--estimate``: the plan of each optimizer (stage 1 and 2 as the sweep would run them;
     the first ``--tune`` candidate stands in for the winner) and its measured wall time."""
     total = 0.0
@@ -393,6 +405,8 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
         stage1 = [sc for c in cands for sc in base_configs(cfg, c, seeds)]
         winner = cands[0] if cands else None
         stage2 = [replace(apply(cfg, winner) if cands else cfg, seed=s) for s in seeds]
+        if cands and not no_sp_retune:  # stage 3: SP with every other candidate at every size
+            stage2 += retune_configs(cfg, cands, 0, seeds)
         if fit_keys:  # the grid's middle η stands in for the base optimum
             if not cands:
                 stage1 = base_configs(cfg, {}, seeds)
