@@ -66,6 +66,10 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-size", type=options.integer(1, 65536), help="context length")
     p.add_argument("--head-dim", type=options.integer(1, 65536), help="attention head dimension (fixed across widths)")
     p.add_argument("--eval-batches", type=options.integer(1, 100_000))
+    p.add_argument("--experts", type=options.integer(0, 1024), default=0,
+                   help="a Mixtral-style mixture of this many experts in every block (0: dense MLPs); "
+                        "its router is the router_weight role, e.g. --fit-exponent lr.router_weight")
+    p.add_argument("--top-k", type=options.integer(1, 1024), default=2, help="experts per token (with --experts)")
     p.add_argument("--init-std", type=options.floats(0.0, 1e6, lo_open=True), default=0.02)
     p.add_argument("--eps", type=options.floats(0.0, 1.0), default=1e-16, help="base AdamW ε (the paper: 1e-16)")
     p.add_argument("--multiplier", type=parse_base_value, default=1.0, metavar="ALPHA",
@@ -154,6 +158,8 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         eval_batches=pick("eval_batches"),
         init_std=args.init_std,
         eps=args.eps,
+        experts=args.experts,
+        top_k=args.top_k,
         multiplier=args.multiplier,
         lr_scale=args.lr_scale,
         init_scale=args.init_scale,
@@ -161,6 +167,8 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         device=device,
         threads=args.threads,
     )
+    if base.experts and base.top_k > base.experts:
+        raise SpecError(f"--top-k {base.top_k} exceeds --experts {base.experts}")
     for n in base.widths + (base.width,):
         if n % base.head_dim:
             raise SpecError(f"width {n} is not a multiple of --head-dim {base.head_dim}")

@@ -156,6 +156,11 @@ class SweepConfig:
     that role's base std is ``2 × init_std`` (the generated module's ``init_std={"default":
     σ, role: …}``), scaled by the rule as usual. ``None``: one base std for all."""
     grad_clip: float = 1.0
+    experts: int = 0
+    """Mixtral-style mixture of this many experts in every block (0: the dense GPT); the
+    router is the ``router_weight`` role (docs/router.md)."""
+    top_k: int = 2
+    """Experts each token is routed to (with ``experts``)."""
     seed: int = 0
     device: str = "cpu"
     threads: int | None = None
@@ -185,6 +190,8 @@ class SweepConfig:
         init = {k: v for k, v in (self.init_scale or {}).items() if v != 1.0}
         if init:
             extra["init_scale"] = init
+        if self.experts:  # only then: the keys of dense runs stay as they were
+            extra["experts"], extra["top_k"] = self.experts, self.top_k
         return extra | {
             "optimizer": self.optimizer,
             "base_width": self.base_width,
