@@ -123,7 +123,7 @@ pids=()
 gpu_stream & pids+=($!)
 for o in adamw muon-kimi+adamw; do for s in 0 1; do router_job "$o" "$s" & pids+=($!); done; done
 N=$((CPU_WORKERS - 4))
-for ((i = 0; i < N; i++)); do worker "$i" "$N" & pids+=($!); done
+for ((i = 0; i < N; i++)); do worker "$i" "$N" & pids+=($!); done  # N ≤ 0: no exponent jobs
 wait "${pids[@]}"
 echo "all done at $(( $(date +%s) - T0 ))s" >>"$R/logs/gpu.txt"
 
