@@ -10,7 +10,7 @@ import pytest
 
 from spectral.sweep.exponent import linear_fit, t_quantile
 from spectral.sweep.options import SweepConfig
-from spectral.sweep.power import doubling_sizes, half_width, power_rows, seed_sd, seeds_needed
+from spectral.sweep.power import doubling_sizes, half_width, power_rows, render_power, seed_sd, seeds_needed
 from spectral.sweep.retune import has_retune_runs, retune_configs, retuned_rows
 from spectral.sweep.tune import apply, candidates
 
@@ -128,7 +128,7 @@ def test_power_rows_of_a_pilot():
     fit = {"key": "lr.input_weight", "axis": "width", "sizes": [32, 64, 128, 256], "base_size": 32,
            "seeds": [0, 1], "interval_95": [-0.9, 0.5],
            "optimal_log2_factor": [[1.0, 2.0], [1.5, 0.5], [2.0, 2.0], [0.0, 1.0]]}
-    (row,) = power_rows([fit], {"width": [512, 1024]})
+    (row,) = power_rows([fit], {"width": ([32, 64, 128, 256, 512], 3)}, {"width": [512, 1024]})
     assert row["half_width"] == pytest.approx(0.7) and not row["informative"]
     assert row["seed_sd"] == pytest.approx(math.sqrt((0.5 + 0.5 + 0 + 0.5) / 4))
     assert [o["sizes"][-1] for o in row["options"]] == [256, 512, 1024]
@@ -136,6 +136,10 @@ def test_power_rows_of_a_pilot():
     assert needed == sorted(needed, reverse=True) and needed[-1] >= 2
     assert row["options"][0]["half_width_now_seeds"] == pytest.approx(
         half_width(row["seed_sd"], [0, 1, 2, 3], 2))
+    assert row["planned"]["half_width"] == pytest.approx(half_width(row["seed_sd"], [0, 1, 2, 3, 4], 3))
+    text = render_power("adamw", "pilot/exponents.json", [row])
+    assert "| `lr.input_weight` | width | 0,1: [-0.90, +0.50] (±0.70) | **not informative** |" in text
+    assert "n = 32, 64, 128, 256, 512; 3 → ±" in text
 
 
 # --------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from ..sweep import report as sweep_report
 from ..sweep import fit_exponent as sweep_fit
 from ..sweep import train as sweep_train
 from ..sweep.estimate import estimate
+from ..sweep.power import power_rows, render_power
 from ..sweep.options import (
     OPTIMIZERS,
     PARAMETERIZATIONS,
@@ -421,6 +422,9 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
             mid = sorted(cfg.log2_lrs)[len(cfg.log2_lrs) // 2]
             stage2 = [c for key in fit_keys
                       for _, _, c in fit_configs(apply(cfg, winner) if cands else cfg, key, log2_factors, seeds, mid)]
+        pilot = out_root / cfg.optimizer / "exponents.json"
+        if fit_keys and pilot.is_file():  # the power of each fit, from the pilot's seed noise
+            _print_power(cfg, pilot, fit_keys, len(seeds))
         print(f"{cfg.optimizer}: timing each size on {resolve_device(cfg.device)} …", flush=True)
         est = estimate(stage1 + stage2, out_root / cfg.optimizer, corpus, log=lambda m: print("  " + m, flush=True))
         total += est["seconds"]
@@ -430,6 +434,23 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
     if len(cfgs) > 1:
         print(f"all: estimated {_mmss(total)}")
     return 0
+
+
+def _print_power(cfg: SweepConfig, pilot: Path, fit_keys: list[FitKey], n_seeds: int) -> None:
+    """The expected half-width of this command's fits and the seeds each needs for ±0.25,
+    from the seed-pair scatter of the fits already in ``pilot`` (a damaged one: a warning)."""
+    try:
+        fits = json.loads(pilot.read_text(encoding="utf-8"))["fits"]
+        wanted = {k.text for k in fit_keys}
+        fits = [f for f in fits if f["key"] in wanted]
+        planned = {"width": ([n for n, _ in cfg.sizes("width")], n_seeds),
+                   "depth": ([L for _, L in cfg.sizes("depth")], n_seeds)}
+        rows = power_rows(fits, planned, {"width": [2 * max(cfg.widths), 4 * max(cfg.widths)],
+                                          "depth": [2 * max(cfg.depths), 4 * max(cfg.depths)]})
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        print(f"warning: {pilot}: no power estimate ({type(exc).__name__})", flush=True)
+        return
+    print(render_power(cfg.optimizer, str(pilot), rows), flush=True)
 
 
 def _mmss(seconds: float) -> str:
