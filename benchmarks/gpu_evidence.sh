@@ -32,7 +32,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/gpu-evidence-out}
 R=${RESULTS:-/tmp/gpu-evidence}
-BUDGET=${BUDGET:-420}            # seconds of compute; tar and copy-back come after
+BUDGET=${BUDGET:-400}            # seconds of compute (≈ 7 min with the install and the tar)
 CPU_WORKERS=${CPU_WORKERS:-14}   # of 16 cores: the GPU stream keeps one
 DATA=${CPU_DATA:?set CPU_DATA to the committed CPU sweeps\' 4 MiB stdlib bytes}
 mkdir -p "$OUT" "$R/logs"
