@@ -122,7 +122,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         "base 256 × 4, 1000 steps), gpu-8min (Muon-Kimi+AdamW, SP against μP with α_out "
                         "tuned at the base, widths 128-1024, in under 8 minutes on one H100/H200), "
                         "gpu-exponent (gpu-8min's model: the hidden and output η exponents fitted over "
-                        "widths 128-1024, two seeds, about 5 minutes on one H200); "
+                        "widths 128-1024, two seeds, about 6.3 minutes of training on one H200); "
                         "default: gpu on a CUDA device, else cpu")
     p.add_argument("--threads", type=options.integer(1, 1024), help="torch.set_num_threads (CPU)")
     # required: a bare `spectral sweep` must not start a 126-run sweep in a folder of its choosing

@@ -92,13 +92,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
     # --fit-exponent in the paper's regime on one lent GPU: gpu-8min's base and tokens, μP only,
     # the hidden (Muon-Kimi) and output (AdamW) η's exponents in width over 128-1024, two seeds.
-    # From the H200 step times of docs/sweep/gpu/estimate.txt: 6 base runs, then 18 grid points
-    # (the factor 1 is shared by both keys) × 4 widths, 76 runs trained, about 3.8 min of
-    # training (docs/transfer.md works it out).
+    # Factors 2^-3 … 2^4: the CPU optima of these rows and of the input η lie within -2.2 … +3.0
+    # (docs/sweep/exponents), so each keeps a neighbour on both sides. From the H200 step times
+    # of docs/sweep/gpu/estimate.txt: 6 base runs, then 30 grid points (the factor 1 is shared
+    # by both keys) × 4 widths, 124 runs trained, about 6.3 min of training (docs/transfer.md).
     "gpu-exponent": dict(
         optimizers=("muon-kimi+adamw",),
         fit_exponent=("lr.hidden_weight", "lr.output_weight"),
-        log2_factors=(-2, -1, 0, 1, 2),
+        log2_factors=(-3, -2, -1, 0, 1, 2, 3, 4),
         seeds=(0, 1),
         widths=(128, 256, 512, 1024),
         depth=2,
