@@ -9,7 +9,7 @@
 # GPU, in order of priority (one stream; what finishes is useful):
 #   (a) gpu-8min, --multiplier output=1, seeds 0 and 1, widths 128 and 1024: init.hidden_weight
 #       ∈ {1, 2, 4} × log2 η ∈ {-7, -6, -5} tuned at the base 128; SP re-tuned at 1024 over the
-#       same grid (stage 3 of --tune). Seeded with docs/sweep/gpu's raw runs: its SP and μP runs
+#       same grid (--sp-retune, stage 3 of --tune). Seeded with docs/sweep/gpu's raw runs: its SP and μP runs
 #       at init.hidden_weight = 1 have the same keys and are not trained again.
 #   (b) SP re-tuned at 1024 below that grid: --base-width 1024, init.hidden_weight ∈ {0.5, 1, 2}
 #       × log2 η ∈ {-9, -8, -7}.
@@ -68,7 +68,7 @@ gpu_stream() {
     mkdir -p "$R/a/muon-kimi+adamw"
     cp "$ROOT/docs/sweep/gpu/muon-kimi+adamw/runs.jsonl" "$R/a/muon-kimi+adamw/runs.jsonl"
     run "$log" 30 "${SW[@]}" --preset gpu-8min --out "$R/a" --multiplier output=1 --seeds 0,1 --widths "$WA" \
-        --depths 2 --tune init.hidden_weight=1,2,4 --log2-lrs=-7,-6,-5 "${GPU[@]}"
+        --depths 2 --tune init.hidden_weight=1,2,4 --log2-lrs=-7,-6,-5 --sp-retune "${GPU[@]}"
     run "$log" 30 "${SW[@]}" --preset gpu-8min --out "$R/b" --param sp --multiplier output=1 --seeds 0,1 \
         --base-width "$WB" --widths "$WB" --width "$WB" --depths 2 --tune init.hidden_weight=0.5,1,2 \
         --log2-lrs=-9,-8,-7 "${GPU[@]}"

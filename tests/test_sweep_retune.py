@@ -177,3 +177,48 @@ def test_experts_enter_a_runs_settings_only_when_set():
     assert "experts" not in SweepConfig().settings()
     s = SweepConfig(experts=4, top_k=1).settings()
     assert (s["experts"], s["top_k"]) == (4, 1)
+
+
+# --------------------------------------------------------------------------------------
+# the command line
+# --------------------------------------------------------------------------------------
+
+
+def test_sp_retune_is_on_by_default_and_off_in_gpu_8min():
+    import argparse
+
+    from spectral.cli.sweep import _sp_retune, configure_parser
+
+    p = argparse.ArgumentParser()
+    configure_parser(p)
+    base = ["--out", "x", "--device", "cpu"]
+    assert _sp_retune(p.parse_args(base))
+    assert not _sp_retune(p.parse_args([*base, "--no-sp-retune"]))
+    assert not _sp_retune(p.parse_args([*base, "--preset", "gpu-8min"]))
+    assert _sp_retune(p.parse_args([*base, "--preset", "gpu-8min", "--sp-retune"]))
+
+
+def test_a_tuned_sweep_retunes_sp_at_every_size_and_reports_it(tmp_path):
+    pytest.importorskip("torch")
+    import json
+
+    from spectral.cli import main
+
+    args = ["sweep", "--device", "cpu", "-O", "adamw", "--param", "sp", "--param", "mup", "--widths", "32,64",
+            "--depths", "2", "--steps", "2", "--eval-batches", "1", "--batch-size", "2", "--block-size", "16",
+            "--log2-lrs=-6,-5", "--tune", "init.hidden_weight=1,2", "--n-bytes", "65536", "--threads", "1",
+            "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "on")]) == 0
+    runs = [json.loads(line) for line in (tmp_path / "on" / "adamw" / "runs.jsonl").read_text().splitlines()]
+    at64 = {(r["parameterization"], json.dumps(r["settings"].get("init_scale")), r["log2_lr"])
+            for r in runs if r["width"] == 64}
+    # SP at n = 64 with both candidates × both η; μP with the winner only
+    assert {(p, e) for p, s, e in at64 if p == "sp"} == {("sp", -6), ("sp", -5)}
+    assert len({s for p, s, e in at64 if p == "sp"}) == 2 and len({s for p, s, e in at64 if p == "mup"}) == 1
+    rows = json.loads((tmp_path / "on" / "adamw" / "retuned.json").read_text())
+    assert [(r["axis"], r["size"]) for r in rows] == [("width", 32), ("width", 64), ("depth", 2)]
+    assert all(r["complete"] for r in rows) and rows[1]["retuned"] <= rows[1]["base_values"]
+    assert "## SP re-tuned at every size" in (tmp_path / "on" / "adamw" / "summary.md").read_text()
+    assert main([*args, "--out", str(tmp_path / "off"), "--no-sp-retune"]) == 0
+    assert not (tmp_path / "off" / "adamw" / "retuned.json").exists()
+    assert "SP re-tuned" not in (tmp_path / "off" / "adamw" / "summary.md").read_text()

@@ -92,10 +92,10 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         "e.g. output=1,4,16,64, or lr.ROLE for a factor on that role's base η as in --lr-scale "
                         "(lr.input_weight=0.25,1,4), or init.ROLE for a factor on its base init std as in --init-scale; repeat for several keys (all combinations); "
                         "'none': no tuning, also where the preset tunes")
-    p.add_argument("--no-sp-retune", action="store_true",
-                   help="with --tune: do not re-tune SP at every size (by default SP gets, at every size, "
-                        "the search μP gets at the base: every --tune value × every log2 η; the report "
-                        "sets SP re-tuned beside SP at the base values and μP)")
+    p.add_argument("--sp-retune", action=argparse.BooleanOptionalAction, default=None,
+                   help="with --tune: SP gets, at every size, the search μP gets at the base (every --tune "
+                        "value × every log2 η), and the report sets SP re-tuned beside SP at the base values "
+                        "and μP (default: on; off in the gpu-8min preset, whose 8 minutes it would exceed)")
     p.add_argument("--fit-exponent", action="append", type=parse_fit_key, default=[], metavar="KEY",
                    help="measure the exponent the loss wants for one role instead of the transfer sweep: "
                         "lr.ROLE, init.ROLE or multiplier.KEY; μP at the base-optimal η (over --log2-lrs, "
@@ -199,6 +199,11 @@ def _tune(args: argparse.Namespace) -> list[tuple[str, tuple[float, ...]]]:
     return list(args.tune) or list(_preset(args).get("tune", ()))
 
 
+def _sp_retune(args: argparse.Namespace) -> bool:
+    """``--sp-retune`` / ``--no-sp-retune``, or the preset's (on unless it says otherwise)."""
+    return bool(args.sp_retune) if args.sp_retune is not None else bool(_preset(args).get("sp_retune", True))
+
+
 def _seeds(args: argparse.Namespace) -> tuple[int, ...]:
     """``--seeds``, or ``--seed`` (default 0); not both."""
     if args.seeds is not None and args.seed is not None:
@@ -269,7 +274,7 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
     fit_keys = _check_fit_args(args)
     if args.estimate:
         return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, fit_keys, _log2_factors(args),
-                                args.no_sp_retune)
+                                _sp_retune(args))
     _make_dirs(dirs)
     warned: set[str] = set()
 
@@ -298,7 +303,7 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
             _print_choice(cfg, choice)
         for s in seeds:  # stage 2 (the only stage without --tune): both axes
             train(replace(cfg, seed=s))
-        if choice is not None and not args.no_sp_retune:  # stage 3: SP tuned as μP is, at every size
+        if choice is not None and _sp_retune(args):  # stage 3: SP tuned as μP is, at every size
             for c in retune_configs(before, choice.candidates, choice.winner, seeds):
                 train(c)
             records = read_runs(out / RUNS_FILE, warn=warn)
@@ -405,7 +410,7 @@ class _StepBar:
 
 def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float, ...]]], seeds: tuple[int, ...],
                      out_root: Path, corpus: Any, command: str, fit_keys: list[FitKey],
-                     log2_factors: tuple[int, ...], no_sp_retune: bool = False) -> int:
+                     log2_factors: tuple[int, ...], sp_retune: bool = True) -> int:
     """``--estimate``: the plan of each optimizer (stage 1 and 2 as the sweep would run them;
     the first ``--tune`` candidate stands in for the winner) and its measured wall time."""
     total = 0.0
@@ -414,7 +419,7 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
         stage1 = [sc for c in cands for sc in base_configs(cfg, c, seeds)]
         winner = cands[0] if cands else None
         stage2 = [replace(apply(cfg, winner) if cands else cfg, seed=s) for s in seeds]
-        if cands and not no_sp_retune:  # stage 3: SP with every other candidate at every size
+        if cands and sp_retune:  # stage 3: SP with every other candidate at every size
             stage2 += retune_configs(cfg, cands, 0, seeds)
         if fit_keys:  # the grid's middle η stands in for the base optimum
             if not cands:
