@@ -121,6 +121,23 @@ EXPONENT_CASES = {
     "exponents/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--multiplier", "output=4", "--log2-lrs=-6,-5,-4",
                                   *EXPONENT_FIT, "--fit-exponent", "init.hidden_weight"],
 }
+MORE_SEEDS = ["--threads", "1", "--widths", "32,64,128,256", "--depths", "2", "--log2-factors=-3,-2,-1,0,1,2,3,4"]
+ADAMW_BASE = ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-8,-7,-6"]
+MK_BASE = ["-O", "muon-kimi+adamw", "--multiplier", "output=4", "--log2-lrs=-6,-5,-4"]
+EXPONENT_CASES |= {  # docs/sweep/exponents/more-seeds: the committed seeds and more, width rows only
+    "exponents/more-seeds/hidden/adamw": [*ADAMW_BASE, *MORE_SEEDS, "--seeds", "0,1,2,3", "--fit-exponent", "lr.hidden_weight"],
+    "exponents/more-seeds/input/adamw": [*ADAMW_BASE, *MORE_SEEDS, "--seeds", "0,1,2", "--fit-exponent", "lr.input_weight"],
+    "exponents/more-seeds/input/muon-kimi+adamw": [*MK_BASE, *MORE_SEEDS, "--seeds", "0,1,2,3,4",
+                                                   "--fit-exponent", "lr.input_weight"],
+    "exponents/more-seeds/output/muon-kimi+adamw": [*MK_BASE, *MORE_SEEDS, "--seeds", "0,1,2,3,4,5",
+                                                    "--fit-exponent", "lr.output_weight"],
+}
+ROUTER = ["--threads", "1", "--widths", "32,64,128", "--depths", "2", "--seeds", "0,1", "--experts", "4", "--top-k", "2",
+          "--fit-exponent", "lr.router_weight", "--log2-factors=-3,-2,-1,0,1,2,3"]
+EXPONENT_CASES |= {  # docs/sweep/router: the router's η exponent on the 4-expert MoE
+    "router/adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-7", *ROUTER],
+    "router/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--multiplier", "output=4", "--log2-lrs=-5", *ROUTER],
+}
 
 
 @pytest.mark.parametrize("folder", sorted(EXPONENT_CASES))
