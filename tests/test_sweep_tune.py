@@ -287,7 +287,7 @@ def test_gpu_preset_names_the_comparison():
     assert max(cfg.widths) >= 4 * max(PRESETS["cpu"]["widths"])  # 4-8x the CPU widths
     from spectral.cli.sweep import _tune
 
-    assert _tune(args) == [("output", (1.0, 4.0, 16.0))]
+    assert _tune(args) == [("init.hidden_weight", (1.0, 2.0, 4.0))]  # issue 28: σ_hidden at the base
     assert _tune(p.parse_args(["--out", "x", "--preset", "gpu-8min", "--tune", "none"])) == []
     assert _tune(p.parse_args(["--out", "x", "--preset", "gpu-8min", "--tune", "output=2,8"])) == [("output", (2.0, 8.0))]
     # an explicit optimizer or parameterisation wins over the preset's

@@ -119,7 +119,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="cpu, cuda, cuda:1, … (default: cuda if present)")
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="defaults for everything not given: cpu (minutes on 2 cores), gpu (the paper's "
-                        "base 256 × 4, 1000 steps), gpu-8min (Muon-Kimi+AdamW, SP against μP with α_out "
+                        "base 256 × 4, 1000 steps), gpu-8min (Muon-Kimi+AdamW, SP against μP with σ_hidden "
                         "tuned at the base, widths 128-1024, in under 8 minutes on one H100/H200), "
                         "gpu-exponent (gpu-8min's model: the hidden and output η exponents fitted over "
                         "widths 128-1024, two seeds, about 6.3 minutes of training on one H200); "

@@ -75,7 +75,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     "gpu-8min": dict(
         optimizers=("muon-kimi+adamw",),
         params=("sp", "mup"),
-        tune=(("output", (1.0, 4.0, 16.0)),),
+        # the base's σ_hidden × η (α_out = 1, the base's pick over 0.25-16 in docs/sweep/gpu): on
+        # one H100 it picked 2 × 0.02 and brought μP at n = 1024 from 1.546 to 1.498, level with
+        # SP re-tuned there over σ_hidden × η (1.483; docs/sweep/gap/gpu). Same run count as
+        # the α_out tuning it replaces (3 candidates).
+        tune=(("init.hidden_weight", (1.0, 2.0, 4.0)),),
         # SP re-tuned at every size over the same α_out × η (--sp-retune) adds 70 SP runs, about
         # 5 min on an H200: off here to keep 8 minutes; its SP re-tunes η only
         sp_retune=False,
