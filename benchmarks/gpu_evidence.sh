@@ -80,7 +80,7 @@ others() { [ "$1" = adamw ] && echo -8,-6 || echo -6,-4; }        # the rest of 
 
 fit_by_width() {  # fit_by_width LOG DIR OPT SEED ARGS…: the fit over 32, then 32-64, … (resumed each time)
     local log=$1 dir=$2 opt=$3 seed=$4; shift 4
-    local widths=32
+    local widths=32 n  # local: bash scopes dynamically, and worker's n is its stride
     for n in 64 128 256; do
         widths=$widths,$n
         run "$log" 20 "${SW[@]}" --out "$dir" -O "$opt" --multiplier "$(mult "$opt")" --log2-lrs="$(base_lr "$opt")" \
