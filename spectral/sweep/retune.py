@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .tune import apply, freeze, label, mean_cell
+from .tune import apply, cell, freeze, label, mean_cell
 
 __all__ = ["RetunedRow", "retune_configs", "retuned_rows", "has_retune_runs"]
 
@@ -69,19 +69,11 @@ def _index(records: Iterable[dict[str, Any]], optimizer: str) -> dict[tuple, dic
     return out
 
 
-def _cell(r: dict[str, Any] | None) -> float | str | None:
-    if r is None:
-        return None
-    if r.get("diverged") or r.get("val_loss") is None:
-        return "div"
-    return float(r["val_loss"])
-
-
 def _curve(index: dict, cfg: Any, param: str, width: int, depth: int, seeds: Sequence[int]) -> list[tuple[int, Any, list]]:
     """Per log2 η of ``cfg``: (η, seed-mean, per-seed cells) of ``param`` at one size."""
     out = []
     for e in sorted(cfg.log2_lrs):
-        cells = [_cell(index.get((freeze(replace(cfg, seed=s).settings()), param, width, depth, e))) for s in seeds]
+        cells = [cell(index.get((freeze(replace(cfg, seed=s).settings()), param, width, depth, e))) for s in seeds]
         out.append((e, mean_cell(cells), cells))
     return out
 
