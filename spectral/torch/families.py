@@ -82,6 +82,10 @@ _GPT2 = Adapter(
         (r"(^|\.)wte\.weight$", "input_weight"),
         (r"(^|\.)wpe\.weight$", "input_weight"),
         (r"(^|\.)h\.\d+\.ln_[12]\.(weight|bias)$", "hidden_bias"),
+        # spectral.models.GPT(experts=E): the router (E x n, docs/router.md) and the experts
+        (r"(^|\.)h\.\d+\.mlp\.gate\.weight$", "router_weight"),
+        (r"(^|\.)h\.\d+\.mlp\.experts\.\d+\.\w+\.weight$", "hidden_weight"),
+        (r"(^|\.)h\.\d+\.mlp\.experts\.\d+\.\w+\.bias$", "hidden_bias"),
         (r"(^|\.)h\.\d+\.(attn|mlp)\.\w+\.weight$", "hidden_weight"),
         (r"(^|\.)h\.\d+\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
         (r"(^|\.)ln_f\.(weight|bias)$", "input_bias"),
