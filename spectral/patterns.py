@@ -28,14 +28,17 @@ def anchored(patterns: Any) -> Any:
     patterns, or a tuple of (pattern, role) pairs. A pattern that starts with ``^`` already
     says where it starts and is kept, and so is the empty pattern (no module)."""
     if isinstance(patterns, str):
-        return patterns if not patterns or patterns.startswith("^") else ANCHOR + patterns
+        return (
+            patterns if not patterns or patterns.startswith("^") else ANCHOR + patterns
+        )
     return tuple(
-        anchored(p) if isinstance(p, str) else (anchored(p[0]), *p[1:]) for p in patterns
+        anchored(p) if isinstance(p, str) else (anchored(p[0]), *p[1:])
+        for p in patterns
     )
 
 
 def role_pairs(patterns: Patterns | None) -> list[tuple[str, str]]:
-    """A user's ``patterns=`` (a dict or pairs, regular expression → role) as a list."""
+    """A user's ``patterns=`` (a dict or pairs, regular expression -> role) as a list."""
     return list(patterns.items() if isinstance(patterns, Mapping) else patterns or ())
 
 
@@ -47,7 +50,9 @@ def checked_pattern(pattern: object, where: str) -> str:
     try:
         re.compile(pattern)
     except re.error as exc:
-        raise ValueError(f"{where}: pattern {pattern!r} does not compile: {exc}") from None
+        raise ValueError(
+            f"{where}: pattern {pattern!r} does not compile: {exc}"
+        ) from None
     return pattern
 
 

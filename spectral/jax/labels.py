@@ -45,41 +45,47 @@ _N = r"[._]\d+"  # a list index: ".0" (nnx) or "_0" (linen)
 _GPT2 = Adapter(
     name="gpt2",  # spectral.models.flax.GPT: nanoGPT's module names in flax
     detect=anchored(rf"h{_N}\.attn\.c_proj\.kernel$"),
-    roles=anchored((
-        (r"wte\.embedding$", "input_weight"),
-        (r"wpe\.embedding$", "input_weight"),
-        (rf"h{_N}\.ln_[12]\.(scale|bias)$", "hidden_bias"),
-        (rf"h{_N}\.(attn|mlp)\.\w+\.kernel$", "hidden_weight"),
-        (rf"h{_N}\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
-        (r"ln_f\.(scale|bias)$", "input_bias"),
-        (r"lm_head\.kernel$", "output_weight"),
-    )),
+    roles=anchored(
+        (
+            (r"wte\.embedding$", "input_weight"),
+            (r"wpe\.embedding$", "input_weight"),
+            (rf"h{_N}\.ln_[12]\.(scale|bias)$", "hidden_bias"),
+            (rf"h{_N}\.(attn|mlp)\.\w+\.kernel$", "hidden_weight"),
+            (rf"h{_N}\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
+            (r"ln_f\.(scale|bias)$", "input_bias"),
+            (r"lm_head\.kernel$", "output_weight"),
+        )
+    ),
 )
 
 _LLAMA = Adapter(
     name="llama",  # Llama-style names: embed_tokens, layers.N.self_attn / mlp, lm_head
     detect=anchored(rf"layers{_N}\.self_attn\.o_proj\.kernel$"),
-    roles=anchored((
-        (r"embed_tokens\.embedding$", "input_weight"),
-        (rf"layers{_N}\.\w*norm\.(scale|weight|bias)$", "hidden_bias"),
-        (rf"layers{_N}\.self_attn\.[qk]_norm\.\w+$", "hidden_bias"),
-        (rf"layers{_N}\.(self_attn|mlp)\.\w+\.kernel$", "hidden_weight"),
-        (rf"layers{_N}\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
-        (r"norm\.(scale|weight|bias)$", "input_bias"),
-        (r"lm_head\.kernel$", "output_weight"),
-    )),
+    roles=anchored(
+        (
+            (r"embed_tokens\.embedding$", "input_weight"),
+            (rf"layers{_N}\.\w*norm\.(scale|weight|bias)$", "hidden_bias"),
+            (rf"layers{_N}\.self_attn\.[qk]_norm\.\w+$", "hidden_bias"),
+            (rf"layers{_N}\.(self_attn|mlp)\.\w+\.kernel$", "hidden_weight"),
+            (rf"layers{_N}\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
+            (r"norm\.(scale|weight|bias)$", "input_bias"),
+            (r"lm_head\.kernel$", "output_weight"),
+        )
+    ),
 )
 
 _RESIDUAL_MLP = Adapter(
     name="residual-mlp",  # spectral.models.flax.ResidualMLP
     detect=anchored(rf"blocks{_N}\.layers{_N}\.kernel$"),
-    roles=anchored((
-        (r"input\.kernel$", "input_weight"),
-        (r"input\.bias$", "input_bias"),
-        (rf"blocks{_N}\.layers{_N}\.kernel$", "hidden_weight"),
-        (rf"blocks{_N}\.layers{_N}\.bias$", "hidden_bias"),
-        (r"output\.kernel$", "output_weight"),
-    )),
+    roles=anchored(
+        (
+            (r"input\.kernel$", "input_weight"),
+            (r"input\.bias$", "input_bias"),
+            (rf"blocks{_N}\.layers{_N}\.kernel$", "hidden_weight"),
+            (rf"blocks{_N}\.layers{_N}\.bias$", "hidden_bias"),
+            (r"output\.kernel$", "output_weight"),
+        )
+    ),
 )
 
 ADAPTERS: tuple[Adapter, ...] = (_GPT2, _LLAMA, _RESIDUAL_MLP)

@@ -78,7 +78,15 @@ class Adapter(NamedTuple):
     but None, False or 0) is refused with that reason, as the rules do not cover it."""
 
 
-_PATTERN_FIELDS = ("detect", "roles", "input", "branches", "output", "final", "embeddings")
+_PATTERN_FIELDS = (
+    "detect",
+    "roles",
+    "input",
+    "branches",
+    "output",
+    "final",
+    "embeddings",
+)
 """The fields that hold name patterns (detect_type matches class names, not names)."""
 
 
@@ -123,7 +131,10 @@ _LLAMA = _family(
         (r"layers\.\d+\.\w*norm\.(weight|bias)$", "hidden_bias"),
         (r"layers\.\d+\.self_attn\.[qk]_norm\.(weight|bias)$", "hidden_bias"),
         # StableLM's qk_layernorm: one LayerNorm per head
-        (r"layers\.\d+\.self_attn\.[qk]_layernorm\.norms\.\d+\.(weight|bias)$", "hidden_bias"),
+        (
+            r"layers\.\d+\.self_attn\.[qk]_layernorm\.norms\.\d+\.(weight|bias)$",
+            "hidden_bias",
+        ),
         (r"layers\.\d+\.(self_attn|mlp)\.\w+\.weight$", "hidden_weight"),
         (r"layers\.\d+\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
         (r"norm\.(weight|bias)$", "input_bias"),
@@ -173,13 +184,17 @@ _GEMMA2 = _family(
     refuse=(
         (
             "final_logit_softcapping",
-            "caps the logits with a tanh of fixed height, which the rules' alpha_out "
-            "does not cover",
+            (
+                "caps the logits with a tanh of fixed height, which the rules' alpha_out "
+                "does not cover"
+            ),
         ),
         (
             "attn_logit_softcapping",
-            "caps the attention scores with a tanh of fixed height, which the rules do "
-            "not cover",
+            (
+                "caps the attention scores with a tanh of fixed height, which the rules do "
+                "not cover"
+            ),
         ),
     ),
 )
