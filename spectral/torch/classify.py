@@ -1,10 +1,12 @@
-"""Model families: which parameter has which role, and where the block multipliers go.
+"""A model's parameters classified: its family found, each parameter's role, ties decided.
 
-An :class:`Adapter` names a family's modules and parameters by regular expressions; the
-runtime finds a model's family by its module names and types (:data:`ADAPTERS`, tried in
-order) or takes one from the user. Besides names, an adapter declares what a family's
-forward pass does that the rules must undo (a built-in embedding scale, norms computing
-x̂·(1 + w)) and the config flags the rules do not cover. No rule, no number here.
+The families are data (:mod:`spectral.torch.families`); this module applies them. It finds
+a model's family by its module names and types (:data:`ADAPTERS`, tried in order) or checks
+the one a user gives (:func:`as_adapter`), refuses the config flags the family's rules do
+not cover (:func:`refusals`), and gives every parameter its role (:func:`classify`, the
+first pattern that matches, :func:`spectral.patterns.role_of`; :func:`classified` for a
+whole model, with tied embeddings decided by the rules). It also reads what the hooks and
+init need from a module: fans, norms, lookup tables. No rule, no number here.
 """
 
 from __future__ import annotations
