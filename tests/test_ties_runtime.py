@@ -3,7 +3,7 @@
 The config's RULES decide (spectral.torch.ties, the engine's Derivation.tie_differences):
 AdamW and Muon-Kimi+AdamW allow a tie, SSO, Scion and NorMuon do not. Hugging Face GPT-2
 with tie_word_embeddings=True and a nanoGPT-style model with its weight-tying line
-(tests/test_adapters.py's NanoGPT, tied here).
+(tests/models.py's NanoGPT, tied here).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from torch import nn  # noqa: E402
 
 from spectral.codegen import load_generated  # noqa: E402
 from spectral.torch.ties import tie_differences  # noqa: E402
-from test_adapters import VOCAB, NanoGPT, hf_gpt2  # noqa: E402
+from models import VOCAB, NanoGPT, hf_gpt2  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 pytestmark = [
