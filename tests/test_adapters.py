@@ -358,6 +358,7 @@ def _loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(out.flatten(0, 1), tokens[:, 1:].flatten())
 
 
+@pytest.mark.slow
 def test_compiled_hf_llama_trains_as_eager(shallow, monkeypatch):
     """Inductor runs the hooks: the same logits and gradients as eager, and three AdamW
     steps end where eager's end. (Muon is left out: its Newton-Schulz runs in bfloat16,
@@ -429,6 +430,8 @@ def _worker_module():
     return mod
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_hf_llama_under_ddp_matches_one_process(tmp_path, shallow):
     """2 gloo ranks, each with half of every global batch, end where one process ends that
     takes the same global batch as its two halves, each backward on loss / 2 (DDP's average

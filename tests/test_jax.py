@@ -757,6 +757,7 @@ def test_docs_train_with_it_in_jax(tmp_path, monkeypatch, capsys):
     assert out[1] == str(cfg.hparams(128, 4, lr=0.01)["hidden_weight"])
 
 
+@pytest.mark.slow
 def test_coordcheck_jax_small_sweep(capsys):
     """A tiny sweep through the generated JAX module: the slope table of `spectral
     coord-check`, μP flat over width and depth, SP not (AdamW at 10 steps)."""
