@@ -290,6 +290,16 @@ def test_only_the_cli_prints():
     assert not bad, "print() outside spectral/cli (return text or take a callback):\n  " + "\n  ".join(bad)
 
 
+MAX_TOP_LEVEL = 14
+
+
+def test_the_top_level_stays_small():
+    """The folders carry the layout: spectral/ itself holds at most MAX_TOP_LEVEL modules
+    (``__init__`` and ``__main__`` included); a new concern goes into a subpackage."""
+    top = sorted(path.name for path in (ROOT / "spectral").glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL, top
+
+
 def test_every_module_says_what_it_holds():
     """Every module opens with a docstring, and no two first lines say the same (compared
     without case and punctuation): a module's first line is what tells it from the others."""
