@@ -217,6 +217,7 @@ TINY = ["sweep", "--device", "cpu", "-O", "adamw", "--widths", "32,64,96", "--de
         "--threads", "1"]
 
 
+@pytest.mark.slow
 def test_fit_exponent_end_to_end_and_report_only_rerenders(tmp_path: Path, capsys):
     from spectral.cli import main
 

@@ -236,6 +236,7 @@ def _sweep_process(out: Path, text: Path, *extra: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 def test_two_sweeps_on_one_out_record_every_run_once(tmp_path, text):
     out = tmp_path / "out"
     a, b = _sweep_process(out, text), _sweep_process(out, text)
@@ -246,6 +247,7 @@ def test_two_sweeps_on_one_out_record_every_run_once(tmp_path, text):
     assert any("waiting for it to finish" in o for o, _ in results)
 
 
+@pytest.mark.slow
 def test_kill_9_in_the_middle_then_resume_loses_and_duplicates_nothing(tmp_path, text):
     out = tmp_path / "out"
     runs = out / "adamw" / RUNS_FILE

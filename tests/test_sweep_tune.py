@@ -162,6 +162,7 @@ def _sweep(out: Path, text: Path, *words: str) -> int:
                  "--eval-batches", "1", "--threads", "1", "--param", "sp", "--param", "mup", *words])
 
 
+@pytest.mark.slow
 def test_tune_then_transfer_in_one_command(tmp_path: Path, text: Path, monkeypatch, capsys):
     import spectral.sweep.train as sweep_train
 
@@ -347,6 +348,7 @@ def test_tune_splits_lr_keys_from_multiplier_keys():
     assert cfg.multiplier == {"output": 2.0} and cfg.lr_scale == {"input_weight": 2.0, "output_weight": 0.5}
 
 
+@pytest.mark.slow
 def test_tuning_an_lr_factor_in_one_command(tmp_path: Path, text: Path, capsys):
     out = tmp_path / "o"
     assert _sweep(out, text, "--tune", "lr.input_weight=0.5,2", "--widths", "32,64", "--depths", "1") == 0

@@ -34,6 +34,7 @@ FRAMEWORKS = ("torch", "jax")
 
 TORCH_RUNTIME = (
     "spectral.scaling",
+    "spectral.patterns",
     "spectral.optimizers.entry",
     "spectral.torch.ties",
     "spectral.torch.families",
@@ -257,15 +258,8 @@ def render(
             f"{', '.join(p.uncovered)}: the model must have no biases and no norm\n"
             "parameters (init_ and param_groups raise otherwise, naming the parameter)."
         )
-    embeddings = p.optimizers.get("input_weight")
-    ties_allowed = (
-        embeddings is not None
-        and embeddings == p.optimizers.get("output_weight")
-        and p.derivations[embeddings].tie_allowed
-    )
     env = _environment()
     context = dict(
-        ties_allowed=ties_allowed,
         title=_title(p),
         command=for_docstring(command),  # holds user paths: keep the docstring closed
         version=_version(),
