@@ -95,6 +95,25 @@ def as_adapter(
     return None
 
 
+_MODEL_WRAPPERS = 8
+"""Most model wrappers that unwrap_model goes through."""
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The model inside wrappers that register it twice. Fabric's ``fabric.setup(model)``
+    holds it as ``_forward_module`` and again as ``_original_module`` (one module under two
+    names: every parameter is listed twice, which is no tie). DDP's ``module.`` and
+    torch.compile's ``_orig_mod.`` register it once and stay (the names carry the prefix)."""
+    for _ in range(_MODEL_WRAPPERS):
+        original = getattr(model, "_original_module", None)
+        if not isinstance(original, nn.Module) or not isinstance(
+            getattr(model, "_forward_module", None), nn.Module
+        ):
+            return model
+        model = original
+    return model
+
+
 def model_config(model: nn.Module) -> Any:
     """The model's configuration object (Hugging Face's ``config``), or None."""
     for module in model.modules():  # under DDP or torch.compile the model is inside
@@ -164,6 +183,7 @@ def classified(
     pairs = patterns.items() if isinstance(patterns, Mapping) else patterns or ()
     for pattern, _ in pairs:
         checked_pattern(pattern, "patterns")
+    model = unwrap_model(model)
     family = as_adapter(adapter, model)
     refused = refusals(model, family)
     if refused:

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from spectral.torch.classify import Adapter, is_norm
-from spectral.torch.hooks import our_hooks, placements
+from spectral.torch.hooks import STALE_FIX, our_hooks, placements, stale_compiled
 
 BRANCH_TOLERANCE = 0.05
 """Halving a branch end's multiplier must move its block's output by half the branch's
@@ -366,9 +366,18 @@ def _norm_problems(model: nn.Module, family: Adapter) -> list[str]:
 
 
 def _compiled_problems(model: nn.Module, example: Any) -> list[str]:
+    """A torch.compile wrapper's own call against its module's, on the same input; and
+    code compiled before apply_multipliers hooked the module, which a call of another
+    signature than training's (it compiles afresh) would not show."""
     inner = getattr(model, "_orig_mod", None)
     if not isinstance(inner, nn.Module):
         return []
+    if stale_compiled(model):
+        return [
+            "the compiled model runs code compiled before apply_multipliers hooked its "
+            "module: torch.compile does not call hooks added later, so it trains without "
+            "the multipliers; " + STALE_FIX
+        ]
     with torch.enable_grad():
         compiled = _first_tensor(_run(model, example))
         eager = _first_tensor(_run(inner, example))
@@ -383,7 +392,7 @@ def _compiled_problems(model: nn.Module, example: Any) -> list[str]:
         (
             "the compiled model computes another output than its module (relative difference "
             f"{_rms(compiled - eager) / scale:.3g}): multipliers applied after torch.compile "
-            "are not in the compiled code; call apply_multipliers before torch.compile"
+            "are not in the compiled code; " + STALE_FIX
         )
     ]
 
