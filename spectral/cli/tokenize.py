@@ -1,5 +1,8 @@
-"""``spectral tokenize``: train a BPE tokenizer on a local text and write token shards
-(:mod:`spectral.sweep.tokenize`) that ``spectral sweep --data DIR --vocab-size N`` reads."""
+"""``spectral tokenize``: a BPE tokenizer trained on a local text, and its token shards.
+
+The shards (:mod:`spectral.sweep.tokenize`) are what ``spectral sweep --data DIR
+--vocab-size N`` reads.
+"""
 
 from __future__ import annotations
 
