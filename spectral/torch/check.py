@@ -193,7 +193,11 @@ def _optimizer_problems(
                     f"{name}: in the optimizer but frozen or not in the model"
                 )
                 continue
-            lr = group.get("max_lr", group.get("initial_lr", group.get("lr")))
+            # the lr before any schedule: OneCycleLR's max_lr, a scheduler's initial_lr,
+            # the composite's rule_lr (set_lr_factor's schedule), else the lr itself
+            lr = group.get("lr")
+            for key in ("rule_lr", "initial_lr", "max_lr"):
+                lr = group.get(key, lr)
             checks = [
                 ("lr", lr, want["lr"]),
                 ("weight_decay", group.get("weight_decay"), want["weight_decay"]),

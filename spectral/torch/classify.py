@@ -68,6 +68,7 @@ def as_adapter(
         for key in ("input", "branches", "output", "embeddings", "input_scale"):
             value = fields.get(key, ())
             fields[key] = (value,) if isinstance(value, str) else tuple(value)
+        fields["input_scale_sqrt"] = tuple(fields.get("input_scale_sqrt", ()))
         try:
             return _checked(Adapter(**fields))
         except TypeError as exc:

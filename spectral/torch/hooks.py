@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import math
 import re
 import sys
 import warnings
@@ -26,6 +27,7 @@ from spectral.torch.classify import (
     Patterns,
     as_adapter,
     classified,
+    model_config,
 )
 
 
@@ -95,8 +97,27 @@ def placements(
     return out
 
 
-def built_in_scale(name: str, module: nn.Module, family: Adapter) -> float:
-    """The factor the family's input module multiplies into its output itself (1 if none)."""
+def scale_after_input(model: nn.Module, family: Adapter) -> float:
+    """sqrt(width) where the model's forward scales the input modules' outputs after them
+    (the adapter's input_scale_sqrt flag set in its config: litgpt's scale_embeddings), else 1."""
+    if not family.input_scale_sqrt:
+        return 1.0
+    flag, width = family.input_scale_sqrt
+    config = model_config(model)
+    if config is None or not getattr(config, flag, False):
+        return 1.0
+    return math.sqrt(float(getattr(config, width)))
+
+
+def built_in_scale(
+    name: str, module: nn.Module, family: Adapter, model: nn.Module | None = None
+) -> float:
+    """The factor the family's forward multiplies into the input module's output (1 if
+    none): held by the module (input_scale), or sqrt(width) when the model's config sets a
+    flag (input_scale_sqrt)."""
+    after = scale_after_input(model, family) if model is not None else 1.0
+    if after != 1.0:
+        return after
     if not family.input_scale:
         return 1.0
     for attr in family.input_scale:
@@ -283,7 +304,7 @@ def install_multipliers(
     for _, module, hook_id, _ in our_hooks(model):
         del module._forward_hooks[hook_id]
     values = rules.multipliers(width, depth, multiplier)
-    built_in = {id(m): built_in_scale(n, m, family) for n, m in placed["input"]}
+    built_in = {id(m): built_in_scale(n, m, family, model) for n, m in placed["input"]}
     handles = [
         module.register_forward_hook(
             functools.partial(
