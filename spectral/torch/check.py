@@ -183,7 +183,7 @@ def _optimizer_problems(
         if first is not None:
             rule = first["lr"]
             name = group.get("name") or f"{first['role']}/{first['optimizer']}"
-            now.append({"name": name, "lr": _number(group.get("lr")), "rule_lr": _number(rule)})
+            now.append({"name": name, "lr": _as_float(group.get("lr")), "rule_lr": _as_float(rule)})
         for p in group["params"]:
             trained.add(id(p))
             want = expected.get(id(p))
@@ -216,7 +216,7 @@ def _optimizer_problems(
                     got = got[index]
                 checks.append(("eps", got, want.get("spectral_eps", want.get(key))))
             for what, got, rule in checks:
-                rule, got = _number(rule), _number(got)
+                rule, got = _as_float(rule), _as_float(got)
                 if rule is None:
                     continue
                 if not isinstance(got, (int, float)) or not _close(float(got), rule):
@@ -234,7 +234,7 @@ def _optimizer_problems(
     return problems
 
 
-def _number(value: Any) -> Any:
+def _as_float(value: Any) -> Any:
     """A one-element tensor (a tensor lr) as its float; anything else as it is."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         return float(value)
