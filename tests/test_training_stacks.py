@@ -17,6 +17,7 @@ L = pytest.importorskip("lightning")
 accelerate = pytest.importorskip("accelerate")
 
 import litgpt_standin  # noqa: E402
+from test_runtime_guards import _hf  # noqa: E402
 from lightning.pytorch.callbacks import LearningRateMonitor  # noqa: E402
 from lightning.pytorch.loggers.logger import Logger  # noqa: E402
 
@@ -41,20 +42,9 @@ def adamw(tmp_path_factory):
     return load_generated("adamw", base_width=64, base_depth=2, folder=folder)
 
 
-def _llama(width=WIDTH, depth=DEPTH):
+def _llama():
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=width,
-        intermediate_size=2 * width,
-        num_hidden_layers=depth,
-        num_attention_heads=width // 16,
-        num_key_value_heads=width // 16,
-        head_dim=16,
-        max_position_embeddings=64,
-        tie_word_embeddings=False,
-    )
-    return transformers.LlamaForCausalLM(config)
+    return _hf("llama", WIDTH, DEPTH)
 
 
 def _ready(cfg, model=None, **base):
@@ -71,6 +61,15 @@ def _ids(batch=4, length=16, seed=1):
 def _flatten(opt, lr=6e-4):
     for group in opt.param_groups:  # nanoGPT's train.py: one lr into every group
         group["lr"] = lr
+
+
+def _flattened_step_raises(wrapped, model, backward):
+    """One lr written into every group through the wrapper, then a step: lr_guard="raise"."""
+    _flatten(wrapped)
+    ids = _ids()
+    backward(model(ids, labels=ids).loss)
+    with pytest.raises(ValueError, match="rule's ratios"):
+        wrapped.step()
 
 
 def _factors(opt):
@@ -96,11 +95,7 @@ def test_accelerate_prepare(cfg):
 
     wrapped.lr_guard = "raise"  # stored on accelerate's wrapper, honoured by the step
     assert opt.lr_guard == "warn"
-    _flatten(wrapped)
-    ids = _ids()
-    accelerator.backward(model(ids, labels=ids).loss)
-    with pytest.raises(ValueError, match="rule's ratios"):
-        wrapped.step()
+    _flattened_step_raises(wrapped, model, accelerator.backward)
 
 
 def test_fabric_setup(cfg):
@@ -120,11 +115,7 @@ def test_fabric_setup(cfg):
 
     wrapped.lr_guard = "raise"  # Fabric's wrapper subclasses the composite: reaches it
     assert opt.lr_guard == "raise"
-    _flatten(wrapped)
-    ids = _ids()
-    fabric.backward(model(ids, labels=ids).loss)
-    with pytest.raises(ValueError, match="rule's ratios"):
-        wrapped.step()
+    _flattened_step_raises(wrapped, model, fabric.backward)
 
 
 class _Keys(Logger):

@@ -175,6 +175,13 @@ _OLMO2 = _family(
     ),
 )
 
+_CAPS_LOGITS = (
+    "caps the logits with a tanh of fixed height, which the rules' alpha_out does not cover"
+)
+_CAPS_SCORES = (
+    "caps the attention scores with a tanh of fixed height, which the rules do not cover"
+)
+
 # Gemma2 and Gemma3 add h + post_norm(f(pre_norm(h))): OLMo2's branch ends, Gemma's
 # embedding scale and norms. Both soft-capping flags default on in Gemma2: a tanh at a
 # fixed height on the logits (or attention scores) that alpha_out's scaling knows nothing
@@ -186,20 +193,8 @@ _GEMMA2 = _family(
     input_scale=_GEMMA.input_scale,
     norm_offset=_GEMMA.norm_offset,
     refuse=(
-        (
-            "final_logit_softcapping",
-            (
-                "caps the logits with a tanh of fixed height, which the rules' alpha_out "
-                "does not cover"
-            ),
-        ),
-        (
-            "attn_logit_softcapping",
-            (
-                "caps the attention scores with a tanh of fixed height, which the rules do "
-                "not cover"
-            ),
-        ),
+        ("final_logit_softcapping", _CAPS_LOGITS),
+        ("attn_logit_softcapping", _CAPS_SCORES),
     ),
 )
 
@@ -365,20 +360,8 @@ _LITGPT = _family(
     final=r"ln_f$",
     input_scale_sqrt=("scale_embeddings", "n_embd"),
     refuse=(
-        (
-            "final_logit_softcapping",
-            (
-                "caps the logits with a tanh of fixed height, which the rules' alpha_out "
-                "does not cover"
-            ),
-        ),
-        (
-            "attention_logit_softcapping",
-            (
-                "caps the attention scores with a tanh of fixed height, which the rules do "
-                "not cover"
-            ),
-        ),
+        ("final_logit_softcapping", _CAPS_LOGITS),
+        ("attention_logit_softcapping", _CAPS_SCORES),
     ),
 )
 
