@@ -183,7 +183,13 @@ def _optimizer_problems(
         if first is not None:
             rule = first["lr"]
             name = group.get("name") or f"{first['role']}/{first['optimizer']}"
-            now.append({"name": name, "lr": _as_float(group.get("lr")), "rule_lr": _as_float(rule)})
+            now.append(
+                {
+                    "name": name,
+                    "lr": _as_float(group.get("lr")),
+                    "rule_lr": _as_float(rule),
+                }
+            )
         for p in group["params"]:
             trained.add(id(p))
             want = expected.get(id(p))

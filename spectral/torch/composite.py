@@ -51,7 +51,9 @@ def _wraps(wrapper: Any, optimizer: Any) -> bool:
     return False
 
 
-def lr_ratio_problem(groups: list[dict[str, Any]], *, step_time: bool = False) -> str | None:
+def lr_ratio_problem(
+    groups: list[dict[str, Any]], *, step_time: bool = False
+) -> str | None:
     """None when every group's lr is one common factor times its rule_lr (what every
     torch scheduler without a floor keeps); else what is off, naming the groups and their
     factors. step_time: skip tensor lrs (reading one would synchronise a device)."""
@@ -68,7 +70,9 @@ def lr_ratio_problem(groups: list[dict[str, Any]], *, step_time: bool = False) -
         return None
     f0, first = factors[0]
     off = [
-        (f, g) for f, g in factors if not math.isclose(f, f0, rel_tol=1e-6, abs_tol=1e-15)
+        (f, g)
+        for f, g in factors
+        if not math.isclose(f, f0, rel_tol=1e-6, abs_tol=1e-15)
     ]
     if not off:
         return None

@@ -175,12 +175,8 @@ _OLMO2 = _family(
     ),
 )
 
-_CAPS_LOGITS = (
-    "caps the logits with a tanh of fixed height, which the rules' alpha_out does not cover"
-)
-_CAPS_SCORES = (
-    "caps the attention scores with a tanh of fixed height, which the rules do not cover"
-)
+_CAPS_LOGITS = "caps the logits with a tanh of fixed height, which the rules' alpha_out does not cover"
+_CAPS_SCORES = "caps the attention scores with a tanh of fixed height, which the rules do not cover"
 
 # Gemma2 and Gemma3 add h + post_norm(f(pre_norm(h))): OLMo2's branch ends, Gemma's
 # embedding scale and norms. Both soft-capping flags default on in Gemma2: a tanh at a

@@ -201,7 +201,10 @@ def _compiled_code(wrapper: nn.Module) -> list[Any]:
     # down both __wrapped__ chains
     found: dict[int, Any] = {}
     inner = getattr(wrapper, "_orig_mod", None)
-    for fn in (getattr(wrapper, "forward", None), getattr(type(inner), "forward", None)):
+    for fn in (
+        getattr(wrapper, "forward", None),
+        getattr(type(inner), "forward", None),
+    ):
         for _ in range(4):
             code = getattr(getattr(fn, "__func__", fn), "__code__", None)
             if code is not None:
@@ -224,7 +227,8 @@ def _compile_wrappers(model: nn.Module) -> list[nn.Module]:
     return [
         o
         for o in gc.get_objects()
-        if type(o).__name__ == "OptimizedModule" and getattr(o, "_orig_mod", None) is model
+        if type(o).__name__ == "OptimizedModule"
+        and getattr(o, "_orig_mod", None) is model
     ]
 
 

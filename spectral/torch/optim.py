@@ -150,8 +150,8 @@ def _tensor_lr(lr: Any) -> torch.Tensor | None:
 def _name_groups(
     groups: Mapping[tuple[str, str, float, str | None], dict[str, Any]],
 ) -> None:
-    """"name" = role/optimizer; a role's other groups say how they differ (loggers such as
-    LearningRateMonitor refuse two groups of one name)."""
+    """Each group's "name": role/optimizer; a role's other groups say how they differ
+    (loggers such as LearningRateMonitor refuse two groups of one name)."""
     taken: set[str] = set()
     for (opt_name, role, c, layout), group in groups.items():
         name = f"{role}/{opt_name}"
