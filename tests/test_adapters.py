@@ -186,6 +186,7 @@ def test_detection_takes_the_right_family_first(configs):
     post_norms = ["model.layers.0.post_attention_layernorm", "model.layers.0.post_feedforward_layernorm"]
     typical = {
         "gpt2": (["transformer.h.0.attn.c_proj"], {"GPT2Attention"}),
+        "litgpt": (["transformer.h.0.post_attention_norm"], {"Identity"}),
         "gemma2": (
             [*llama, *post_norms, "model.layers.0.pre_feedforward_layernorm"],
             {"Gemma2RMSNorm"},

@@ -98,6 +98,12 @@ def test_page_has_its_walkthroughs():
 def test_walkthrough_runs(section, tmp_path, monkeypatch):
     if any("transformers" in code for code, _ in section["blocks"]):
         pytest.importorskip("transformers")
+    run_section(section, DOC.name, tmp_path, monkeypatch)
+
+
+def run_section(section: dict, doc: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run one section's python blocks in order in one namespace, in tmp_path, with its
+    `mup_config` importable; compare each block's output with its ```text block."""
     import torch
 
     write(tmp_path / "mup_config.py", codegen_source(section["codegen"]))
@@ -117,7 +123,7 @@ def test_walkthrough_runs(section, tmp_path, monkeypatch):
             printed = io.StringIO()
             try:
                 with contextlib.redirect_stdout(printed):
-                    exec(compile(code, f"{DOC.name}:{section['slug']}:{n}", "exec"), namespace)
+                    exec(compile(code, f"{doc}:{section['slug']}:{n}", "exec"), namespace)
             except Exception as exc:
                 raise AssertionError(
                     f"block {n} of '{section['title']}' raised {type(exc).__name__}: {exc}\n{code}"
@@ -125,7 +131,9 @@ def test_walkthrough_runs(section, tmp_path, monkeypatch):
             if expected is not None:
                 got = [line.rstrip() for line in printed.getvalue().strip().splitlines()]
                 want = [line.rstrip() for line in expected.strip().splitlines()]
-                assert got == want, f"block {n} of '{section['title']}' printed otherwise"
+                assert got == want, (
+                    f"block {n} of '{section['title']}' printed otherwise:\n{got}"
+                )
     finally:
         sys.modules.pop("mup_config", None)
         torch.set_num_threads(threads)

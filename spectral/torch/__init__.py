@@ -22,7 +22,7 @@ The modules, in the order they build on one another:
 from spectral.optimizers.entry import TorchImpl
 from spectral.scaling import BIAS_ROLES, LAYER_OF, BaseValue, Rules
 from spectral.torch.classify import ADAPTERS, DEFAULT_PATTERNS, Adapter, classify
-from spectral.torch.composite import CompositeOptimizer
+from spectral.torch.composite import CompositeOptimizer, unwrap_optimizer
 from spectral.torch.config import Config
 from spectral.torch.factories import TorchFactory
 from spectral.torch.hooks import MultiplierHandle, final_module, multipliers_applied
@@ -46,4 +46,5 @@ __all__ = [
     "classify",
     "final_module",
     "multipliers_applied",
+    "unwrap_optimizer",
 ]

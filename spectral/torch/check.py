@@ -17,6 +17,7 @@ from spectral.torch.classify import (
     classified,
     fans,
     is_norm,
+    unwrap_model,
 )
 from spectral.torch.hooks import (
     builtin_multipliers,
@@ -24,6 +25,7 @@ from spectral.torch.hooks import (
     placement_problems,
     placements,
 )
+from spectral.torch.composite import lr_ratio_problem, unwrap_optimizer
 from spectral.torch.forward_checks import measured_problems
 from spectral.torch.optim import role_param_groups
 from spectral.torch.rules import TorchRules
@@ -159,7 +161,7 @@ def _optimizer_problems(
     adapter: Any,
 ) -> list[str]:
     if not base:
-        base = getattr(optimizer, "base", {})
+        base = getattr(unwrap_optimizer(optimizer), "base", {})
     if "lr" not in base:
         return [
             (
@@ -176,7 +178,19 @@ def _optimizer_problems(
         for p in g["params"]
     }
     problems, trained = [], set()
+    now: list[dict[str, Any]] = []  # each group's lr now against its rule's
     for group in optimizer.param_groups:
+        first = expected.get(id(group["params"][0])) if group["params"] else None
+        if first is not None:
+            rule = first["lr"]
+            name = group.get("name") or f"{first['role']}/{first['optimizer']}"
+            now.append(
+                {
+                    "name": name,
+                    "lr": _as_float(group.get("lr")),
+                    "rule_lr": _as_float(rule),
+                }
+            )
         for p in group["params"]:
             trained.add(id(p))
             want = expected.get(id(p))
@@ -186,7 +200,11 @@ def _optimizer_problems(
                     f"{name}: in the optimizer but frozen or not in the model"
                 )
                 continue
-            lr = group.get("max_lr", group.get("initial_lr", group.get("lr")))
+            # the lr before any schedule: OneCycleLR's max_lr, a scheduler's initial_lr,
+            # the composite's rule_lr (set_lr_factor's schedule), else the lr itself
+            lr = group.get("lr")
+            for key in ("rule_lr", "initial_lr", "max_lr"):
+                lr = group.get(key, lr)
             checks = [
                 ("lr", lr, want["lr"]),
                 ("weight_decay", group.get("weight_decay"), want["weight_decay"]),
@@ -205,6 +223,7 @@ def _optimizer_problems(
                     got = got[index]
                 checks.append(("eps", got, want.get("spectral_eps", want.get(key))))
             for what, got, rule in checks:
+                rule, got = _as_float(rule), _as_float(got)
                 if rule is None:
                     continue
                 if not isinstance(got, (int, float)) or not _close(float(got), rule):
@@ -216,7 +235,17 @@ def _optimizer_problems(
             problems.append(
                 f"{names[p_id]} ({want['role']}): not trained by the optimizer"
             )
+    ratios = lr_ratio_problem(now)
+    if ratios is not None:
+        problems.append(ratios)
     return problems
+
+
+def _as_float(value: Any) -> Any:
+    """A one-element tensor (a tensor lr) as its float; anything else as it is."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value)
+    return value
 
 
 def check_model(
@@ -243,7 +272,10 @@ def check_model(
     missing, applied twice or for another size, and, given the optimizer, a parameter whose
     group's lr / weight decay / eps differs from the rule (the base values are the ones it
     was built with, or pass lr=..., weight_decay=..., eps=...; the lr is read before any
-    scheduler changed it). head_dim: the head dimension of the base model; the rules
+    scheduler changed it), and groups whose lrs now are no longer one common factor times
+    the rule's (a hand-written lr loop, a scheduler's absolute floor such as
+    CosineAnnealingLR(eta_min=...)). The optimizer may be a framework's wrapper
+    (accelerate, Lightning, Fabric: unwrap_optimizer). head_dim: the head dimension of the base model; the rules
     assume it stays fixed as the width grows (or 1/d attention scaling), so a different
     one is a problem.
 
@@ -262,6 +294,7 @@ def check_model(
     """
     if not isinstance(measure, bool):
         raise TypeError(f"measure must be True or False, got {measure!r}")
+    model = unwrap_model(model)
     try:
         classified(model, patterns, adapter, rules)
     except ValueError as exc:

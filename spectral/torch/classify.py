@@ -69,6 +69,7 @@ def as_adapter(
         for key in ("input", "branches", "output", "embeddings", "input_scale"):
             value = fields.get(key, ())
             fields[key] = (value,) if isinstance(value, str) else tuple(value)
+        fields["input_scale_sqrt"] = tuple(fields.get("input_scale_sqrt", ()))
         try:
             return _checked(Adapter(**fields))
         except TypeError as exc:
@@ -87,6 +88,25 @@ def as_adapter(
         ):
             return known
     return None
+
+
+_MODEL_WRAPPERS = 8
+"""Most model wrappers that unwrap_model goes through."""
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The model inside wrappers that register it twice. Fabric's ``fabric.setup(model)``
+    holds it as ``_forward_module`` and again as ``_original_module`` (one module under two
+    names: every parameter is listed twice, which is no tie). DDP's ``module.`` and
+    torch.compile's ``_orig_mod.`` register it once and stay (the names carry the prefix)."""
+    for _ in range(_MODEL_WRAPPERS):
+        original = getattr(model, "_original_module", None)
+        if not isinstance(original, nn.Module) or not isinstance(
+            getattr(model, "_forward_module", None), nn.Module
+        ):
+            return model
+        model = original
+    return model
 
 
 def model_config(model: nn.Module) -> Any:
@@ -149,6 +169,7 @@ def classified(
     pairs = role_pairs(patterns)
     for pattern, _ in pairs:
         checked_pattern(pattern, "patterns")
+    model = unwrap_model(model)
     family = as_adapter(adapter, model)
     for pattern, role in (*pairs, *(family.roles if family is not None else ())):
         problem = unknown_role(pattern, role)  # a typo, not "matches no role pattern"

@@ -3,14 +3,94 @@
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections.abc import Callable, Mapping
+from types import FrameType
 from typing import Any
 
 import torch
 
 LR_GUARDS = ("warn", "raise", "off")
 """What step() does when the groups' learning rates no longer keep the rule's ratios."""
+
+_WRAPPER_LAYERS = 8
+"""Most framework wrappers around one optimizer that unwrap_optimizer goes through."""
+_WRAPPER_FRAMES = 8
+"""Frames above step() searched for a wrapper's own lr_guard (accelerate: 1 or 2)."""
+
+
+def unwrap_optimizer(optimizer: Any) -> Any:
+    """The optimizer inside framework wrappers: accelerate's AcceleratedOptimizer,
+    Lightning's LightningOptimizer, Fabric's optimizer, any wrapper holding it as
+    ``.optimizer``; the first CompositeOptimizer found, else the innermost optimizer."""
+    for _ in range(_WRAPPER_LAYERS):
+        # Lightning's and Fabric's wrappers are instances of a subclass of the wrapped
+        # optimizer's class (they imitate it): the composite itself holds its parts
+        if isinstance(optimizer, CompositeOptimizer) and "parts" in vars(optimizer):
+            return optimizer
+        inner = getattr(optimizer, "optimizer", None)
+        if inner is None or inner is optimizer:
+            return optimizer
+        optimizer = inner
+    return optimizer
+
+
+def _wraps(wrapper: Any, optimizer: Any) -> bool:
+    """Whether ``wrapper`` holds ``optimizer`` through one or more ``.optimizer`` layers."""
+    for _ in range(_WRAPPER_LAYERS):
+        try:
+            inner = getattr(wrapper, "optimizer", None)
+        except Exception:  # noqa: BLE001 - any caller's object: not a wrapper then
+            return False
+        if inner is None or inner is wrapper:
+            return False
+        if inner is optimizer:
+            return True
+        wrapper = inner
+    return False
+
+
+def lr_ratio_problem(
+    groups: list[dict[str, Any]], *, step_time: bool = False
+) -> str | None:
+    """None when every group's lr is one common factor times its rule_lr (what every
+    torch scheduler without a floor keeps); else what is off, naming the groups and their
+    factors. step_time: skip tensor lrs (reading one would synchronise a device)."""
+    factors = []
+    for group in groups:
+        rule, lr = group.get("rule_lr"), group.get("lr")
+        if isinstance(lr, torch.Tensor) and not step_time and lr.numel() == 1:
+            lr = float(lr)
+        if not isinstance(rule, (int, float)) or not isinstance(lr, (int, float)):
+            continue
+        if rule > 0:
+            factors.append((lr / rule, group))
+    if len(factors) < 2:
+        return None
+    f0, first = factors[0]
+    off = [
+        (f, g)
+        for f, g in factors
+        if not math.isclose(f, f0, rel_tol=1e-6, abs_tol=1e-15)
+    ]
+    if not off:
+        return None
+    f1, other = off[0]
+    return (
+        "the param groups' learning rates no longer keep the rule's ratios: "
+        f"{_group_name(first)} is at {f0:.6g} x its rule's lr ({float(first['lr']):.6g}), "
+        f"{_group_name(other)} at {f1:.6g} x ({float(other['lr']):.6g}). Usual causes: a "
+        "training loop setting g['lr'] = lr for every group (nanoGPT's get_lr): use "
+        "opt.set_lr_factor(lr / base_lr) instead; or a scheduler's absolute floor "
+        "(CosineAnnealingLR(eta_min=...), ReduceLROnPlateau(min_lr=...)), the same lr for "
+        "every group: floor the factor instead, LambdaLR(opt, lambda s: floor + (1 - floor) "
+        "* cosine(s)) (docs/training-stacks.md)"
+    )
+
+
+def _group_name(group: Mapping[str, Any]) -> str:
+    return str(group.get("name") or group.get("role") or "a param group")
 
 
 class CompositeOptimizer(torch.optim.Optimizer):
@@ -29,6 +109,11 @@ class CompositeOptimizer(torch.optim.Optimizer):
     hand-written loop that writes one lr into every group (nanoGPT's get_lr) undoes the
     per-role rates, and lr_guard says what happens then: "warn" (once, the default),
     "raise" or "off". set_lr_factor(f) is that loop's fix: every lr = f * rule_lr.
+    Each group is named "role/optimizer" ("name", as Lightning's LearningRateMonitor shows).
+
+    Under a framework's wrapper (accelerate, Lightning, Fabric) the composite is
+    unwrap_optimizer(opt); lr_guard set on the wrapper is honoured, and Lightning's and
+    Fabric's wrappers (which subclass this class) take set_lr_factor and parts directly.
     """
 
     def __init__(
@@ -49,60 +134,66 @@ class CompositeOptimizer(torch.optim.Optimizer):
         # One part: its defaults, so schedulers that read them (OneCycleLR) work as usual.
         only = next(iter(self.parts.values())) if len(self.parts) == 1 else None
         for group in groups:
-            group.setdefault("rule_lr", group["lr"])
-        self.lr_guard = "warn"
+            group.setdefault("rule_lr", float(group["lr"]))
+        self.__dict__["_lr_guard"] = "warn"
         self._warned = False
         self._ready = False
         super().__init__(groups, dict(only.defaults) if only is not None else {})
         self._ready = True
 
+    @property
+    def lr_guard(self) -> str:
+        """What step() does when the groups' lrs no longer keep the rule's ratios: "warn"
+        (once, the default), "raise" or "off". Set on a framework's wrapper too (Lightning's
+        and Fabric's subclass this class, so the property reaches the composite inside)."""
+        return unwrap_optimizer(self).__dict__["_lr_guard"]
+
+    @lr_guard.setter
+    def lr_guard(self, value: str) -> None:
+        if value not in LR_GUARDS:
+            raise ValueError(f"lr_guard must be one of {LR_GUARDS}, got {value!r}")
+        unwrap_optimizer(self).__dict__["_lr_guard"] = value
+
     def set_lr_factor(self, factor: float) -> None:
         """Every group's lr = factor * its rule's lr: a schedule that keeps the roles'
-        ratios, for a hand-written loop (``opt.set_lr_factor(lr / base_lr)``)."""
+        ratios, for a hand-written loop (``opt.set_lr_factor(lr / base_lr)``). A tensor
+        lr (torch's recipe for a compiled step) is filled in place."""
         if isinstance(factor, bool) or not isinstance(factor, (int, float)):
             raise TypeError(f"factor must be a number, got {factor!r}")
         if not math.isfinite(factor) or factor < 0:
             raise ValueError(f"factor must be a finite number >= 0, got {factor!r}")
-        for group in self.param_groups:
-            group["lr"] = factor * group["rule_lr"]
+        for group in unwrap_optimizer(self).param_groups:
+            if isinstance(group["lr"], torch.Tensor):
+                group["lr"].fill_(factor * group["rule_lr"])
+            else:
+                group["lr"] = factor * group["rule_lr"]
+
+    def _guard_in_force(self) -> str:
+        """lr_guard, or the one a user set on a wrapper that keeps its own attributes
+        (accelerate's AcceleratedOptimizer): step() is called from the wrapper's step, so
+        the wrapper is a caller's ``self`` a few frames up."""
+        frame: FrameType | None = sys._getframe(2)
+        for _ in range(_WRAPPER_FRAMES):
+            if frame is None:
+                break
+            caller = frame.f_locals.get("self")
+            own = vars(caller).get("lr_guard") if hasattr(caller, "__dict__") else None
+            if own in LR_GUARDS and caller is not self and _wraps(caller, self):
+                return own
+            frame = frame.f_back
+        return self.__dict__["_lr_guard"]
 
     def _check_lr_ratios(self) -> None:
-        if self.lr_guard == "off" or (self.lr_guard == "warn" and self._warned):
+        guard = self._guard_in_force()
+        if guard == "off" or (guard == "warn" and self._warned):
             return
-        if self.lr_guard not in LR_GUARDS:
-            raise ValueError(
-                f"lr_guard must be one of {LR_GUARDS}, got {self.lr_guard!r}"
-            )
-        factors = []
-        for group in self.param_groups:
-            rule, lr = group.get("rule_lr"), group.get("lr")
-            if not isinstance(rule, (int, float)) or not isinstance(lr, (int, float)):
-                continue  # a tensor lr (capturable optimizers): not checked
-            if rule > 0:
-                factors.append((lr / rule, group))
-        if len(factors) < 2:
+        message = lr_ratio_problem(self.param_groups, step_time=True)
+        if message is None:
             return
-        f0 = factors[0][0]
-        off = [
-            g
-            for f, g in factors
-            if not math.isclose(f, f0, rel_tol=1e-6, abs_tol=1e-15)
-        ]
-        if not off:
-            return
-        first, other = factors[0][1], off[0]
-        message = (
-            f"the param groups' learning rates no longer keep the rule's ratios: "
-            f"{first.get('role')} has lr {first['lr']:.6g} (rule {first['rule_lr']:.6g}), "
-            f"{other.get('role')} {other['lr']:.6g} (rule {other['rule_lr']:.6g}). Usual "
-            "cause: a training loop setting g['lr'] = lr for every group (nanoGPT's "
-            "get_lr); use opt.set_lr_factor(lr / base_lr) instead, or a torch scheduler "
-            "(eta_min / min lr given per group as a fraction of it)"
-        )
-        if self.lr_guard == "raise":
+        if guard == "raise":
             raise ValueError(message)
         self._warned = True
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
 
     # torch.optim.Optimizer.__init__ assigns an empty state; the real one is the parts'.
     @property  # type: ignore[override]  # the parts' states merged, not a defaultdict
@@ -164,6 +255,7 @@ class CompositeOptimizer(torch.optim.Optimizer):
         for name, opt in self.parts.items():
             _check_part_state(name, opt, parts[name])
         before = {name: opt.state_dict() for name, opt in self.parts.items()}
+        names = [g.get("name") for g in self.param_groups]
         loaded = []
         try:
             for name, opt in self.parts.items():
@@ -178,6 +270,11 @@ class CompositeOptimizer(torch.optim.Optimizer):
             self.param_groups[:] = [
                 g for opt in self.parts.values() for g in opt.param_groups
             ]
+            # a state saved before groups were named: keep the names (same order)
+            if len(names) == len(self.param_groups):
+                for group, group_name in zip(self.param_groups, names, strict=True):
+                    if group_name is not None:
+                        group.setdefault("name", group_name)
 
     def __getstate__(self) -> dict[str, Any]:
         # torch.optim.Optimizer pickles defaults, state and param_groups only; a composite
@@ -185,6 +282,8 @@ class CompositeOptimizer(torch.optim.Optimizer):
         return dict(self.__dict__)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # pickled before lr_guard was a property: it was a plain attribute then
+        state.setdefault("_lr_guard", state.pop("lr_guard", "warn"))
         super().__setstate__(state)
 
     def __repr__(self) -> str:

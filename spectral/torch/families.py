@@ -70,6 +70,10 @@ class Adapter(NamedTuple):
     """Attributes of the input module, tried in order, holding a factor its forward pass
     multiplies into the embedding output (Gemma: sqrt(hidden_size)). The alpha_in hook
     divides it out, so h_0 is alpha_in times the looked-up row at every width."""
+    input_scale_sqrt: tuple[str, str] | tuple[()] = ()
+    """(config flag, config width): when the model's config sets the flag, its forward
+    multiplies the input module's output by sqrt(width) after that module (litgpt's
+    scale_embeddings, n_embd); the alpha_in hook divides it out, as for input_scale."""
     norm_offset: float = 0.0
     """The family's norms compute x_hat * (norm_offset + w) (Gemma: 1 + w); init_ sets
     w = 1 - norm_offset, so every effective gain starts at 1."""
@@ -175,6 +179,9 @@ _OLMO2 = _family(
     ),
 )
 
+_CAPS_LOGITS = "caps the logits with a tanh of fixed height, which the rules' alpha_out does not cover"
+_CAPS_SCORES = "caps the attention scores with a tanh of fixed height, which the rules do not cover"
+
 # Gemma2 and Gemma3 add h + post_norm(f(pre_norm(h))): OLMo2's branch ends, Gemma's
 # embedding scale and norms. Both soft-capping flags default on in Gemma2: a tanh at a
 # fixed height on the logits (or attention scores) that alpha_out's scaling knows nothing
@@ -186,20 +193,8 @@ _GEMMA2 = _family(
     input_scale=_GEMMA.input_scale,
     norm_offset=_GEMMA.norm_offset,
     refuse=(
-        (
-            "final_logit_softcapping",
-            (
-                "caps the logits with a tanh of fixed height, which the rules' alpha_out "
-                "does not cover"
-            ),
-        ),
-        (
-            "attn_logit_softcapping",
-            (
-                "caps the attention scores with a tanh of fixed height, which the rules do "
-                "not cover"
-            ),
-        ),
+        ("final_logit_softcapping", _CAPS_LOGITS),
+        ("attn_logit_softcapping", _CAPS_SCORES),
     ),
 )
 
@@ -341,6 +336,35 @@ _OPT = _family(
     final=r"decoder\.final_layer_norm$",  # not layers.N.final_layer_norm
 )
 
+# litgpt's GPT (litgpt/model.py): transformer.{wte, h.N, ln_f} and lm_head. A block adds
+# post_attention_norm(attn(norm_1(h))) and post_mlp_norm(mlp(norm_2(.))): nn.Identity, or
+# norms after the branch (Gemma2-like configs), so alpha_hidden goes on their outputs and
+# each branch adds alpha_hidden * f(h) either way. scale_embeddings=True (Gemma configs)
+# multiplies wte's output by sqrt(n_embd) in GPT.forward: divided out as Gemma's is. Its
+# Gemma configs' RMSNorm(add_unit_offset=True) computes x_hat * (1 + w): check() names
+# those norms; pass adapter=<this adapter>._replace(norm_offset=1.0) for them.
+_LITGPT = _family(
+    name="litgpt",
+    detect=r"transformer\.h\.\d+\.post_attention_norm$",
+    roles=(
+        (r"wte\.weight$", "input_weight"),
+        (r"h\.\d+\.(attn\.)?\w*norm\w*\.(weight|bias)$", "hidden_bias"),
+        (r"h\.\d+\.(attn|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"h\.\d+\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"ln_f\.(weight|bias)$", "input_bias"),
+        (r"lm_head\.weight$", "output_weight"),
+    ),
+    input=(r"transformer\.wte$",),
+    branches=(r"h\.\d+\.post_attention_norm$", r"h\.\d+\.post_mlp_norm$"),
+    output=(r"lm_head$",),
+    final=r"ln_f$",
+    input_scale_sqrt=("scale_embeddings", "n_embd"),
+    refuse=(
+        ("final_logit_softcapping", _CAPS_LOGITS),
+        ("attention_logit_softcapping", _CAPS_SCORES),
+    ),
+)
+
 _TORCHTITAN = _family(
     name="torchtitan",  # torchtitan's Llama (models/llama3/model.py names)
     detect=r"layers\.\d+\.attention\.wo$",
@@ -396,6 +420,7 @@ _VIT = _family(
 
 ADAPTERS: tuple[Adapter, ...] = (
     _GPT2,
+    _LITGPT,
     # Gemma2 before OLMo2 before Gemma and Llama: each has the names of those after it
     _GEMMA2,
     _OLMO2,

@@ -30,7 +30,13 @@ import torch
 from torch import nn
 
 from spectral.torch.classify import Adapter, is_norm
-from spectral.torch.hooks import our_hooks, placements
+from spectral.torch.hooks import (
+    STALE_FIX,
+    our_hooks,
+    placements,
+    scale_after_input,
+    stale_compiled,
+)
 
 BRANCH_TOLERANCE = 0.05
 """Halving a branch end's multiplier must move its block's output by half the branch's
@@ -185,10 +191,15 @@ def _rel(name: str, prefix: str) -> str:
 
 
 def _input_problems(
-    inputs: list[tuple[str, nn.Module]], blocks: list[Any], base: dict[str, Any]
+    inputs: list[tuple[str, nn.Module]],
+    blocks: list[Any],
+    base: dict[str, Any],
+    after: float = 1.0,
 ) -> list[str]:
     """An embedding's output is alpha_in times its lookup, and h_0 (the first block's
-    input) the sum of the input modules' outputs."""
+    input) the sum of the input modules' outputs. after: a factor the model's forward
+    multiplies in after the input modules (litgpt's scale_embeddings), which their hooks
+    divide out beforehand."""
     problems = []
     outs = []
     for name, module in inputs:
@@ -212,6 +223,7 @@ def _input_problems(
             lookup = (
                 torch.nn.functional.embedding(ids, module.weight)
                 * hook.keywords["factor"]
+                / after
             )
             if lookup.shape != out.shape:
                 continue
@@ -235,6 +247,7 @@ def _input_problems(
     expected = outs[0]
     for o in outs[1:]:
         expected = expected + o
+    expected = expected * after
     if expected.shape != h0.shape:
         return []
     ratio = _rms(h0) / max(_rms(expected), 1e-30)
@@ -366,9 +379,18 @@ def _norm_problems(model: nn.Module, family: Adapter) -> list[str]:
 
 
 def _compiled_problems(model: nn.Module, example: Any) -> list[str]:
+    """A torch.compile wrapper's own call against its module's, on the same input; and
+    code compiled before apply_multipliers hooked the module, which a call of another
+    signature than training's (it compiles afresh) would not show."""
     inner = getattr(model, "_orig_mod", None)
     if not isinstance(inner, nn.Module):
         return []
+    if stale_compiled(model):
+        return [
+            "the compiled model runs code compiled before apply_multipliers hooked its "
+            "module: torch.compile does not call hooks added later, so it trains without "
+            "the multipliers; " + STALE_FIX
+        ]
     with torch.enable_grad():
         compiled = _first_tensor(_run(model, example))
         eager = _first_tensor(_run(inner, example))
@@ -383,7 +405,7 @@ def _compiled_problems(model: nn.Module, example: Any) -> list[str]:
         (
             "the compiled model computes another output than its module (relative difference "
             f"{_rms(compiled - eager) / scale:.3g}): multipliers applied after torch.compile "
-            "are not in the compiled code; call apply_multipliers before torch.compile"
+            "are not in the compiled code; " + STALE_FIX
         )
     ]
 
@@ -422,7 +444,8 @@ def measured_problems(
                 blocks = [blocks[0], blocks[-1]]
             rec = _Recorder(inputs, blocks)
             base = rec.run(eager, example)
-            problems = _input_problems(inputs, blocks, base)
+            after = scale_after_input(eager, family)
+            problems = _input_problems(inputs, blocks, base, after)
             problems += _branch_problems(eager, example, blocks, rec, base)
             problems += _readout_problems(eager, example, rec, base)
             rec.remove()

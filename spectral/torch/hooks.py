@@ -8,7 +8,12 @@ FSDP see no extra state.
 from __future__ import annotations
 
 import functools
+import gc
+import math
 import re
+import sys
+import warnings
+import weakref
 from typing import Any
 
 import torch
@@ -22,6 +27,7 @@ from spectral.torch.classify import (
     Patterns,
     as_adapter,
     classified,
+    model_config,
 )
 
 
@@ -91,8 +97,27 @@ def placements(
     return out
 
 
-def built_in_scale(name: str, module: nn.Module, family: Adapter) -> float:
-    """The factor the family's input module multiplies into its output itself (1 if none)."""
+def scale_after_input(model: nn.Module, family: Adapter) -> float:
+    """sqrt(width) where the model's forward scales the input modules' outputs after them
+    (the adapter's input_scale_sqrt flag set in its config: litgpt's scale_embeddings), else 1."""
+    if not family.input_scale_sqrt:
+        return 1.0
+    flag, width = family.input_scale_sqrt
+    config = model_config(model)
+    if config is None or not getattr(config, flag, False):
+        return 1.0
+    return math.sqrt(float(getattr(config, width)))
+
+
+def built_in_scale(
+    name: str, module: nn.Module, family: Adapter, model: nn.Module | None = None
+) -> float:
+    """The factor the family's forward multiplies into the input module's output (1 if
+    none): held by the module (input_scale), or sqrt(width) when the model's config sets a
+    flag (input_scale_sqrt)."""
+    after = scale_after_input(model, family) if model is not None else 1.0
+    if after != 1.0:
+        return after
     if not family.input_scale:
         return 1.0
     for attr in family.input_scale:
@@ -155,6 +180,92 @@ class MultiplierHandle:
         return f"MultiplierHandle({self.multipliers}; modules per layer: {counts})"
 
 
+_COMPILED_BEFORE: weakref.WeakKeyDictionary[nn.Module, list[Any]] = (
+    weakref.WeakKeyDictionary()
+)
+"""torch.compile wrapper -> its compiled code objects from before apply_multipliers
+hooked the module inside it (that code does not call the hooks)."""
+
+
+def _compiled_code(wrapper: nn.Module) -> list[Any]:
+    """The code objects dynamo holds for a torch.compile wrapper's calls (all wrappers
+    share the frame it compiles, so this may hold other wrappers' code too); [] when this
+    torch keeps them elsewhere."""
+    try:
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+    except ImportError:  # a private API: without it, check() measures only
+        return []
+    # dynamo caches code on the first frame it compiles: wrap_inline's inner or the
+    # module's _wrapped_call_impl (under the wrapper's forward), or the model's forward
+    # (a decorated one, such as Hugging Face's, on the decorator's frame): every function
+    # down both __wrapped__ chains
+    found: dict[int, Any] = {}
+    inner = getattr(wrapper, "_orig_mod", None)
+    for fn in (
+        getattr(wrapper, "forward", None),
+        getattr(type(inner), "forward", None),
+    ):
+        for _ in range(4):
+            code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+            if code is not None:
+                try:
+                    entries = _debug_get_cache_entry_list(code)
+                except Exception:  # noqa: BLE001 - not a frame dynamo caches
+                    entries = []
+                found.update((id(e.code), e.code) for e in entries)
+            fn = getattr(fn, "__wrapped__", None)
+            if fn is None or isinstance(fn, nn.Module):
+                break
+    return list(found.values())
+
+
+def _compile_wrappers(model: nn.Module) -> list[nn.Module]:
+    """The live torch.compile wrappers (OptimizedModule) around ``model``: none unless
+    dynamo was imported; else one scan of the heap, once per apply_multipliers."""
+    if "torch._dynamo" not in sys.modules:
+        return []
+    return [
+        o
+        for o in gc.get_objects()
+        if type(o).__name__ == "OptimizedModule"
+        and getattr(o, "_orig_mod", None) is model
+    ]
+
+
+def stale_compiled(model: nn.Module) -> bool:
+    """Whether ``model`` is a torch.compile wrapper that still runs code compiled before
+    apply_multipliers hooked its module (torch.compiler.reset() drops that code)."""
+    before = _COMPILED_BEFORE.get(model)
+    if not before:
+        return False
+    now = {id(code) for code in _compiled_code(model)}
+    return any(id(code) in now for code in before)
+
+
+STALE_FIX = (
+    "call torch.compiler.reset() (the next call compiles again, with the hooks), or "
+    "apply_multipliers before torch.compile"
+)
+
+
+def _note_compiled_wrappers(model: nn.Module) -> None:
+    """Hooks added under a live torch.compile wrapper that already compiled: its code does
+    not call them (dynamo does not guard on hooks). Resetting dynamo here would drop every
+    compiled model's code in the process, so this says how, and check() catches it."""
+    for wrapper in _compile_wrappers(model):
+        code = _compiled_code(wrapper)
+        if not code:
+            continue
+        _COMPILED_BEFORE[wrapper] = code
+        warnings.warn(
+            "apply_multipliers: this model is wrapped by torch.compile and was compiled "
+            "before these hooks, so the compiled model runs without the multipliers; "
+            + STALE_FIX,
+            RuntimeWarning,
+            stacklevel=4,  # the user's apply_multipliers call (through Config's method)
+        )
+
+
 def install_multipliers(
     rules: Rules,
     model: nn.Module,
@@ -197,7 +308,7 @@ def install_multipliers(
     for _, module, hook_id, _ in our_hooks(model):
         del module._forward_hooks[hook_id]
     values = rules.multipliers(width, depth, multiplier)
-    built_in = {id(m): built_in_scale(n, m, family) for n, m in placed["input"]}
+    built_in = {id(m): built_in_scale(n, m, family, model) for n, m in placed["input"]}
     handles = [
         module.register_forward_hook(
             functools.partial(
@@ -215,6 +326,8 @@ def install_multipliers(
         # torch.compile'd: code compiled before the hooks existed does not call them (no
         # guard on hooks), so drop the compiled code; the next call compiles with them
         torch.compiler.reset()
+    else:
+        _note_compiled_wrappers(model)
     return MultiplierHandle(handles, names, values)
 
 

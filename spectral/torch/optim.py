@@ -11,7 +11,7 @@ from torch import nn
 
 from spectral.scaling import BaseValue
 from spectral.patterns import Patterns
-from spectral.torch.classify import AdapterLike, classified, fans
+from spectral.torch.classify import AdapterLike, classified, fans, unwrap_model
 from spectral.torch.hooks import multipliers_applied
 from spectral.torch.ties import tied_to_output, tied_values_agree
 from spectral.optimizers.entry import TorchImpl
@@ -77,10 +77,22 @@ def role_param_groups(
     (rules.eps_places) is carried as "spectral_eps" and put in place by build_optimizers, once
     the implementation has filled in the tuple's other entries. init_std and multiplier
     are accepted (and ignored) so that one dict of base values serves every function.
-    Frozen parameters (requires_grad=False) are left out.
+    Frozen parameters (requires_grad=False) are left out. Each group is named
+    "role/optimizer" ("name": what Lightning's LearningRateMonitor and other loggers show),
+    with the lr factor of a shape compensation or "experts" after it where a role has
+    several groups. A one-element tensor lr (torch's recipe for a compiled optimizer step,
+    which then does not recompile as the lr changes) gives every group a tensor lr of its
+    own, of that dtype and device.
     """
+    model = unwrap_model(model)
+    lr_tensor = _tensor_lr(lr)
     hp = rules.hparams(
-        width, depth, lr=lr, weight_decay=weight_decay, eps=eps, multiplier=multiplier
+        width,
+        depth,
+        lr=lr if lr_tensor is None else float(lr_tensor),
+        weight_decay=weight_decay,
+        eps=eps,
+        multiplier=multiplier,
     )
     groups: dict[tuple[str, str, float, str | None], dict[str, Any]] = {}
     for name, p, role, module in classified(model, patterns, adapter, rules):
@@ -107,6 +119,8 @@ def role_param_groups(
                 "role": role,
                 "optimizer": opt_name,
             }
+            if lr_tensor is not None:
+                group["lr"] = lr_tensor.detach().clone().fill_(h["lr"] / c)
             if layout is not None:
                 group["expert_layout"] = layout
             if "eps" in h:
@@ -117,7 +131,40 @@ def role_param_groups(
                     group["spectral_eps"] = h["eps"]
             groups[key] = group
         groups[key]["params"].append(p)
+    _name_groups(groups)
     return list(groups.values())
+
+
+def _tensor_lr(lr: Any) -> torch.Tensor | None:
+    """The base lr when it is a tensor (one element), else None."""
+    if not isinstance(lr, torch.Tensor):
+        return None
+    if lr.numel() != 1 or not lr.is_floating_point():
+        raise TypeError(
+            f"lr: a tensor lr must hold one floating-point number, got shape "
+            f"{tuple(lr.shape)} of {lr.dtype}"
+        )
+    return lr
+
+
+def _name_groups(
+    groups: Mapping[tuple[str, str, float, str | None], dict[str, Any]],
+) -> None:
+    """Each group's "name": role/optimizer; a role's other groups say how they differ
+    (loggers such as LearningRateMonitor refuse two groups of one name)."""
+    taken: set[str] = set()
+    for (opt_name, role, c, layout), group in groups.items():
+        name = f"{role}/{opt_name}"
+        if layout is not None:
+            name += "/experts"
+        if c != 1.0:
+            name += f"/lr-x{1 / c:.4g}"
+        unique, n = name, 1
+        while unique in taken:
+            n += 1
+            unique = f"{name}#{n}"
+        taken.add(unique)
+        group["name"] = unique
 
 
 def _place_eps(
