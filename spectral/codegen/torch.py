@@ -37,6 +37,7 @@ TORCH_RUNTIME = (
     "spectral.optimizers.entry",
     "spectral.torch.ties",
     "spectral.torch.families",
+    "spectral.torch.shapes",
     "spectral.torch.classify",
     "spectral.torch.factories",
     "spectral.torch.sharded",

@@ -15,9 +15,8 @@ from spectral.torch.classify import (
     Patterns,
     as_adapter,
     classified,
-    fans,
-    is_norm,
 )
+from spectral.torch.shapes import fans, is_norm
 from spectral.torch.hooks import (
     builtin_multipliers,
     our_hooks,

@@ -9,16 +9,15 @@ x̂·(1 + w)) and the config flags the rules do not cover. No rule, no number he
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import torch
 from torch import nn
 
 from spectral.scaling import LAYER_OF
 from spectral.torch.families import ADAPTERS, DEFAULT_PATTERNS, Adapter
+from spectral.torch.shapes import shaped_role, width_dims
 from spectral.torch.ties import tie_problem
 
 Patterns = Mapping[str, str] | Iterable[tuple[str, str]]
@@ -175,12 +174,16 @@ def classified(
     seen: dict[int, tuple[str, str, int]] = {}
     out: list[tuple[str, nn.Parameter, str, nn.Module]] = []
     unplaced = []
+    dims = width_dims(model)  # which dims grow, from a twin at another width
     for name, p in model.named_parameters(remove_duplicate=False):
         try:
             role = classify(name, p, patterns, family)
         except ValueError:
             unplaced.append(f"{name} {tuple(p.shape)}")
             continue
+        if id(p) not in seen:  # names place it, its shape says which dims grow
+            module = model.get_submodule(name.rpartition(".")[0])
+            role = shaped_role(name, p, module, role, dims.get(id(p)), LAYER_OF)
         if id(p) in seen:
             first, first_role, index = seen[id(p)]
             problem = tie_problem(first, first_role, name, role, rules)
@@ -202,19 +205,6 @@ def classified(
             "an adapter= for this model family."
         )
     return out
-
-
-def fans(module: nn.Module, p: torch.Tensor) -> tuple[int, int]:
-    """(n_out, n_in) of a weight: nn.Embedding and HF Conv1D store (in, out)."""
-    if isinstance(module, nn.Embedding) or type(module).__name__ == "Conv1D":
-        return p.shape[1], p.shape[0]
-    return p.shape[0], math.prod(p.shape[1:])
-
-
-def is_norm(module: nn.Module) -> bool:
-    return isinstance(module, (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm)) or type(
-        module
-    ).__name__.endswith("Norm")
 
 
 def is_table(name: str, module: nn.Module, family: Adapter | None) -> bool:

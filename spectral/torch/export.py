@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue, Rules
-from spectral.torch.classify import AdapterLike, as_adapter, is_norm
+from spectral.torch.classify import AdapterLike, as_adapter
+from spectral.torch.shapes import is_norm
 from spectral.torch.hooks import builtin_multipliers, our_hooks
 
 

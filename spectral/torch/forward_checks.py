@@ -29,7 +29,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from spectral.torch.classify import Adapter, is_norm
+from spectral.torch.classify import Adapter
+from spectral.torch.shapes import is_norm
 from spectral.torch.hooks import our_hooks, placements
 
 BRANCH_TOLERANCE = 0.05
