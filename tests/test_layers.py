@@ -34,8 +34,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("catalog", ("catalog", "optimizers.*", ".")),
     # 3  base values → concrete HPs at a size
     ("rules", ("scaling", "transfer", "base_values")),
-    # 4  what a user's training imports or gets generated; the rules tables; the reference models
-    ("runtime", ("torch.*", "jax.*", "render", "codegen.*", "models.*")),
+    # 4  what a user's training imports or gets generated (both runtimes name parameters'
+    #    roles with `patterns`); the rules tables; the reference models
+    ("runtime", ("torch.*", "jax.*", "patterns", "render", "codegen.*", "models.*")),
     # 5  measurements: a declaration against its implementation, from it, rules against training
     ("measure", ("measure.*", "infer.*", "coordcheck.*")),
     # 6  learning-rate transfer sweeps (data, tokens, train, tune, report)

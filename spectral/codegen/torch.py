@@ -34,6 +34,7 @@ FRAMEWORKS = ("torch", "jax")
 
 TORCH_RUNTIME = (
     "spectral.scaling",
+    "spectral.patterns",
     "spectral.optimizers.entry",
     "spectral.torch.ties",
     "spectral.torch.families",

@@ -16,9 +16,10 @@ import jax
 import optax
 
 from spectral.jax.init import init_params
-from spectral.jax.labels import AdapterLike, Patterns
+from spectral.jax.labels import AdapterLike
 from spectral.jax.optim import build_optimizer
 from spectral.jax.rules import JaxRules
+from spectral.patterns import Patterns
 from spectral.scaling import BaseValue
 
 

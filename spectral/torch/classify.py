@@ -10,32 +10,23 @@ x̂·(1 + w)) and the config flags the rules do not cover. No rule, no number he
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from torch import nn
 
-from spectral.scaling import LAYER_OF
+from spectral.patterns import (
+    Patterns,
+    checked_pattern,
+    role_of,
+    role_pairs,
+    unplaced_error,
+)
 from spectral.torch.families import ADAPTERS, DEFAULT_PATTERNS, Adapter
 from spectral.torch.shapes import shaped_role, width_dims
 from spectral.torch.ties import tie_problem
 
-Patterns = Mapping[str, str] | Iterable[tuple[str, str]]
 AdapterLike = Adapter | Mapping[str, Any] | str
-
-
-def checked_pattern(pattern: object, where: str) -> str:
-    """``pattern`` if it is a regular expression that compiles; a one-line error naming
-    ``where`` otherwise (never a bare re.error from deep inside a search)."""
-    if not isinstance(pattern, str):
-        raise TypeError(f"{where}: a pattern must be a string, got {pattern!r}")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(
-            f"{where}: pattern {pattern!r} does not compile: {exc}"
-        ) from None
-    return pattern
 
 
 def _checked(family: Adapter) -> Adapter:
@@ -133,22 +124,13 @@ def classify(
     a dict whose keys are exact parameter names works too. A name nothing matches is an
     error that names it: there is no silent default.
     """
-    pairs = list(patterns.items() if isinstance(patterns, Mapping) else patterns or ())
+    pairs = role_pairs(patterns)
     for pattern, _ in pairs:
         checked_pattern(pattern, "patterns")
     family = as_adapter(adapter)
     if family is not None:
         pairs += family.roles
-    for pattern, role in (*pairs, *DEFAULT_PATTERNS):
-        if pattern == name or re.search(pattern, name):
-            if role not in LAYER_OF:
-                raise ValueError(f"pattern {pattern!r} maps to unknown role {role!r}")
-            return role
-    shape = f" (shape {tuple(param.shape)})" if hasattr(param, "shape") else ""
-    raise ValueError(
-        f"parameter {name!r}{shape} matches no role pattern; pass "
-        "patterns={'<regex>': '<role>'} with a role from " + ", ".join(LAYER_OF)
-    )
+    return role_of(name, (*pairs, *DEFAULT_PATTERNS), param)
 
 
 def classified(
@@ -160,7 +142,7 @@ def classified(
     """(name, parameter, role, owning module) for every parameter; one error names every
     parameter that no pattern places. A tied input/output embedding is one entry (role
     input_weight) where ``rules`` (the config) allow it; any other tie is refused."""
-    pairs = patterns.items() if isinstance(patterns, Mapping) else patterns or ()
+    pairs = role_pairs(patterns)
     for pattern, _ in pairs:
         checked_pattern(pattern, "patterns")
     family = as_adapter(adapter, model)
@@ -197,13 +179,7 @@ def classified(
         seen[id(p)] = (name, role, len(out))
         out.append((name, p, role, owners[id(p)]))
     if unplaced:
-        raise ValueError(
-            f"{len(unplaced)} parameter(s) match no role pattern: {'; '.join(unplaced)}. "
-            "Pass patterns={'<regex>': '<role>'} (roles: "
-            + ", ".join(LAYER_OF)
-            + ") or "
-            "an adapter= for this model family."
-        )
+        raise unplaced_error(unplaced)
     return out
 
 

@@ -13,8 +13,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from spectral.patterns import Patterns
 from spectral.scaling import BaseValue
-from spectral.torch.classify import AdapterLike, Patterns
+from spectral.torch.classify import AdapterLike
 from spectral.torch.check import check_model
 from spectral.torch.composite import CompositeOptimizer
 from spectral.torch.export import fold_into_weights

@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue
-from spectral.torch.classify import AdapterLike, Patterns, classified
+from spectral.patterns import Patterns
+from spectral.torch.classify import AdapterLike, classified
 from spectral.torch.shapes import fans
 from spectral.torch.hooks import multipliers_applied
 from spectral.torch.ties import tied_to_output, tied_values_agree
