@@ -95,6 +95,12 @@ def _configure_derive(p: argparse.ArgumentParser) -> None:
         help="add, per entry, the condition that fixed it, and the verification summary",
     )
     p.add_argument(
+        "--all-roles",
+        action="store_true",
+        help="also derive the roles placed by their dimensions: output_bias, outer_weight, "
+        "rank_down_weight, rank_up_weight, hidden_vector (docs/roles.md)",
+    )
+    p.add_argument(
         "--input-kind",
         choices=("image", "language"),
         default=None,
@@ -114,7 +120,7 @@ def _run_derive(args: argparse.Namespace) -> int:
         optimizer: Any = load_spec(args.spec)
     else:
         optimizer = args.optimizer
-    d = derive(optimizer, k=args.k)
+    d = derive(optimizer, k=args.k, all_roles=args.all_roles)
 
     from .. import render
 

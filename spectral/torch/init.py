@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from spectral.scaling import BIAS_ROLES, BaseValue, Rules
+from spectral.scaling import BIAS_ROLES, BaseValue, Rules, keeps_own_init
 from spectral.torch.classify import (
     AdapterLike,
     Patterns,
@@ -15,7 +15,7 @@ from spectral.torch.classify import (
     classified,
     is_table,
 )
-from spectral.torch.shapes import VECTOR, fans, is_norm
+from spectral.torch.shapes import fans, is_norm
 from spectral.torch.sharded import normal_
 
 
@@ -32,11 +32,10 @@ def keeps_own_values(name: str, role: str, module: nn.Module, init_std: BaseValu
     neither a bias nor a norm's parameter, unless ``init_std`` names its role. Its own
     initialisation is the model's (Mamba draws A_log and dt's bias on purpose); zero
     would kill it."""
-    if isinstance(init_std, Mapping) and role in init_std:
-        return False
-    if role == VECTOR:
+    if keeps_own_init(role, init_std):  # hidden_vector, unless named
         return True
-    return role in BIAS_ROLES and not is_norm(module) and not is_bias(name)
+    named = isinstance(init_std, Mapping) and role in init_std
+    return role in BIAS_ROLES and not (named or is_norm(module) or is_bias(name))
 
 
 @torch.no_grad()
@@ -71,6 +70,7 @@ def init_by_role(
             else:  # gain 1: x_hat * (norm_offset + w) for families that offset w
                 p.fill_(1.0 - (family.norm_offset if family is not None else 0.0))
             continue
+        rules.covered(role, f"parameter {name!r}")
         if keeps_own_values(name, role, module, init_std):
             continue
         d_in = None

@@ -170,9 +170,9 @@ def _by_id(module: nn.Module, dims: dict[str, Dims]) -> dict[int, Dims]:
 # The engine's roles for a matrix inside a residual branch whose one side stays fixed
 # (docs/your-model.md, "How spectral decides each parameter's rule"); a per-channel vector
 # that is neither a bias nor a norm gain (SSM A_log, D, dt_bias; a depthwise kernel).
-FIXED_DOWN = "hidden_down_weight"
+FIXED_DOWN = "rank_down_weight"
 """width -> fixed size, inside a branch (DeepSeek-V3's q_a_proj, Mamba's x_proj)."""
-FIXED_UP = "hidden_up_weight"
+FIXED_UP = "rank_up_weight"
 """fixed size -> width, inside a branch (DeepSeek-V3's q_b_proj, Mamba's dt_proj)."""
 VECTOR = "hidden_vector"
 """A per-channel vector, or a depthwise kernel: one entry (or one small filter) per
