@@ -15,6 +15,7 @@ from typing import Any
 
 from torch import nn
 
+from spectral.scaling import LAYER_OF
 from spectral.patterns import (
     Patterns,
     checked_pattern,

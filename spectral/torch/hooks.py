@@ -22,6 +22,7 @@ from spectral.torch.classify import (
     Patterns,
     as_adapter,
     classified,
+    model_config,
 )
 
 
@@ -107,6 +108,23 @@ def built_in_scale(name: str, module: nn.Module, family: Adapter) -> float:
         f"{', '.join(family.input_scale)}, and it has none (an older transformers keeps the "
         "scale elsewhere); upgrade transformers or pass adapter= with input_scale=()"
     )
+
+
+def config_scale(model: nn.Module, family: Adapter, layer: str) -> float:
+    """The factor the model's forward pass multiplies into ``layer``'s output outside the
+    hooked module, from its config (the family's config_scales; 1 if none)."""
+    factor = 1.0
+    for where, attribute, power in family.config_scales:
+        if where != layer:
+            continue
+        value = getattr(model_config(model), attribute, None)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(
+                f"the {family.name} adapter reads the model config's {attribute} (a factor "
+                f"its forward pass applies to the {layer} layer), and it is {value!r}"
+            )
+        factor *= float(value) ** power
+    return factor
 
 
 def placement_problems(
@@ -198,6 +216,10 @@ def install_multipliers(
         del module._forward_hooks[hook_id]
     values = rules.multipliers(width, depth, multiplier)
     built_in = {id(m): built_in_scale(n, m, family) for n, m in placed["input"]}
+    for layer, modules in placed.items():
+        outside = config_scale(model, family, layer)
+        for _, module in modules:
+            built_in[id(module)] = built_in.get(id(module), 1.0) * outside
     handles = [
         module.register_forward_hook(
             functools.partial(
