@@ -39,7 +39,7 @@ def slope(widths: tuple[int, ...], values: list[float]) -> float:
     xs = [math.log(w) for w in widths]
     ys = [math.log(v) for v in values]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
 
 
 def _first_tensor(output: Any) -> torch.Tensor:

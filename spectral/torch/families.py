@@ -460,10 +460,82 @@ _MAMBA = _family(
     branches_per_layer=1,
 )
 
+# Hugging Face BERT (post-norm: each branch's output goes through dense, then is added and
+# normalised, h = LN(h + alpha * f(h))) and ModernBERT (pre-norm). The embeddings module's
+# output, after its norm, is h_0. The masked-LM head's transform (width -> width, applied
+# once outside the stream) is an outer_weight; the decoder is the readout, its bias an
+# output_bias (BERT also keeps an unused cls.predictions.bias: no gradient, no step).
+_BERT = _family(
+    name="bert",
+    detect=r"encoder\.layer\.\d+\.attention\.output\.dense$",
+    roles=(
+        (r"embeddings\.(word|position|token_type)_embeddings\.weight$", "input_weight"),
+        (r"embeddings\.LayerNorm\.(weight|bias)$", "input_bias"),
+        (r"encoder\.layer\.\d+\.[\w.]*LayerNorm\.(weight|bias)$", "hidden_bias"),
+        (r"encoder\.layer\.\d+\.[\w.]+\.weight$", "hidden_weight"),
+        (r"encoder\.layer\.\d+\.[\w.]+\.bias$", "hidden_bias"),
+        (r"(pooler|predictions\.transform)\.dense\.weight$", "outer_weight"),
+        (r"(pooler\.dense|predictions\.transform\.(dense|LayerNorm))\.(weight|bias)$", "outer_bias"),
+        (r"predictions\.decoder\.weight$", "output_weight"),
+        (r"predictions\.(decoder\.)?bias$", "output_bias"),
+    ),
+    input=(r"embeddings$",),
+    branches=(
+        r"encoder\.layer\.\d+\.attention\.output\.dense$",
+        r"encoder\.layer\.\d+\.output\.dense$",
+    ),
+    output=(r"predictions\.decoder$",),
+    final=r"predictions\.transform$",
+)
+
+_MODERNBERT = _family(
+    name="modernbert",
+    detect=r"layers\.\d+\.attn\.Wo$",
+    roles=(
+        (r"embeddings\.tok_embeddings\.weight$", "input_weight"),
+        (r"embeddings\.norm\.(weight|bias)$", "input_bias"),
+        (r"layers\.\d+\.(attn|mlp)_norm\.(weight|bias)$", "hidden_bias"),
+        (r"layers\.\d+\.(attn|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"layers\.\d+\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"final_norm\.(weight|bias)$", "input_bias"),
+        (r"head\.dense\.weight$", "outer_weight"),
+        (r"head\.(dense|norm)\.(weight|bias)$", "outer_bias"),
+        (r"decoder\.weight$", "output_weight"),
+        (r"decoder\.bias$", "output_bias"),
+    ),
+    input=(r"embeddings$",),
+    branches=(r"layers\.\d+\.attn\.Wo$", r"layers\.\d+\.mlp\.Wo$"),
+    output=(r"decoder$",),
+    final=r"final_norm$",
+)
+
+# Hugging Face ViT (transformers 5 names): the patch embedding is a Conv2d of fixed fan-in
+# C * p * p (input_weight, drawn init_std / sqrt(fan_in)), cls_token and the position
+# table are tables added into h_0 (the embeddings module's output); the classifier is the
+# readout, its bias an output_bias.
+_HF_VIT = _family(
+    name="hf-vit",
+    detect=r"layers\.\d+\.layernorm_before$",
+    roles=(
+        (r"embeddings\.(cls_token|position_embeddings)$", "input_weight"),
+        (r"patch_embeddings\.projection\.weight$", "input_weight"),
+        (r"patch_embeddings\.projection\.bias$", "input_bias"),
+        (r"layers\.\d+\.layernorm_(before|after)\.(weight|bias)$", "hidden_bias"),
+        (r"layers\.\d+\.(attention|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"layers\.\d+\.(attention|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"layernorm\.(weight|bias)$", "input_bias"),
+        (r"classifier\.weight$", "output_weight"),
+        (r"classifier\.bias$", "output_bias"),
+    ),
+    input=(r"embeddings$",),
+    branches=(r"layers\.\d+\.attention\.o_proj$", r"layers\.\d+\.mlp\.fc2$"),
+    output=(r"classifier$",),
+    final=r"layernorm$",
+    embeddings=(r"embeddings\.cls_token$", r"embeddings\.position_embeddings$"),
+)
+
 ADAPTERS: tuple[Adapter, ...] = (
     _GPT2,
-    _GPTJ,
-    _PHI,
     _GRANITE,  # before Llama, whose names it has
     # Gemma2 before OLMo2 before Gemma and Llama: each has the names of those after it
     _GEMMA2,
@@ -479,6 +551,12 @@ ADAPTERS: tuple[Adapter, ...] = (
     _TORCHTITAN,
     _VIT,
     _MAMBA,
+    _BERT,
+    _MODERNBERT,
+    _HF_VIT,
+    # last: their generic patterns must not come before the others' in DEFAULT_PATTERNS
+    _PHI,
+    _GPTJ,
 )
 """Known families, tried in order (the first that recognises the model wins, so a family
 comes before those whose names it shares); pass adapter= for any other model."""
