@@ -19,7 +19,6 @@ from torch import nn  # noqa: E402
 
 import width_slopes  # noqa: E402
 from spectral.codegen import load_generated  # noqa: E402
-from spectral.torch.shapes import set_base_shapes  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 pytestmark = [
@@ -344,11 +343,11 @@ LOW_RANK = {
 def test_set_base_shapes_reads_a_plain_model(cfg, how):
     model = LowRank(128)
     if how == "factory":
-        set_base_shapes(model, factory=LowRank)
+        cfg.set_base_shapes(model, factory=LowRank)
     else:
         with torch.device("meta"):
             base = LowRank(64)
-        set_base_shapes(model, base)
+        cfg.set_base_shapes(model, base)
     cfg.apply_multipliers(model, 128, 2, adapter=LOW_RANK)
     groups = cfg.param_groups(model, 128, 2, lr=1e-3, adapter=LOW_RANK)
     roles = {id(p): g["role"] for g in groups for p in g["params"]}

@@ -23,6 +23,7 @@ from spectral.torch.hooks import MultiplierHandle, install_multipliers
 from spectral.torch.init import init_by_role
 from spectral.torch.optim import build_composite, role_param_groups
 from spectral.torch.rules import TorchRules
+from spectral.torch.shapes import Dims, record_base_shapes
 
 
 class Config(TorchRules):
@@ -146,6 +147,20 @@ class Config(TorchRules):
             **base,
         )
 
+    def set_base_shapes(
+        self,
+        model: nn.Module,
+        base_model: nn.Module | None = None,
+        *,
+        factory: Callable[[int], nn.Module] | None = None,
+    ) -> dict[str, Dims]:
+        return record_base_shapes(
+            model,
+            base_model,
+            factory=factory,
+            widths=(self.base_width, 2 * self.base_width),
+        )
+
     def fold_multipliers(
         self,
         model: nn.Module,
@@ -167,6 +182,7 @@ for _method, _function in (
     ("build_optimizers", build_composite),
     ("check", check_model),
     ("fold_multipliers", fold_into_weights),
+    ("set_base_shapes", record_base_shapes),
 ):
     # the bound API shows the function's own documentation
     getattr(Config, _method).__doc__ = _function.__doc__

@@ -106,7 +106,7 @@ def _on_meta(build: Callable[[], nn.Module], what: str) -> nn.Module:
     return twin
 
 
-def set_base_shapes(
+def record_base_shapes(
     model: nn.Module,
     base_model: nn.Module | None = None,
     *,
