@@ -355,3 +355,18 @@ def test_set_base_shapes_reads_a_plain_model(cfg, how):
     assert roles[id(model.blocks[0][1].weight)] == "rank_up_weight"
     assert roles[id(model.blocks[0][0].bias)] == "hidden_bias"
 
+
+
+def test_check_passes_granite_and_mamba_and_names_granites_constants_otherwise(cfg):
+    for build in (granite, mamba):
+        torch.manual_seed(0)
+        model = build(128, 2)
+        cfg.apply_multipliers(model, 128, 2)
+        cfg.init_(model, 128, 2, 0.02)
+        opt = cfg.build_optimizers(model, 128, 2, lr=1e-3)
+        assert cfg.check(model, 128, 2, opt, head_dim=HEAD_DIM) == []
+    model = granite(128, 2)  # Llama's adapter: the constants are not divided out
+    cfg.apply_multipliers(model, 128, 2, adapter="llama")
+    problems = cfg.check(model, 128, 2, adapter="llama")
+    assert any("its input h_0 is 12 x the multiplied embedding output" in p for p in problems)
+    assert any("o_proj: halving alpha_hidden moved" in p and "by 0.22 x" in p for p in problems)

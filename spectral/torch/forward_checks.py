@@ -120,8 +120,12 @@ def _blocks(
             if len(set(pieces)) != 1:
                 break
             common.append(pieces[0])
-        # one branch per layer: its own module is the branch, nothing to measure inside
+        # one branch per layer: the block is the nearest numbered module above the branch
+        # end (Mamba's layers.N around mixer.out_proj); a numbered branch end is its own
+        # branch (nothing to measure inside)
         prefix = ".".join(common[:-1] if len(group) == 1 else common)
+        while len(group) == 1 and prefix and not prefix.rpartition(".")[2].isdigit():
+            prefix = prefix.rpartition(".")[0]
         # the enclosing block: the deepest module above every branch end of the layer
         while prefix and (prefix not in modules or prefix in group):
             prefix = prefix.rpartition(".")[0]
@@ -185,6 +189,16 @@ def _rel(name: str, prefix: str) -> str:
     return name[len(prefix) + 1 :] if prefix else name
 
 
+def _outside(module: nn.Module) -> float:
+    """The factor the model multiplies into a hooked module's output after it (1 if
+    none): the adapter's config_scales, which the hook divides out."""
+    for hook in module._forward_hooks.values():
+        keywords = getattr(hook, "keywords", None)
+        if keywords and "outside" in keywords:
+            return float(keywords["outside"])
+    return 1.0
+
+
 def _input_problems(
     inputs: list[tuple[str, nn.Module]], blocks: list[Any], base: dict[str, Any]
 ) -> list[str]:
@@ -213,6 +227,7 @@ def _input_problems(
             lookup = (
                 torch.nn.functional.embedding(ids, module.weight)
                 * hook.keywords["factor"]
+                / hook.keywords.get("outside", 1.0)
             )
             if lookup.shape != out.shape:
                 continue
@@ -236,6 +251,7 @@ def _input_problems(
     expected = outs[0]
     for o in outs[1:]:
         expected = expected + o
+    expected = expected * _outside(inputs[0][1])  # the model's factor after the module
     if expected.shape != h0.shape:
         return []
     ratio = _rms(h0) / max(_rms(expected), 1e-30)
@@ -280,7 +296,7 @@ def _branch_problems(
                 continue
             with _scaled(later, 0.0), _scaled([hook], 0.5):
                 half = rec.run(model, example).get(f"block:{block_name}")
-            expected = _rms(0.5 * branch)
+            expected = _rms(0.5 * branch) * hook.keywords.get("outside", 1.0)
             if half is None or expected == 0.0:
                 continue
             ratio = _rms(full - half) / expected

@@ -34,11 +34,14 @@ def _scale_output(
     factor: float,
     layer: str,
     built_in: float = 1.0,
+    outside: float = 1.0,
 ) -> Any:
-    """alpha * output / built_in, with ``factor`` = alpha and ``built_in`` the factor the
-    model's own forward pass multiplies in there (Gemma's sqrt(n) on the embedding output);
-    plain floats, so torch.compile bakes them in and DDP/FSDP see no state."""
-    scale = factor / built_in
+    """alpha * output / (built_in * outside), with ``factor`` = alpha, ``built_in`` the
+    factor the module's own forward pass multiplies in (Gemma's sqrt(n) on the embedding
+    output) and ``outside`` the one the model multiplies in after the module (Granite's
+    embedding_multiplier, residual_multiplier, 1 / logits_scaling); plain floats, so
+    torch.compile bakes them in and DDP/FSDP see no state."""
+    scale = factor / (built_in * outside)
     if scale == 1.0:
         return None
     if isinstance(output, torch.Tensor):
@@ -216,10 +219,7 @@ def install_multipliers(
         del module._forward_hooks[hook_id]
     values = rules.multipliers(width, depth, multiplier)
     built_in = {id(m): built_in_scale(n, m, family) for n, m in placed["input"]}
-    for layer, modules in placed.items():
-        outside = config_scale(model, family, layer)
-        for _, module in modules:
-            built_in[id(module)] = built_in.get(id(module), 1.0) * outside
+    outside = {layer: config_scale(model, family, layer) for layer in placed}
     handles = [
         module.register_forward_hook(
             functools.partial(
@@ -227,6 +227,7 @@ def install_multipliers(
                 factor=values[layer],
                 layer=layer,
                 built_in=built_in.get(id(module), 1.0),
+                outside=outside[layer],
             )
         )
         for layer, modules in placed.items()
