@@ -370,3 +370,14 @@ def test_check_passes_granite_and_mamba_and_names_granites_constants_otherwise(c
     problems = cfg.check(model, 128, 2, adapter="llama")
     assert any("its input h_0 is 12 x the multiplied embedding output" in p for p in problems)
     assert any("o_proj: halving alpha_hidden moved" in p and "by 0.22 x" in p for p in problems)
+
+
+def test_fold_multipliers_keeps_granites_logits(cfg):
+    torch.manual_seed(0)
+    model = granite(128, 2)
+    cfg.apply_multipliers(model, 128, 2)
+    cfg.init_(model, 128, 2, 0.02)
+    ids = torch.arange(16)[None]
+    hooked = model(input_ids=ids).logits
+    cfg.fold_multipliers(model, 128, 2)
+    torch.testing.assert_close(model(input_ids=ids).logits, hooked, rtol=1e-4, atol=1e-6)
