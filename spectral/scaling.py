@@ -36,6 +36,7 @@ from dataclasses import dataclass
 __all__ = [
     "BIAS_ROLES",
     "BaseValue",
+    "EXTRA_ROLES",
     "KEEP_INIT_ROLES",
     "LAYER_OF",
     "MIN_K",
@@ -70,6 +71,17 @@ a width -> width map outside the residual stream (outer_weight, a pooler; its bi
 outer_bias). The readout's bias shares alpha_out (the hook scales the readout's whole
 output), fixed-rank factors (rank_down_weight, rank_up_weight) and per-channel vectors
 (hidden_vector) a block's (docs/roles.md)."""
+
+EXTRA_ROLES = (
+    "output_bias",
+    "outer_weight",
+    "outer_bias",
+    "rank_down_weight",
+    "rank_up_weight",
+    "hidden_vector",
+)
+"""The roles placed by their dimensions (docs/roles.md): a config has them only when
+generated with --all-roles (load_generated(..., all_roles=True))."""
 
 MIN_K: dict[str, int] = {"rank_down_weight": 2, "rank_up_weight": 2}
 """Roles that only blocks of k >= 2 maps hold: a fixed-rank factor is one of at least two
@@ -352,6 +364,12 @@ class Rules:
             return
         if role not in LAYER_OF:
             raise ValueError(f"{what}: unknown role {role!r}; see LAYER_OF")
+        if role in EXTRA_ROLES and not any(r in self.optimizers for r in EXTRA_ROLES):
+            raise ValueError(
+                f"{what} has role {role}, a role placed by its dimensions, which this config "
+                "has no rule for: regenerate it with --all-roles (load_generated(..., "
+                "all_roles=True)); see docs/roles.md"
+            )
         if self.k < MIN_K.get(role, 1):
             raise ValueError(
                 f"{what} has role {role}, a fixed-rank factor, which blocks of k = {self.k} "

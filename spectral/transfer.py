@@ -11,8 +11,8 @@ takes the matrices inside the residual blocks — the hidden weights, and router
 ``E × n`` gate inside a block: its derived rules hold for every optimizer, and matrix
 optimizers train it in practice; see ``docs/router.md``) — and the *others* optimizer
 every other role (input and output weights, all biases) — Muon-Kimi on hidden matrices,
-AdamW on embeddings, head and biases. A plan covers every role, those placed by their
-dimensions too (``docs/roles.md``): the fixed-rank factors of a block go with the hidden
+AdamW on embeddings, head and biases. ``all_roles=True`` adds the roles placed by their
+dimensions (``docs/roles.md``): the fixed-rank factors of a block go with the hidden
 matrices, the output bias, the outer map and its bias and the vectors of a block with the
 others.
 Without *others*, the hidden optimizer takes every role it applies to; a matrix-only
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from .catalog import catalog as builtin_catalog
 from .errors import SpecError
 from .engine.result import Derivation, Exponent
-from .engine.roles import ALL_ROLE_NAMES, role
+from .engine.roles import ALL_ROLE_NAMES, ROLE_NAMES, role
 from .scaling import BaseValue, scale_rules
 from .catalog import derive
 from .spec import OptimizerSpec
@@ -98,6 +98,8 @@ class Plan:
     """Roles no optimizer takes (bias roles of a matrix-only optimizer without others)."""
     omitted: dict[str, str] = field(default_factory=dict)
     """Roles no derivation has at this ``k``, each with why (fixed-rank factors at k = 1)."""
+    all_roles: bool = False
+    """Whether the roles placed by their dimensions were asked for (``--all-roles``)."""
 
     @property
     def rules(self) -> dict[str, dict[str, Exponent]]:
@@ -130,13 +132,15 @@ def plan(
     k: int = 2,
     *,
     catalog: Mapping[str, OptimizerSpec] | None = None,
+    all_roles: bool = False,
 ) -> Plan:
-    """Assign roles to ``hidden`` (and ``others``) and derive each optimizer's rules."""
-    d_hidden = derive(hidden, k, catalog=catalog, all_roles=True)
+    """Assign roles to ``hidden`` (and ``others``) and derive each optimizer's rules;
+    ``all_roles`` adds the roles placed by their dimensions (``docs/roles.md``)."""
+    d_hidden = derive(hidden, k, catalog=catalog, all_roles=all_roles)
     derivations = {d_hidden.optimizer: d_hidden}
     d_others = None
     if others is not None:
-        d_others = derive(others, k, catalog=catalog, all_roles=True)
+        d_others = derive(others, k, catalog=catalog, all_roles=all_roles)
         if d_others.optimizer == d_hidden.optimizer:
             raise SpecError(
                 f"--others {d_others.optimizer} is the hidden optimizer itself; leave --others "
@@ -146,7 +150,7 @@ def plan(
     optimizers: dict[str, str] = {}
     uncovered: list[str] = []
     omitted = {r: why for d in derivations.values() for r, why in d.omitted}
-    for r in ALL_ROLE_NAMES:
+    for r in ALL_ROLE_NAMES if all_roles else ROLE_NAMES:
         if r in omitted:
             continue
         block_matrix = role(r).in_block and not role(r).is_bias
@@ -166,6 +170,7 @@ def plan(
         derivations=derivations,
         uncovered=tuple(uncovered),
         omitted=omitted,
+        all_roles=all_roles,
     )
     # Block multipliers come from the init conditions alone, so every optimizer must agree
     # on them layer by layer; a hybrid would be inconsistent otherwise.

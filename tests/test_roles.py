@@ -104,6 +104,8 @@ def test_laws_between_roles(name, k):
         assert rules["hidden_vector"] == rules["hidden_bias"]
         assert rules["outer_bias"] == rules["input_bias"]  # an n-vector outside, α = Θ(1)
         assert rules["output_bias"]["multiplier"] == rules["output_weight"]["multiplier"]
+    # outside the blocks, applied once: no multiplier to apply, whatever the optimizer
+    assert rules["outer_weight"]["multiplier"] == (0, 0)
     if k >= 2:  # width → fixed in a block: the router's rules, its own multiplier aside
         down = {hp: e for hp, e in rules["rank_down_weight"].items() if hp != "multiplier"}
         assert down == {hp: e for hp, e in rules["router_weight"].items() if hp != "multiplier"}
@@ -158,3 +160,22 @@ def test_roles_are_described_by_their_dimensions():
     assert not role("output_bias").readout and role("output_weight").readout
     assert role("outer_weight").layer == "outer" and not role("outer_weight").in_block
     assert role("hidden_vector").in_block and role("hidden_vector").is_bias
+
+
+def test_role_for_places_every_role_by_its_dimensions():
+    """role_for is the table of docs/roles.md: each role once, with the dimensions and
+    the kind its own declaration has; a shape no role holds is one line."""
+    from spectral.engine.roles import _BY_SHAPE, role_for
+
+    assert sorted(_BY_SHAPE.values()) == sorted(r.name for r in ALL_ROLES)
+    n = role("hidden_weight").n_in
+    for (where, kind, in_grows, out_grows), name in _BY_SHAPE.items():
+        r = role(name)
+        assert role_for(where, kind, in_grows, out_grows) == name
+        assert (r.n_in == n, r.n_out == n) == (in_grows, out_grows), name
+        assert r.is_bias == (kind != "matrix"), name
+        assert r.in_block == (where in ("branch", "router")), name
+    with pytest.raises(ValueError, match=r"^no role for a matrix of shape r × r .* in the branch;"):
+        role_for("branch", "matrix", False, False)
+    with pytest.raises(ValueError, match="r × n"):
+        role_for("outside", "matrix", True, False)  # width → fixed outside: a readout

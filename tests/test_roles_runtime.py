@@ -15,8 +15,15 @@ import pytest
 import torch
 from torch import nn
 
-from spectral import derive
+import json
+
+from spectral import derive, scaling
+from spectral.cli import main
 from spectral.codegen import load_generated
+from spectral.engine.roles import ALL_ROLES, EXTRA_ROLES, ROLE_NAMES
+from spectral.transfer import plan
+
+EXTRA = [r.name for r in EXTRA_ROLES]
 
 BW, BD = 64, 2
 RANK, VOCAB, KERNEL = 8, 512, 4
@@ -66,11 +73,10 @@ class Toy(nn.Module):
 @pytest.fixture(scope="module")
 def cfgs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("generated")
+    kw = dict(base_width=BW, base_depth=BD, folder=folder, all_roles=True)
     return {
-        "adamw": load_generated("adamw", None, 2, base_width=BW, base_depth=BD, folder=folder),
-        "muon-kimi+adamw": load_generated(
-            "muon-kimi", "adamw", 2, base_width=BW, base_depth=BD, folder=folder
-        ),
+        "adamw": load_generated("adamw", None, 2, **kw),
+        "muon-kimi+adamw": load_generated("muon-kimi", "adamw", 2, **kw),
     }
 
 
@@ -147,10 +153,62 @@ def test_init_gives_each_new_role_its_std_and_keeps_vectors(cfgs, family):
     assert hp["rank_down_weight"]["init_std"] == pytest.approx(0.005)
 
 
+def test_a_default_config_refuses_the_new_roles_in_one_line(tmp_path):
+    cfg = load_generated("adamw", None, 2, base_width=BW, base_depth=BD, folder=tmp_path)
+    assert "output_bias" not in cfg.RULES  # the default module is unchanged
+    with pytest.raises(ValueError, match=r"^parameter 'blocks\.0\.a_log' has role hidden_vector, a role placed by its dimensions, .*--all-roles") as e:
+        cfg.init_(Toy(BW, BD), BW, BD, patterns=PATTERNS)
+    assert "\n" not in str(e.value)
+
+
 def test_a_k1_config_refuses_a_fixed_rank_factor(tmp_path):
-    cfg = load_generated("adamw", None, 1, base_width=BW, base_depth=BD, folder=tmp_path)
+    cfg = load_generated(
+        "adamw", None, 1, base_width=BW, base_depth=BD, folder=tmp_path, all_roles=True
+    )
     model = Toy(BW, BD)
     with pytest.raises(ValueError, match=r"has role rank_down_weight, a fixed-rank factor.*--k 2"):
         cfg.init_(model, BW, BD, patterns=PATTERNS)
     with pytest.raises(ValueError, match=r"fixed-rank factor"):
         cfg.param_groups(model, BW, BD, lr=0.01, patterns=PATTERNS)
+
+
+def test_plan_assigns_the_new_roles_like_the_paper_assigns_its_own():
+    """The hidden optimizer takes the block's matrices (the fixed-rank factors too), the
+    others optimizer everything outside the blocks and every vector."""
+    p = plan("muon-kimi", "adamw", all_roles=True)
+    assert {r: p.optimizers[r] for r in EXTRA} == {
+        "output_bias": "adamw",
+        "outer_weight": "adamw",
+        "outer_bias": "adamw",
+        "rank_down_weight": "muon-kimi",
+        "rank_up_weight": "muon-kimi",
+        "hidden_vector": "adamw",
+    }
+    assert p.uncovered == () and p.omitted == {}
+    assert set(plan("muon-kimi", "adamw").optimizers) == set(ROLE_NAMES)  # default unchanged
+    alone = plan("muon", all_roles=True)  # matrix-only: the vectors are left uncovered
+    assert alone.uncovered == ("input_bias", "hidden_bias", "output_bias", "outer_bias", "hidden_vector")
+    k1 = plan("muon-kimi", "adamw", k=1, all_roles=True)
+    assert set(k1.omitted) == {"rank_down_weight", "rank_up_weight"} and k1.uncovered == ()
+    assert "derive with k ≥ 2" in k1.omitted["rank_up_weight"]
+
+
+def test_the_runtime_tables_match_the_engine():
+    """spectral.scaling is standard library only (vendored into modules): its role tables
+    must say what the engine's roles say."""
+    assert scaling.EXTRA_ROLES == tuple(r.name for r in EXTRA_ROLES)
+    assert set(scaling.LAYER_OF) == {r.name for r in ALL_ROLES}
+    assert all(scaling.LAYER_OF[r.name] == r.layer for r in ALL_ROLES)
+    assert set(scaling.BIAS_ROLES) == {r.name for r in ALL_ROLES if r.is_bias}
+    assert scaling.MIN_K == {r.name: r.min_k for r in ALL_ROLES if r.min_k > 1}
+
+
+def test_transfer_and_codegen_cli_take_all_roles(capsys):
+    args = ["--base-width", "64", "--base-depth", "2"]
+    assert main(["transfer", "adamw", *args, "--width", "128", "--depth", "2", "--lr", "0.01",
+                 "--init-std", "0.02", "--all-roles", "--format", "json"]) == 0
+    hp = json.loads(capsys.readouterr().out)
+    assert hp["output_bias"]["lr"] == pytest.approx(0.02) and hp["rank_down_weight"]["lr"] == 0.005
+    assert main(["codegen", "muon-kimi", "--others", "adamw", *args, "--all-roles"]) == 0
+    text = capsys.readouterr().out
+    assert "--all-roles" in text.splitlines()[3] and '"rank_up_weight": "muon-kimi"' in text

@@ -9,9 +9,7 @@ import pytest
 
 from spectral import derive
 from spectral.catalog import catalog
-from spectral.engine.roles import ALL_ROLE_NAMES
 from spectral.errors import SpecError
-from spectral.scaling import BIAS_ROLES
 from spectral.transfer import DEFAULT_EPS, hparams, plan, scale_rules
 
 PAIRS = [(256, 4), (512, 4), (2048, 32), (96, 3), (1000, 7)]
@@ -24,7 +22,7 @@ def _power(x: Fraction, e: Fraction) -> float:
 
 
 def expected(opt: str, role: str, hp: str, base: float, w: int, d: int, bw=256, bd=4) -> float:
-    e = derive(opt, 2, all_roles=True).rule(role, hp)
+    e = derive(opt, 2).rule(role, hp)
     return base * _power(Fraction(w, bw), e.r_n) * _power(Fraction(d, bd), e.r_L)
 
 
@@ -39,44 +37,21 @@ def test_hybrid_assignment_follows_the_paper():
         "router_weight": "muon-kimi",
         "input_bias": "adamw",
         "hidden_bias": "adamw",
-        # the roles placed by their dimensions (docs/roles.md): a block's fixed-rank
-        # factors with its matrices, everything outside the blocks and every vector on AdamW
-        "output_bias": "adamw",
-        "outer_weight": "adamw",
-        "outer_bias": "adamw",
-        "rank_down_weight": "muon-kimi",
-        "rank_up_weight": "muon-kimi",
-        "hidden_vector": "adamw",
     }
-    assert p.uncovered == () and p.omitted == {}
+    assert p.uncovered == ()
     assert p.label == "muon-kimi+adamw"
 
 
 def test_matrix_only_without_others_leaves_biases_uncovered():
     p = plan("muon")
-    assert set(p.optimizers) == {
-        "input_weight",
-        "hidden_weight",
-        "output_weight",
-        "router_weight",
-        "outer_weight",
-        "rank_down_weight",
-        "rank_up_weight",
-    }
+    assert set(p.optimizers) == {"input_weight", "hidden_weight", "output_weight", "router_weight"}
     assert set(p.optimizers.values()) == {"muon"}
-    assert p.uncovered == ("input_bias", "hidden_bias", "output_bias", "outer_bias", "hidden_vector")
-
-
-def test_fixed_rank_factors_are_omitted_at_k1_with_the_reason():
-    p = plan("muon-kimi", "adamw", k=1)
-    assert set(p.omitted) == {"rank_down_weight", "rank_up_weight"}
-    assert "derive with k ≥ 2" in p.omitted["rank_up_weight"]
-    assert not set(p.omitted) & set(p.optimizers) and p.uncovered == ()
+    assert p.uncovered == ("input_bias", "hidden_bias")
 
 
 def test_all_roles_optimizer_alone_takes_everything():
     p = plan("adamw")
-    assert set(p.optimizers.values()) == {"adamw"} and list(p.optimizers) == list(ALL_ROLE_NAMES)
+    assert set(p.optimizers.values()) == {"adamw"} and len(p.optimizers) == 6
 
 
 def test_others_equal_to_hidden_is_refused():
@@ -91,12 +66,12 @@ def test_hparams_equal_engine_rules_times_base(opt, w, d):
     hp = hparams(
         p, 256, 4, w, d, lr=0.01, init_std=0.02, weight_decay=0.1, eps=1e-8, multiplier=2.0
     )
-    d2 = derive(opt, 2, all_roles=True)
+    d2 = derive(opt, 2)
     assert set(hp) == set(d2.roles)
     for role in d2.roles:
         got = hp[role]
         assert math.isclose(got["lr"], expected(opt, role, "lr", 0.01, w, d), rel_tol=1e-12)
-        bias = role in BIAS_ROLES  # biases, norm gains, vectors: no decay, zero init by default
+        bias = role.endswith("_bias")  # biases and norm gains: no decay, zero init by default
         wd = 0.0 if bias else expected(opt, role, "weight_decay", 0.1, w, d)
         assert math.isclose(got["weight_decay"], wd, rel_tol=1e-12)
         assert math.isclose(
@@ -113,7 +88,7 @@ def test_hparams_equal_engine_rules_times_base(opt, w, d):
 def test_base_model_returns_base_values():
     hp = hparams(plan("muon-kimi", "adamw"), 256, 4, 256, 4, lr=3e-3, init_std=0.02)
     for role, v in hp.items():
-        std = 0.0 if role in BIAS_ROLES else 0.02
+        std = 0.0 if role.endswith("_bias") else 0.02
         assert v["lr"] == 3e-3 and v["init_std"] == std and v["multiplier"] == 1.0, role
 
 

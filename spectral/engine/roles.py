@@ -52,6 +52,7 @@ __all__ = [
     "HPS",
     "HP_LABELS",
     "role",
+    "role_for",
 ]
 
 Layer = Literal["input", "hidden", "output", "router", "outer"]
@@ -135,3 +136,49 @@ HP_LABELS = {
 
 def role(name: str) -> Role:
     return _BY_NAME[name]
+
+
+Where = Literal["input", "outside", "branch", "router", "readout"]
+Kind = Literal["matrix", "bias", "vector"]
+
+_BY_SHAPE: dict[tuple[str, str, bool, bool], str] = {
+    ("input", "matrix", False, True): "input_weight",
+    ("input", "bias", False, True): "input_bias",
+    ("outside", "matrix", True, True): "outer_weight",
+    ("outside", "bias", False, True): "outer_bias",
+    ("branch", "matrix", True, True): "hidden_weight",
+    ("branch", "matrix", True, False): "rank_down_weight",
+    ("branch", "matrix", False, True): "rank_up_weight",
+    ("branch", "bias", False, True): "hidden_bias",
+    ("branch", "vector", False, True): "hidden_vector",
+    ("router", "matrix", True, False): "router_weight",
+    ("readout", "matrix", True, False): "output_weight",
+    ("readout", "bias", False, False): "output_bias",
+}
+
+
+def role_for(where: Where, kind: Kind, in_grows: bool, out_grows: bool) -> str:
+    """The role of a parameter from where it sits and which of its dimensions grow with the
+    width (``docs/roles.md``); one-line ``ValueError`` for a combination no role holds.
+
+    ``where``: ``input`` (the embedding layer), ``outside`` (another map outside the
+    residual stream, applied once: a pooler), ``branch`` (inside a residual branch),
+    ``router`` (a gate's logits), ``readout``. ``kind``: ``matrix``, ``bias`` (a bias or a
+    norm gain) or ``vector`` (another per-channel parameter: SSM ``A_log``, a depthwise
+    kernel). ``in_grows``/``out_grows``: whether the fan-in (a conv kernel's counts its
+    receptive field, ``in_channels/groups × kernel size``) and the fan-out are Θ(n); a
+    vector's fan-in is Θ(1).
+
+    >>> role_for("branch", "matrix", True, False)
+    'rank_down_weight'
+    >>> role_for("readout", "bias", False, False)
+    'output_bias'
+    """
+    key = (where, kind, in_grows, out_grows)
+    if key in _BY_SHAPE:
+        return _BY_SHAPE[key]
+    shape = f"{'n' if out_grows else 'r'} × {'n' if in_grows else 'r'}"
+    raise ValueError(
+        f"no role for a {kind} of shape {shape} (n: grows with the width, r: fixed) in "
+        f"the {where}; the roles by place and shape are listed in docs/roles.md"
+    )

@@ -88,8 +88,8 @@ GROUP_DESCRIPTIONS = {
 EXTENDED_DESCRIPTIONS = {
     "C1.1": "weights outside the blocks at init",
     "C2.1": "weight updates outside the blocks",
-    "B1.1": "input/output biases at init",
-    "B2.1": "input/output bias updates",
+    "B1.1": "biases outside the blocks at init",
+    "B2.1": "bias updates outside the blocks",
     "B1.2": "hidden biases and vectors at init",
     "C1.2": "hidden weights and rank factors at init",
 }
