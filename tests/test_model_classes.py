@@ -33,7 +33,9 @@ T = transformers
 @pytest.fixture(scope="module")
 def cfg(tmp_path_factory):
     folder = tmp_path_factory.mktemp("classes")
-    return load_generated("muon-kimi", "adamw", base_width=64, base_depth=2, folder=folder)
+    return load_generated(
+        "muon-kimi", "adamw", base_width=64, base_depth=2, folder=folder, all_roles=True
+    )
 
 
 def _lm(w: int, d: int) -> dict:

@@ -15,7 +15,6 @@ from typing import Any
 
 from torch import nn
 
-from spectral.scaling import LAYER_OF
 from spectral.patterns import (
     Patterns,
     checked_pattern,
@@ -166,7 +165,7 @@ def classified(
             continue
         if id(p) not in seen:  # names place it, its shape says which dims grow
             module = model.get_submodule(name.rpartition(".")[0])
-            role = shaped_role(name, p, module, role, dims.get(id(p)), LAYER_OF)
+            role = shaped_role(name, p, module, role, dims.get(id(p)), rules)
         if id(p) in seen:
             first, first_role, index = seen[id(p)]
             problem = tie_problem(first, first_role, name, role, rules)

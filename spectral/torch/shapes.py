@@ -222,7 +222,8 @@ def shaped_role(
     takes the fixed-rank down- or up-projection role; a depthwise kernel is vector-like.
     Where the name's role cannot hold for the shape (an input weight whose fan-in grows,
     a readout whose fan-out grows, a bias that is a matrix), one line names the
-    parameter and both readings. ``known``: the roles this config has."""
+    parameter and both readings. ``known``: the config (None: any role), which refuses a
+    role it has no rule for (one generated without --all-roles)."""
     if dims is None:
         return role
     weight = type(module).__name__ in _MATRIX_MODULES and p is getattr(module, "weight", None)
@@ -271,10 +272,8 @@ def shaped_role(
     return role
 
 
-def _available(role: str, name: str, known: Any) -> str:
-    if known is not None and role not in known:
-        raise ValueError(
-            f"parameter {name!r} needs the role {role}, which this config has no rule "
-            "for; generate it again with this version of spectral"
-        )
+def _available(role: str, name: str, rules: Any) -> str:
+    """``role``, refused in one line where the config (``rules``) has no rule for it."""
+    if rules is not None:
+        rules.covered(role, f"parameter {name!r}")
     return role
