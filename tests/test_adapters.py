@@ -201,6 +201,17 @@ def test_detection_takes_the_right_family_first(configs):
         "opt": (["model.decoder.layers.0.self_attn.out_proj"], {"Linear"}),
         "torchtitan": (["layers.0.attention.wo"], {"Linear"}),
         "vit": (["blocks.0.attn.proj"], {"Linear"}),
+        "granite": (llama, {"GraniteRMSNorm"}),
+        "bloom": (
+            ["transformer.word_embeddings_layernorm", "transformer.h.0.self_attention.dense"],
+            {"LayerNorm"},
+        ),
+        "mamba": (["backbone.layers.0.mixer.out_proj"], {"MambaMixer"}),
+        "bert": (["bert.encoder.layer.0.attention.output.dense"], {"Linear"}),
+        "modernbert": (["model.layers.0.attn.Wo"], {"Linear"}),
+        "hf-vit": (["vit.layers.0.layernorm_before"], {"LayerNorm"}),
+        "phi": (["model.layers.0.self_attn.dense"], {"Linear"}),
+        "gptj": (["transformer.h.0.attn.out_proj"], {"Linear"}),
     }
     order = [a.name for a in cfg.ADAPTERS]
     assert sorted(typical) == sorted(order)

@@ -65,11 +65,17 @@ def codegen_source(command: str) -> str:
     ap.add_argument("--k", type=int, default=2)
     ap.add_argument("--base-width", type=int, required=True)
     ap.add_argument("--base-depth", type=int, required=True)
+    ap.add_argument("--all-roles", action="store_true")
     ap.add_argument("-o", "--output", required=True)
     args = ap.parse_args(shlex.split(command)[2:])
     assert args.output == "mup_config.py", command
     return render(
-        args.hidden, args.others, args.k, base_width=args.base_width, base_depth=args.base_depth
+        args.hidden,
+        args.others,
+        args.k,
+        base_width=args.base_width,
+        base_depth=args.base_depth,
+        all_roles=args.all_roles,
     )
 
 

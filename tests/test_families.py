@@ -260,42 +260,22 @@ def test_gemma_scale_missing_is_named(cfg):
         cfg.apply_multipliers(model, 64, 2)
 
 
-@pytest.mark.parametrize(
-    ("build", "flag", "off"),
-    [
-        (_hf("Gemma2Config", "Gemma2ForCausalLM"), "final_logit_softcapping=30.0", "None"),
-        (
-            _hf("Gemma2Config", "Gemma2ForCausalLM", final_logit_softcapping=None),
-            "attn_logit_softcapping=50.0",
-            "None",
-        ),
-    ],
-)
-def test_gemma2_softcapping_is_refused(cfg, build, flag, off):
-    model = build(64, 2)
-    name = flag.partition("=")[0]
-    message = rf"gemma2: {flag} caps .* set {name}={off} in the model's config"
+def test_an_adapters_refused_flag_is_named(cfg):
+    """Adapter.refuse: a config flag the rules do not cover is refused in one line, by
+    every call (no built-in family needs it since Gemma2's soft-capping and Falcon's
+    ALiBi were measured flat: tests/test_model_classes.py)."""
+    from spectral.torch import ADAPTERS
+
+    [gemma2] = [a for a in ADAPTERS if a.name == "gemma2"]
+    strict = gemma2._replace(refuse=(("final_logit_softcapping", "caps the logits"),))
+    model = _hf("Gemma2Config", "Gemma2ForCausalLM")(64, 2)
+    message = r"gemma2: final_logit_softcapping=30.0 caps the logits; set .*=None in the model"
     with pytest.raises(ValueError, match=message):
-        cfg.apply_multipliers(model, 64, 2)
+        cfg.apply_multipliers(model, 64, 2, adapter=strict)
     with pytest.raises(ValueError, match=message):
-        cfg.init_(model, 64, 2)
-    [problem] = cfg.check(model, 64, 2)
-    assert problem.startswith(f"gemma2: {flag} caps")
-
-
-def test_falcon_alibi_is_refused(cfg):
-    from transformers import FalconConfig, FalconForCausalLM
-
-    config = FalconConfig(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        alibi=True,
-        tie_word_embeddings=False,
-    )
-    with pytest.raises(ValueError, match=r"falcon: alibi=True adds ALiBi .* set alibi=False"):
-        cfg.apply_multipliers(FalconForCausalLM(config), 64, 2)
+        cfg.init_(model, 64, 2, adapter=strict)
+    [problem] = cfg.check(model, 64, 2, adapter=strict)
+    assert problem.startswith("gemma2: final_logit_softcapping=30.0 caps")
 
 
 def test_tied_gemma_is_accepted_where_the_rules_allow_ties(cfg):

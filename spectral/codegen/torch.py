@@ -5,7 +5,7 @@ sizes, role → optimizer map and each optimizer's implementation record (``TORC
 catalog file, with the notes on how it was checked as comments), bound to the runtime
 :mod:`spectral.torch` that applies them. Its contract: ``BASE_WIDTH``, ``BASE_DEPTH``,
 ``K``, ``OPTIMIZERS``, ``RULES``, ``hparams``, ``multipliers``, ``classify``, ``init_``,
-``param_groups``, ``build_optimizers``, ``check``. ``vendor=True`` writes one standalone
+``param_groups``, ``build_optimizers``, ``check``, ``set_base_shapes``. ``vendor=True`` writes one standalone
 file instead (standard library and torch only), assembled by :mod:`spectral.codegen.vendor` from
 the runtime's own sources, so both forms run the same code.
 """
@@ -38,6 +38,7 @@ TORCH_RUNTIME = (
     "spectral.optimizers.entry",
     "spectral.torch.ties",
     "spectral.torch.families",
+    "spectral.torch.shapes",
     "spectral.torch.classify",
     "spectral.torch.factories",
     "spectral.torch.sharded",

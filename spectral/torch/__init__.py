@@ -9,6 +9,9 @@ The modules, in the order they build on one another:
 
 * ``families`` / ``adapters``: model families (:class:`Adapter`, :data:`ADAPTERS`) and
   parameter roles by name (:func:`classify`)
+* ``shapes``: which dimensions of each parameter grow with the width, read from a twin
+  at another width on the meta device (:func:`record_base_shapes`), and the role a
+  parameter's shape gives it where its name placed it
 * ``hooks``: the block multipliers as forward hooks (:func:`apply_multipliers`)
 * ``init``: initialisation by role (:func:`init_`)
 * ``factories`` / ``sharded`` / ``composite``: real optimizers, FSDP2, one Optimizer over them

@@ -15,10 +15,9 @@ from spectral.torch.classify import (
     Patterns,
     as_adapter,
     classified,
-    fans,
-    is_norm,
     unwrap_model,
 )
+from spectral.torch.shapes import fans, is_norm
 from spectral.torch.hooks import (
     builtin_multipliers,
     our_hooks,

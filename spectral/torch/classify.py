@@ -11,12 +11,10 @@ init need from a module: fans, norms, lookup tables. No rule, no number here.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
-import torch
 from torch import nn
 
 from spectral.patterns import (
@@ -28,6 +26,7 @@ from spectral.patterns import (
 )
 from spectral.scaling import unknown_role
 from spectral.torch.families import ADAPTERS, DEFAULT_PATTERNS, Adapter
+from spectral.torch.shapes import shaped_role, width_dims
 from spectral.torch.ties import tie_problem
 
 AdapterLike = Adapter | Mapping[str, Any] | str
@@ -185,12 +184,16 @@ def classified(
     seen: dict[int, tuple[str, str, int]] = {}
     out: list[tuple[str, nn.Parameter, str, nn.Module]] = []
     unplaced = []
+    dims = width_dims(model)  # which dims grow, from a twin at another width
     for name, p in model.named_parameters(remove_duplicate=False):
         try:
             role = classify(name, p, pairs, family)
         except ValueError:
             unplaced.append(f"{name} {tuple(p.shape)}")
             continue
+        if id(p) not in seen:  # names place it, its shape says which dims grow
+            module = model.get_submodule(name.rpartition(".")[0])
+            role = shaped_role(name, p, module, role, dims.get(id(p)), rules)
         if id(p) in seen:
             first, first_role, index = seen[id(p)]
             problem = tie_problem(first, first_role, name, role, rules)
@@ -206,19 +209,6 @@ def classified(
     if unplaced:
         raise unplaced_error(unplaced)
     return out
-
-
-def fans(module: nn.Module, p: torch.Tensor) -> tuple[int, int]:
-    """(n_out, n_in) of a weight: nn.Embedding and HF Conv1D store (in, out)."""
-    if isinstance(module, nn.Embedding) or type(module).__name__ == "Conv1D":
-        return p.shape[1], p.shape[0]
-    return p.shape[0], math.prod(p.shape[1:])
-
-
-def is_norm(module: nn.Module) -> bool:
-    return isinstance(module, (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm)) or type(
-        module
-    ).__name__.endswith("Norm")
 
 
 def is_table(name: str, module: nn.Module, family: Adapter | None) -> bool:

@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue, Rules
-from spectral.torch.classify import AdapterLike, as_adapter, is_norm
+from spectral.torch.classify import AdapterLike, as_adapter
+from spectral.torch.shapes import is_norm
 from spectral.torch.hooks import builtin_multipliers, our_hooks
 
 
@@ -82,9 +83,11 @@ def fold_into_weights(
                     "Face: tie_word_embeddings=False) or keep the hook and multiply the "
                     "logits by it where you serve"
                 )
-        # the hook scales by alpha / built_in (a factor the module applies itself, as
-        # Gemma's embedding does): that quotient is what the weights must carry
-        plan.append((module, hook_id, factor / hook.keywords.get("built_in", 1.0)))
+        # the hook scales by alpha / (built_in * outside) (factors the module applies
+        # itself, as Gemma's embedding does, or the model after it, as Granite's
+        # constants): that quotient is what the weights must carry
+        divided = hook.keywords.get("built_in", 1.0) * hook.keywords.get("outside", 1.0)
+        plan.append((module, hook_id, factor / divided))
     for module, hook_id, factor in plan:
         norm = is_norm(module)
         for pname, p in module.named_parameters(recurse=False):

@@ -30,9 +30,8 @@ from spectral.patterns import anchored
 #   positions is an input layer of fixed fan-in, exactly like the token embedding.
 # * init_ sets norm gains to 1 and norm biases to 0 (not random): that keeps each
 #   normalised feature at RMS 1, the Theta(1) scale the bias conditions ask for.
-# * An output bias (lm_head.bias, a ViT's head.bias) has no default: the paper's head has
-#   none, and no role fits it (alpha_out scales it with the logits, while its gradient
-#   does not shrink with the width). Map it yourself (patterns=) if your model has one.
+# * An output bias (lm_head.bias in Phi-2 and GPT-J, a classifier's bias): output_bias.
+#   alpha_out scales the readout's whole output, bias included (docs/roles.md).
 # Tied input/output embeddings are accepted where the config's rules allow them (every HP
 # but the multiplier equal: spectral.torch.ties); the tied matrix has the role input_weight
 # and alpha_out stays a hook on the logits. Any other shared parameter is refused.
@@ -80,6 +79,12 @@ class Adapter(NamedTuple):
     refuse: tuple[tuple[str, str], ...] = ()
     """(config attribute, what it does): a model whose config sets the attribute (anything
     but None, False or 0) is refused with that reason, as the rules do not cover it."""
+    config_scales: tuple[tuple[str, str, int], ...] = ()
+    """(layer, config attribute, power): the model's forward pass multiplies that layer's
+    scaled output by config.attribute ** power outside the hooked module (Granite's
+    embedding_multiplier on h_0, residual_multiplier on each branch, 1 / logits_scaling on
+    the logits); the layer's hook divides it out, so the rules' multiplier is the whole
+    factor whatever the config says, width-scaled or not."""
 
 
 _PATTERN_FIELDS = (
@@ -183,19 +188,73 @@ _CAPS_LOGITS = "caps the logits with a tanh of fixed height, which the rules' al
 _CAPS_SCORES = "caps the attention scores with a tanh of fixed height, which the rules do not cover"
 
 # Gemma2 and Gemma3 add h + post_norm(f(pre_norm(h))): OLMo2's branch ends, Gemma's
-# embedding scale and norms. Both soft-capping flags default on in Gemma2: a tanh at a
-# fixed height on the logits (or attention scores) that alpha_out's scaling knows nothing
-# about.
+# embedding scale and norms. Gemma2's soft-capping (tanh(x / c) * c on the logits and on the
+# attention scores, c fixed) is accepted: under muP both are Theta(1) at every width, so
+# the cap bends them the same way at every width (tests/test_model_classes.py measures the
+# capped logits' slopes).
 _GEMMA2 = _family(
     _OLMO2,
     name="gemma2",  # Hugging Face Gemma2, Gemma3 (text)
     detect=r"layers\.\d+\.pre_feedforward_layernorm$",
     input_scale=_GEMMA.input_scale,
     norm_offset=_GEMMA.norm_offset,
-    refuse=(
-        ("final_logit_softcapping", _CAPS_LOGITS),
-        ("attn_logit_softcapping", _CAPS_SCORES),
+)
+
+# Granite: Llama's names and its own norm class; its forward multiplies h_0 by
+# embedding_multiplier, each branch by residual_multiplier and divides the logits by
+# logits_scaling (IBM's own muP convention: real configs grow logits_scaling with the
+# size). The hooks divide all three out, so the rules' multipliers are the whole factors;
+# attention_multiplier scales the attention scores with the head dimension fixed, the same
+# at every width.
+_GRANITE = _family(
+    _LLAMA,
+    name="granite",  # Hugging Face Granite (dense)
+    detect_type=r"^GraniteRMSNorm$",
+    config_scales=(
+        ("input", "embedding_multiplier", 1),
+        ("hidden", "residual_multiplier", 1),
+        ("output", "logits_scaling", -1),
     ),
+)
+
+# Phi-2 (Hugging Face Phi): attention and MLP in parallel on one norm (two branch ends per
+# layer), biases everywhere, and a bias on the readout: output_bias.
+_PHI = _family(
+    name="phi",
+    detect=r"layers\.\d+\.self_attn\.dense$",
+    roles=(
+        (r"embed_tokens\.weight$", "input_weight"),
+        (r"layers\.\d+\.(\w*layernorm|self_attn\.[qk]_layernorm)\.(weight|bias)$", "hidden_bias"),
+        (r"layers\.\d+\.(self_attn|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"layers\.\d+\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"final_layernorm\.(weight|bias)$", "input_bias"),
+        (r"lm_head\.weight$", "output_weight"),
+        (r"lm_head\.bias$", "output_bias"),
+    ),
+    input=(r"embed_tokens$",),
+    branches=(r"layers\.\d+\.self_attn\.dense$", r"layers\.\d+\.mlp\.fc2$"),
+    output=(r"lm_head$",),
+    final=r"final_layernorm$",
+)
+
+# GPT-J: GPT-2's names with separate q/k/v/out projections, attention and MLP in parallel
+# on ln_1, and a bias on the readout: output_bias.
+_GPTJ = _family(
+    name="gptj",
+    detect=r"h\.\d+\.attn\.out_proj$",
+    roles=(
+        (r"wte\.weight$", "input_weight"),
+        (r"h\.\d+\.ln_1\.(weight|bias)$", "hidden_bias"),
+        (r"h\.\d+\.(attn|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"h\.\d+\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"ln_f\.(weight|bias)$", "input_bias"),
+        (r"lm_head\.weight$", "output_weight"),
+        (r"lm_head\.bias$", "output_bias"),
+    ),
+    input=(r"wte$",),
+    branches=(r"h\.\d+\.attn\.out_proj$", r"h\.\d+\.mlp\.fc_out$"),
+    output=(r"lm_head$",),
+    final=r"ln_f$",
 )
 
 _FALCON = _family(
@@ -218,15 +277,21 @@ _FALCON = _family(
     ),
     output=(r"lm_head$",),
     final=r"ln_f$",
-    refuse=(
-        (
-            "alibi",
-            (
-                "adds ALiBi position biases whose per-head slopes 2^(-8i/heads) change as "
-                "the number of heads grows with the width, which the rules do not cover"
-            ),
-        ),
-    ),
+)
+
+# BLOOM: Falcon's names, plus a LayerNorm on the embedding output (word_embeddings_layernorm)
+# that would normalise alpha_in away: h_0 is that norm's output, so alpha_in scales it.
+# Its ALiBi slopes 2^(-8i/heads) take the same spread of values at every head count (the
+# share of heads with a slope in any range stays put as the heads grow with the width);
+# tests/test_model_classes.py measures BLOOM's slopes (and Falcon's with alibi=True).
+_BLOOM = _family(
+    _FALCON,
+    name="bloom",  # Hugging Face BLOOM
+    detect=r"word_embeddings_layernorm$",
+    input=(r"word_embeddings_layernorm$",),
+)
+_BLOOM = _BLOOM._replace(
+    roles=(*anchored(((r"word_embeddings_layernorm\.(weight|bias)$", "input_bias"),)), *_FALCON.roles)
 )
 
 _MOE = _family(
@@ -418,21 +483,132 @@ _VIT = _family(
     embeddings=(r"cls_token$", r"reg_token$", r"pos_embed$"),
 )
 
+# Hugging Face Mamba and Mamba2: one residual branch per layer, h + mixer(norm(h)), ending
+# in out_proj. The mixer's x_proj (inner width -> time_step_rank + 2 * state_size) and
+# dt_proj (time_step_rank -> inner width) keep one side fixed: their shapes, read from a
+# twin at twice the width, give them the fixed-rank roles. A_log, D, dt_bias, dt_proj's
+# bias and the depthwise conv1d are per-channel vectors (hidden_vector): init_ keeps the
+# values Mamba draws for them (zero would stop every mixer).
+_MAMBA = _family(
+    name="mamba",  # Hugging Face Mamba, Mamba2
+    detect=r"layers\.\d+\.mixer\.out_proj$",
+    roles=(
+        (r"embeddings\.weight$", "input_weight"),
+        (
+            r"layers\.\d+\.mixer\.(A_log|D|dt_bias|dt_proj\.bias|conv1d\.(weight|bias))$",
+            "hidden_vector",
+        ),
+        (r"layers\.\d+\.(mixer\.)?norm\.weight$", "hidden_bias"),
+        (r"layers\.\d+\.mixer\.\w+\.weight$", "hidden_weight"),
+        (r"layers\.\d+\.mixer\.\w+\.bias$", "hidden_bias"),
+        (r"norm_f\.weight$", "input_bias"),
+        (r"lm_head\.weight$", "output_weight"),
+    ),
+    input=(r"embeddings$",),
+    branches=(r"layers\.\d+\.mixer\.out_proj$",),
+    output=(r"lm_head$",),
+    final=r"norm_f$",
+    branches_per_layer=1,
+)
+
+# Hugging Face BERT (post-norm: each branch's output goes through dense, then is added and
+# normalised, h = LN(h + alpha * f(h))) and ModernBERT (pre-norm). The embeddings module's
+# output, after its norm, is h_0. The masked-LM head's transform (width -> width, applied
+# once outside the stream) is an outer_weight; the decoder is the readout, its bias an
+# output_bias (BERT also keeps an unused cls.predictions.bias: no gradient, no step).
+_BERT = _family(
+    name="bert",
+    detect=r"encoder\.layer\.\d+\.attention\.output\.dense$",
+    roles=(
+        (r"embeddings\.(word|position|token_type)_embeddings\.weight$", "input_weight"),
+        (r"embeddings\.LayerNorm\.(weight|bias)$", "input_bias"),
+        (r"encoder\.layer\.\d+\.[\w.]*LayerNorm\.(weight|bias)$", "hidden_bias"),
+        (r"encoder\.layer\.\d+\.[\w.]+\.weight$", "hidden_weight"),
+        (r"encoder\.layer\.\d+\.[\w.]+\.bias$", "hidden_bias"),
+        (r"(pooler|predictions\.transform)\.dense\.weight$", "outer_weight"),
+        (r"(pooler\.dense|predictions\.transform\.(dense|LayerNorm))\.(weight|bias)$", "outer_bias"),
+        (r"predictions\.decoder\.weight$", "output_weight"),
+        (r"predictions\.(decoder\.)?bias$", "output_bias"),
+    ),
+    input=(r"embeddings$",),
+    branches=(
+        r"encoder\.layer\.\d+\.attention\.output\.dense$",
+        r"encoder\.layer\.\d+\.output\.dense$",
+    ),
+    output=(r"predictions\.decoder$",),
+    final=r"predictions\.transform$",
+)
+
+_MODERNBERT = _family(
+    name="modernbert",
+    detect=r"layers\.\d+\.attn\.Wo$",
+    roles=(
+        (r"embeddings\.tok_embeddings\.weight$", "input_weight"),
+        (r"embeddings\.norm\.(weight|bias)$", "input_bias"),
+        (r"layers\.\d+\.(attn|mlp)_norm\.(weight|bias)$", "hidden_bias"),
+        (r"layers\.\d+\.(attn|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"layers\.\d+\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"final_norm\.(weight|bias)$", "input_bias"),
+        (r"head\.dense\.weight$", "outer_weight"),
+        (r"head\.(dense|norm)\.(weight|bias)$", "outer_bias"),
+        (r"decoder\.weight$", "output_weight"),
+        (r"decoder\.bias$", "output_bias"),
+    ),
+    input=(r"embeddings$",),
+    branches=(r"layers\.\d+\.attn\.Wo$", r"layers\.\d+\.mlp\.Wo$"),
+    output=(r"decoder$",),
+    final=r"final_norm$",
+)
+
+# Hugging Face ViT (transformers 5 names): the patch embedding is a Conv2d of fixed fan-in
+# C * p * p (input_weight, drawn init_std / sqrt(fan_in)), cls_token and the position
+# table are tables added into h_0 (the embeddings module's output); the classifier is the
+# readout, its bias an output_bias.
+_HF_VIT = _family(
+    name="hf-vit",
+    detect=r"layers\.\d+\.layernorm_before$",
+    roles=(
+        (r"embeddings\.(cls_token|position_embeddings)$", "input_weight"),
+        (r"patch_embeddings\.projection\.weight$", "input_weight"),
+        (r"patch_embeddings\.projection\.bias$", "input_bias"),
+        (r"layers\.\d+\.layernorm_(before|after)\.(weight|bias)$", "hidden_bias"),
+        (r"layers\.\d+\.(attention|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"layers\.\d+\.(attention|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"layernorm\.(weight|bias)$", "input_bias"),
+        (r"classifier\.weight$", "output_weight"),
+        (r"classifier\.bias$", "output_bias"),
+    ),
+    input=(r"embeddings$",),
+    branches=(r"layers\.\d+\.attention\.o_proj$", r"layers\.\d+\.mlp\.fc2$"),
+    output=(r"classifier$",),
+    final=r"layernorm$",
+    embeddings=(r"embeddings\.cls_token$", r"embeddings\.position_embeddings$"),
+)
+
 ADAPTERS: tuple[Adapter, ...] = (
     _GPT2,
     _LITGPT,
+    _GRANITE,  # before Llama, whose names it has
     # Gemma2 before OLMo2 before Gemma and Llama: each has the names of those after it
     _GEMMA2,
     _OLMO2,
     _GEMMA,
     _MOE,
     _LLAMA,
+    _BLOOM,  # before Falcon, whose names it has
     _FALCON,
     _RESIDUAL_MLP,
     _NEOX,
     _OPT,
     _TORCHTITAN,
     _VIT,
+    _MAMBA,
+    _BERT,
+    _MODERNBERT,
+    _HF_VIT,
+    # last: their generic patterns must not come before the others' in DEFAULT_PATTERNS
+    _PHI,
+    _GPTJ,
 )
 """Known families, tried in order (the first that recognises the model wins, so a family
 comes before those whose names it shares); pass adapter= for any other model."""

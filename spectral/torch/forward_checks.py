@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from spectral.torch.classify import Adapter, is_norm
+from spectral.torch.classify import Adapter
 from spectral.torch.hooks import (
     STALE_FIX,
     our_hooks,
@@ -37,6 +37,7 @@ from spectral.torch.hooks import (
     scale_after_input,
     stale_compiled,
 )
+from spectral.torch.shapes import is_norm
 
 BRANCH_TOLERANCE = 0.05
 """Halving a branch end's multiplier must move its block's output by half the branch's
@@ -125,8 +126,12 @@ def _blocks(
             if len(set(pieces)) != 1:
                 break
             common.append(pieces[0])
-        # one branch per layer: its own module is the branch, nothing to measure inside
+        # one branch per layer: the block is the nearest numbered module above the branch
+        # end (Mamba's layers.N around mixer.out_proj); a numbered branch end is its own
+        # branch (nothing to measure inside)
         prefix = ".".join(common[:-1] if len(group) == 1 else common)
+        while len(group) == 1 and prefix and not prefix.rpartition(".")[2].isdigit():
+            prefix = prefix.rpartition(".")[0]
         # the enclosing block: the deepest module above every branch end of the layer
         while prefix and (prefix not in modules or prefix in group):
             prefix = prefix.rpartition(".")[0]
@@ -190,6 +195,16 @@ def _rel(name: str, prefix: str) -> str:
     return name[len(prefix) + 1 :] if prefix else name
 
 
+def _outside(module: nn.Module) -> float:
+    """The factor the model multiplies into a hooked module's output after it (1 if
+    none): the adapter's config_scales, which the hook divides out."""
+    for hook in module._forward_hooks.values():
+        keywords = getattr(hook, "keywords", None)
+        if keywords and "outside" in keywords:
+            return float(keywords["outside"])
+    return 1.0
+
+
 def _input_problems(
     inputs: list[tuple[str, nn.Module]],
     blocks: list[Any],
@@ -224,6 +239,7 @@ def _input_problems(
                 torch.nn.functional.embedding(ids, module.weight)
                 * hook.keywords["factor"]
                 / after
+                / hook.keywords.get("outside", 1.0)
             )
             if lookup.shape != out.shape:
                 continue
@@ -247,7 +263,9 @@ def _input_problems(
     expected = outs[0]
     for o in outs[1:]:
         expected = expected + o
-    expected = expected * after
+    # the model's factors after the input modules: litgpt's scale_embeddings (after) and a
+    # family's config_scales (Granite's embedding_multiplier), both divided out by the hooks
+    expected = expected * after * _outside(inputs[0][1])
     if expected.shape != h0.shape:
         return []
     ratio = _rms(h0) / max(_rms(expected), 1e-30)
@@ -292,7 +310,7 @@ def _branch_problems(
                 continue
             with _scaled(later, 0.0), _scaled([hook], 0.5):
                 half = rec.run(model, example).get(f"block:{block_name}")
-            expected = _rms(0.5 * branch)
+            expected = _rms(0.5 * branch) * hook.keywords.get("outside", 1.0)
             if half is None or expected == 0.0:
                 continue
             ratio = _rms(full - half) / expected

@@ -39,11 +39,14 @@ def _scale_output(
     factor: float,
     layer: str,
     built_in: float = 1.0,
+    outside: float = 1.0,
 ) -> Any:
-    """alpha * output / built_in, with ``factor`` = alpha and ``built_in`` the factor the
-    model's own forward pass multiplies in there (Gemma's sqrt(n) on the embedding output);
-    plain floats, so torch.compile bakes them in and DDP/FSDP see no state."""
-    scale = factor / built_in
+    """alpha * output / (built_in * outside), with ``factor`` = alpha, ``built_in`` the
+    factor the module's own forward pass multiplies in (Gemma's sqrt(n) on the embedding
+    output) and ``outside`` the one the model multiplies in after the module (Granite's
+    embedding_multiplier, residual_multiplier, 1 / logits_scaling); plain floats, so
+    torch.compile bakes them in and DDP/FSDP see no state."""
+    scale = factor / (built_in * outside)
     if scale == 1.0:
         return None
     if isinstance(output, torch.Tensor):
@@ -132,6 +135,23 @@ def built_in_scale(
         f"{', '.join(family.input_scale)}, and it has none (an older transformers keeps the "
         "scale elsewhere); upgrade transformers or pass adapter= with input_scale=()"
     )
+
+
+def config_scale(model: nn.Module, family: Adapter, layer: str) -> float:
+    """The factor the model's forward pass multiplies into ``layer``'s output outside the
+    hooked module, from its config (the family's config_scales; 1 if none)."""
+    factor = 1.0
+    for where, attribute, power in family.config_scales:
+        if where != layer:
+            continue
+        value = getattr(model_config(model), attribute, None)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(
+                f"the {family.name} adapter reads the model config's {attribute} (a factor "
+                f"its forward pass applies to the {layer} layer), and it is {value!r}"
+            )
+        factor *= float(value) ** power
+    return factor
 
 
 def placement_problems(
@@ -309,6 +329,7 @@ def install_multipliers(
         del module._forward_hooks[hook_id]
     values = rules.multipliers(width, depth, multiplier)
     built_in = {id(m): built_in_scale(n, m, family, model) for n, m in placed["input"]}
+    outside = {layer: config_scale(model, family, layer) for layer in placed}
     handles = [
         module.register_forward_hook(
             functools.partial(
@@ -316,6 +337,7 @@ def install_multipliers(
                 factor=values[layer],
                 layer=layer,
                 built_in=built_in.get(id(module), 1.0),
+                outside=outside[layer],
             )
         )
         for layer, modules in placed.items()

@@ -2,20 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import nn
 
-from spectral.scaling import BaseValue, Rules, keeps_own_init
+from spectral.scaling import BIAS_ROLES, BaseValue, Rules, keeps_own_init
 from spectral.torch.classify import (
     AdapterLike,
     Patterns,
     as_adapter,
     classified,
-    fans,
-    is_norm,
     is_table,
 )
+from spectral.torch.shapes import fans, is_norm
 from spectral.torch.sharded import normal_
+
+
+def is_bias(name: str) -> bool:
+    """A bias by its name (``bias``, ``in_proj_bias``); SSM vectors such as ``A_log``,
+    ``D`` or a kernel are not, and keep the values their model gave them."""
+    leaf = name.rpartition(".")[2]
+    return leaf == "bias" or leaf.endswith("_bias")
+
+
+def keeps_own_values(name: str, role: str, module: nn.Module, init_std: BaseValue) -> bool:
+    """Whether init_ leaves the parameter as the model initialised it: a vector-like
+    parameter (SSM A_log, D, dt_bias, a depthwise kernel), or one with a bias role that is
+    neither a bias nor a norm's parameter, unless ``init_std`` names its role. Its own
+    initialisation is the model's (Mamba draws A_log and dt's bias on purpose); zero
+    would kill it."""
+    if keeps_own_init(role, init_std):  # hidden_vector, unless named
+        return True
+    named = isinstance(init_std, Mapping) and role in init_std
+    return role in BIAS_ROLES and not (named or is_norm(module) or is_bias(name))
 
 
 @torch.no_grad()
@@ -35,12 +55,12 @@ def init_by_role(
     bias roles, but a normalised feature must keep RMS 1; where a family's norms compute
     x_hat * (1 + w), as Gemma's do, its adapter's norm_offset makes that w = 0); other
     biases start at 0 unless their role is named in init_std (the paper's base bias
-    variance is 0); a per-channel vector that is neither (hidden_vector: SSM A_log, D,
-    dt_bias, a depthwise conv kernel) keeps the model's own values unless its role is named
-    in init_std. A dense input
-    layer (not an embedding) is drawn with init_std / sqrt(d_in), its fixed fan-in: the
-    paper's input variance is sigma^2 for one-hot (language) inputs and sigma^2/d_0 for
-    dense ones.
+    variance is 0). A vector that is neither a bias nor a norm gain (Mamba's A_log and
+    D, a depthwise convolution's kernel: role hidden_vector, or a bias role by name) keeps
+    the values the model gave it unless init_std names its role: init_ touches only what
+    it has a rule for. A dense input layer (not an embedding) is drawn with
+    init_std / sqrt(d_in), its fixed fan-in: the paper's input variance is sigma^2 for
+    one-hot (language) inputs and sigma^2/d_0 for dense ones.
     """
     family = as_adapter(adapter, model)
     for name, p, role, module in classified(model, patterns, family, rules):
@@ -51,7 +71,7 @@ def init_by_role(
                 p.fill_(1.0 - (family.norm_offset if family is not None else 0.0))
             continue
         rules.covered(role, f"parameter {name!r}")
-        if keeps_own_init(role, init_std):
+        if keeps_own_values(name, role, module, init_std):
             continue
         d_in = None
         if role == "input_weight" and not is_table(name, module, family):

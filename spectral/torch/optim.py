@@ -11,7 +11,8 @@ from torch import nn
 
 from spectral.scaling import BaseValue
 from spectral.patterns import Patterns
-from spectral.torch.classify import AdapterLike, classified, fans, unwrap_model
+from spectral.torch.classify import AdapterLike, classified, unwrap_model
+from spectral.torch.shapes import fans
 from spectral.torch.hooks import multipliers_applied
 from spectral.torch.ties import tied_to_output, tied_values_agree
 from spectral.optimizers.entry import TorchImpl

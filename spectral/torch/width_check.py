@@ -37,8 +37,8 @@ from spectral.torch.classify import (
     Patterns,
     as_adapter,
     classified,
-    fans,
 )
+from spectral.torch.shapes import fans
 from spectral.torch.forward_checks import _first_tensor, _rms, _run, measured_problems
 from spectral.torch.hooks import (
     builtin_multipliers,

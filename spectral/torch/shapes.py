@@ -1,0 +1,279 @@
+"""Which dimensions of each parameter grow with the width, read off the model itself.
+
+A parameter's rule depends on where it sits (the input, inside a residual branch, the
+readout: names say that) and on which of its dimensions grow with the width. Names cannot
+say the second: DeepSeek-V3's ``q_a_proj`` maps the width to a fixed rank, Mamba's
+``x_proj`` maps the inner width to a fixed ``time_step_rank + 2 * state_size``. So the
+runtime compares the model with a twin at another width, built on the meta device (no
+memory is spent): a dimension whose size differs between the two grows with the width,
+one that stays put is fixed (microsoft/mup's ``set_base_shapes`` decides the same way).
+
+The twin comes from, in this order: what :func:`set_base_shapes` recorded (a
+``base_model=`` at another width, or a ``factory(width)``), or, for a Hugging Face model,
+the model's own config rescaled: the hidden size, every intermediate size and the head
+counts doubled, the head dimension and everything else (ranks, state sizes, vocabulary,
+built-in constants) kept. A model with neither has no reading, and its roles are its
+names' alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+Dims = tuple[bool, ...]
+"""Per dimension of a parameter: True where its size grows with the width."""
+
+_RECORDED: weakref.WeakKeyDictionary[nn.Module, dict[str, Dims]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Model -> parameter name -> Dims: set_base_shapes' record, or a learnt HF reading."""
+
+# config fields that are the width, an intermediate (MLP / expert / SSM inner) size or a
+# head count; all else is kept. The head dimension stays put: heads = width / head_dim.
+_WIDTH_FIELDS = re.compile(
+    r"^(hidden_size|(\w+_)?intermediate_size|n_inner|ffn_dim|num_attention_heads|"
+    r"num_key_value_heads|num_heads|word_embed_proj_dim)$"
+)
+
+
+def hf_model(model: nn.Module) -> nn.Module | None:
+    """The outermost Hugging Face PreTrainedModel in ``model`` (under DDP or
+    torch.compile the model is inside a wrapper), or None."""
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if config is not None and hasattr(type(module), "config_class"):
+            if hasattr(config, "to_dict"):
+                return module
+    return None
+
+
+def rescaled_config(config: Any, factor: int = 2) -> Any:
+    """A copy of a Hugging Face config at ``factor`` times the width: the hidden size,
+    every intermediate size and the head counts multiplied, everything else kept."""
+    new = copy.deepcopy(config)
+    hidden = getattr(config, "hidden_size", None)
+    if isinstance(hidden, bool) or not isinstance(hidden, int):
+        raise ValueError(
+            f"{type(config).__name__} has no integer hidden_size to rescale; pass "
+            "set_base_shapes(model, factory=...) or base_model="
+        )
+    fields = {"hidden_size", *config.to_dict()}
+    for key in sorted(fields):
+        value = getattr(config, key, None)
+        if _WIDTH_FIELDS.match(key) and isinstance(value, int) and not isinstance(value, bool):
+            setattr(new, key, value * factor)
+    return new
+
+
+def _dims(small: torch.Tensor, large: torch.Tensor) -> Dims | None:
+    if small.ndim != large.ndim:
+        return None
+    return tuple(a != b for a, b in zip(small.shape, large.shape, strict=True))
+
+
+def _compare(small: nn.Module, large: nn.Module) -> dict[str, Dims]:
+    """Parameter name -> which dims differ between two instances of one model."""
+    larger = dict(large.named_parameters())
+    out = {}
+    for name, p in small.named_parameters():
+        if name in larger:
+            dims = _dims(p, larger[name])
+            if dims is not None:
+                out[name] = dims
+    return out
+
+
+def _on_meta(build: Callable[[], nn.Module], what: str) -> nn.Module:
+    try:
+        with torch.device("meta"):
+            twin = build()
+    except Exception as exc:  # the user's or transformers' code: one line, named
+        first = (str(exc).splitlines() or [""])[0]
+        raise ValueError(
+            f"could not build {what} on the meta device to read which dimensions grow "
+            f"with the width: {type(exc).__name__}: {first}"
+        ) from None
+    if not isinstance(twin, nn.Module):
+        raise TypeError(f"{what} returned {type(twin).__name__}, not an nn.Module")
+    return twin
+
+
+def record_base_shapes(
+    model: nn.Module,
+    base_model: nn.Module | None = None,
+    *,
+    factory: Callable[[int], nn.Module] | None = None,
+    widths: tuple[int, int] = (64, 128),
+) -> dict[str, Dims]:
+    """Record which dimension of each parameter grows with the width, for a model whose
+    config cannot be rescaled (anything but Hugging Face): ``base_model`` is the same
+    model at another width (build it under ``torch.device("meta")``: no memory is
+    spent), or ``factory(width)`` builds one, called here at two ``widths`` on the meta
+    device. Returns parameter name -> per-dimension "grows" flags."""
+    if (base_model is None) == (factory is None):
+        raise ValueError("set_base_shapes: pass exactly one of base_model= or factory=")
+    if factory is not None:
+        if not callable(factory):
+            raise TypeError(f"factory must be callable, got {factory!r}")
+        small = _on_meta(lambda: factory(widths[0]), f"factory({widths[0]})")
+        large = _on_meta(lambda: factory(widths[1]), f"factory({widths[1]})")
+    else:
+        if not isinstance(base_model, nn.Module):
+            raise TypeError(f"base_model must be an nn.Module, got {type(base_model)}")
+        small, large = base_model, model
+    dims = _compare(small, large)
+    missing = sorted(n for n, _ in model.named_parameters() if n not in dims)
+    if missing:
+        raise ValueError(
+            f"set_base_shapes: {len(missing)} parameter(s) of the model have no "
+            f"counterpart of the same rank in the other width: {', '.join(missing[:5])}"
+        )
+    _RECORDED[model] = dims
+    return dims
+
+
+def width_dims(model: nn.Module) -> dict[int, Dims]:
+    """id(parameter) -> which of its dims grow with the width, for every parameter the
+    reading covers (empty when the model has neither a record nor a HF config)."""
+    for module in model.modules():  # a record on the model or on the one inside DDP
+        if module in _RECORDED:
+            return _by_id(module, _RECORDED[module])
+    top = hf_model(model)
+    if top is None:
+        return {}
+    if top not in _RECORDED:
+        config = rescaled_config(top.config)
+        twin = _on_meta(lambda: type(top)(config), f"{type(top).__name__} at twice the width")
+        _RECORDED[top] = _compare(top, twin)
+    return _by_id(top, _RECORDED[top])
+
+
+def _by_id(module: nn.Module, dims: dict[str, Dims]) -> dict[int, Dims]:
+    return {
+        id(p): dims[name]
+        for name, p in module.named_parameters(remove_duplicate=False)
+        if name in dims
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# the role a parameter's shape reads, given where its name places it
+# ---------------------------------------------------------------------------------------
+# The engine's roles for a matrix inside a residual branch whose one side stays fixed
+# (docs/your-model.md, "How spectral decides each parameter's rule"); a per-channel vector
+# that is neither a bias nor a norm gain (SSM A_log, D, dt_bias; a depthwise kernel).
+FIXED_DOWN = "rank_down_weight"
+"""width -> fixed size, inside a branch (DeepSeek-V3's q_a_proj, Mamba's x_proj)."""
+FIXED_UP = "rank_up_weight"
+"""fixed size -> width, inside a branch (DeepSeek-V3's q_b_proj, Mamba's dt_proj)."""
+VECTOR = "hidden_vector"
+"""A per-channel vector, or a depthwise kernel: one entry (or one small filter) per
+channel, never mixed across channels."""
+
+_MATRIX_MODULES = ("Linear", "Embedding", "Conv1D", "Conv1d", "Conv2d", "Conv3d")
+
+
+def fans(module: nn.Module, p: torch.Tensor) -> tuple[int, int]:
+    """(n_out, n_in) of a weight: nn.Embedding and HF Conv1D store (in, out); a conv
+    kernel counts its receptive field in the fan-in."""
+    if isinstance(module, nn.Embedding) or type(module).__name__ == "Conv1D":
+        return p.shape[1], p.shape[0]
+    return p.shape[0], math.prod(p.shape[1:])
+
+
+def is_norm(module: nn.Module) -> bool:
+    return isinstance(module, (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm)) or type(
+        module
+    ).__name__.endswith("Norm")
+
+
+def is_depthwise(module: nn.Module, p: torch.Tensor) -> bool:
+    """A depthwise convolution's kernel: each channel filtered on its own (groups equal
+    to the channels), so it is vector-like, not a matrix."""
+    groups = getattr(module, "groups", 1)
+    return (
+        isinstance(module, nn.modules.conv._ConvNd)
+        and p is module.weight
+        and groups > 1
+        and groups == module.in_channels == module.out_channels
+    )
+
+
+def _reading(grows_out: bool, grows_in: bool) -> str:
+    side = {True: "width", False: "fixed"}
+    return f"{side[grows_in]} -> {side[grows_out]}"
+
+
+def shaped_role(
+    name: str, p: torch.Tensor, module: nn.Module, role: str, dims: Dims | None, known: Any
+) -> str:
+    """The role of parameter ``name`` from where its name places it (``role``) and which
+    of its dimensions grow (``dims``; None: no reading, the name's role stands).
+
+    A matrix inside a branch (hidden_weight by name) whose fan-in or fan-out stays fixed
+    takes the fixed-rank down- or up-projection role; a depthwise kernel is vector-like.
+    Where the name's role cannot hold for the shape (an input weight whose fan-in grows,
+    a readout whose fan-out grows, a bias that is a matrix), one line names the
+    parameter and both readings. ``known``: the config (None: any role), which refuses a
+    role it has no rule for (one generated without --all-roles)."""
+    if dims is None:
+        return role
+    weight = type(module).__name__ in _MATRIX_MODULES and p is getattr(module, "weight", None)
+    shape = tuple(p.shape)
+
+    def refuse(reads: str) -> ValueError:
+        return ValueError(
+            f"parameter {name!r} {shape}: its name reads {role}, its shape reads {reads}; "
+            "fix the adapter's role for it (patterns=) or the model"
+        )
+
+    if weight and is_depthwise(module, p):
+        if role in ("input_weight", "output_weight", "router_weight"):
+            raise refuse("a depthwise kernel (vector-like)")
+        return _available(VECTOR, name, known) if role == "hidden_weight" else role
+    if not weight:
+        if p.ndim >= 2 and role.endswith("_bias") and type(module).__name__ in _MATRIX_MODULES:
+            raise refuse("a matrix")
+        return role
+    out_dims, in_dims = (
+        (dims[1:], dims[:1])
+        if isinstance(module, nn.Embedding) or type(module).__name__ == "Conv1D"
+        else (dims[:1], dims[1:2])  # a conv kernel's receptive field never grows
+    )
+    grows_out, grows_in = any(out_dims), any(in_dims)
+    reads = _reading(grows_out, grows_in)
+    expected = {
+        "input_weight": (True, False),
+        "output_weight": (False, True),
+        "router_weight": (False, True),
+    }
+    if role in expected:
+        if (grows_out, grows_in) != expected[role]:
+            raise refuse(reads)
+        return role
+    if role == "hidden_weight":
+        if grows_out and grows_in:
+            return role
+        if grows_in:
+            return _available(FIXED_DOWN, name, known)
+        if grows_out:
+            return _available(FIXED_UP, name, known)
+        raise refuse("fixed -> fixed (nothing grows with the width)")
+    if role.endswith("_bias") or role == VECTOR:
+        raise refuse(f"a matrix ({reads})")
+    return role
+
+
+def _available(role: str, name: str, rules: Any) -> str:
+    """``role``, refused in one line where the config (``rules``) has no rule for it."""
+    if rules is not None:
+        rules.covered(role, f"parameter {name!r}")
+    return role
