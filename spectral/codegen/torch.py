@@ -40,10 +40,11 @@ TORCH_RUNTIME = (
     "spectral.torch.classify",
     "spectral.torch.factories",
     "spectral.torch.sharded",
+    "spectral.torch.rules",
     "spectral.torch.hooks",
+    "spectral.torch.absorb",
     "spectral.torch.init",
     "spectral.torch.composite",
-    "spectral.torch.rules",
     "spectral.torch.experts",
     "spectral.torch.optim",
     "spectral.torch.forward_checks",
@@ -160,6 +161,7 @@ def render(
     command: str | None = None,
     framework: str = "torch",
     vendor: bool | None = None,
+    absorb: bool = False,
 ) -> str:
     """The source of the config module (deterministic: same inputs, same bytes).
 
@@ -169,7 +171,9 @@ def render(
     ``framework="jax"`` renders the JAX / optax module (:mod:`spectral.codegen.jax`) from
     the same rules and numbers; ``"torch"`` (the default) the PyTorch one. ``vendor=True``
     writes the standalone form (the runtime's sources copied in); None takes
-    :data:`VENDOR_DEFAULT` (False: the module imports the runtime).
+    :data:`VENDOR_DEFAULT` (False: the module imports the runtime). ``absorb=True`` writes
+    the hook-free form (:mod:`spectral.engine.absorb`): every multiplier 1, carried by the
+    init, lr, weight decay and eps of the modules it scaled.
     """
     if vendor is None:
         vendor = VENDOR_DEFAULT
@@ -195,6 +199,8 @@ def render(
             command += f" --framework {framework}"
         if vendor:
             command += " --vendor"
+        if absorb:
+            command += " --absorb-multipliers"
     rules = []
     for r, hps in p.rules.items():
         rules.append(
@@ -272,6 +278,7 @@ def render(
         assignment=_assignment(p),
         uncovered=p.uncovered,
         uncovered_note=uncovered_note,
+        absorbed=absorbed_context(p) if absorb else None,
     )
     if framework == "jax":
         from .jax import render_jax
@@ -281,6 +288,39 @@ def render(
     if not vendor:
         return template.render(**context, vendor=False)
     return _vendored(template.render(**context, vendor=True))
+
+
+def absorbed_context(p: Plan) -> list[dict[str, Any]]:
+    """Per optimizer of the plan: (p, q) and the carriers' absorbed rules, verified by
+    :func:`spectral.engine.absorb.absorb`; refused where the implementation's step is not
+    homogeneous in the gradient as its declaration is."""
+    from ..engine.absorb import absorb
+    from ..errors import SpecError
+
+    out = []
+    for name in dict.fromkeys(p.optimizers.values()):
+        module = module_of(name) if p.is_builtin(name) else None
+        impl = None if module is None else module.TORCH
+        reason = getattr(impl, "not_homogeneous", "")
+        if reason:
+            raise SpecError(f"--absorb-multipliers: {name} cannot absorb a multiplier: {reason}")
+        a = absorb(p.derivations[name])
+        roles = [r for r, o in p.optimizers.items() if o == name]
+        carried = []
+        for r in roles:
+            text = f"{name}, {r}: " + ", ".join(
+                _comment(hp, e) for hp, e in a.rules[r].items() if hp != "multiplier"
+            )
+            carried += textwrap.wrap(text, 84, subsequent_indent="    ")
+        out.append(
+            {
+                "name": name,
+                "p": repr(float(a.p)),
+                "q": "None" if a.q is None else repr(float(a.q)),
+                "carried": carried,
+            }
+        )
+    return out
 
 
 def _vendored(source: str) -> str:

@@ -56,9 +56,17 @@ class Config(TorchRules):
         *,
         patterns: Patterns | None = None,
         adapter: AdapterLike | None = None,
+        multiplier: BaseValue = 1.0,
     ) -> None:
         init_by_role(
-            self, model, width, depth, init_std, patterns=patterns, adapter=adapter
+            self,
+            model,
+            width,
+            depth,
+            init_std,
+            patterns=patterns,
+            adapter=adapter,
+            multiplier=multiplier,
         )
 
     def param_groups(

@@ -11,6 +11,7 @@ from torch import nn
 
 from spectral.scaling import BaseValue
 from spectral.torch.classify import AdapterLike, Patterns, classified, fans
+from spectral.torch.absorb import absorbed_values, carriers_of, scales_in_forward
 from spectral.torch.hooks import multipliers_applied
 from spectral.torch.ties import tied_to_output, tied_values_agree
 from spectral.optimizers.entry import TorchImpl
@@ -76,12 +77,15 @@ def role_param_groups(
     (rules.eps_places) is carried as "spectral_eps" and put in place by build_optimizers, once
     the implementation has filled in the tuple's other entries. init_std and multiplier
     are accepted (and ignored) so that one dict of base values serves every function.
-    Frozen parameters (requires_grad=False) are left out.
+    Frozen parameters (requires_grad=False) are left out. In the hook-free form the
+    parameters of each module a multiplier scaled get groups of their own, with the
+    numbers that carry it (spectral.torch.absorb).
     """
     hp = rules.hparams(
         width, depth, lr=lr, weight_decay=weight_decay, eps=eps, multiplier=multiplier
     )
-    groups: dict[tuple[str, str, float, str | None], dict[str, Any]] = {}
+    factors = carriers_of(rules, model, width, depth, multiplier, adapter)
+    groups: dict[tuple[str, str, float, str | None, float], dict[str, Any]] = {}
     for name, p, role, module in classified(model, patterns, adapter, rules):
         if not p.requires_grad:
             continue
@@ -96,9 +100,12 @@ def role_param_groups(
         if role == "input_weight" and tied_to_output(model, p):
             tied_values_agree(hp, name)
         c = _compensation(rules.implementations.get(opt_name), module, p, layout)
-        key = (opt_name, role, c, layout)
+        s = factors.get(id(p), 1.0)
+        key = (opt_name, role, c, layout, s)
         if key not in groups:
             h = hp[role]
+            if id(p) in factors and rules.absorbed is not None:
+                h = absorbed_values(h, s, rules.absorbed[opt_name])
             group: dict[str, Any] = {
                 "params": [],
                 "lr": h["lr"] / c,
@@ -161,7 +168,14 @@ def build_composite(
     replaces or adds one (fn(groups, **kwargs) returning a torch optimizer).
     """
     _check_options(rules, factories, optimizer_kwargs, multipliers_in_forward)
-    if not (multipliers_in_forward or multipliers_applied(model)):
+    if rules.absorbed is not None:
+        if multipliers_in_forward or scales_in_forward(model):
+            raise ValueError(
+                "this config absorbs the block multipliers into the parameters' numbers, "
+                "and the model's forward pass applies them too (hooks or built in): remove "
+                "the hooks (handle.remove()) or use the config without --absorb-multipliers"
+            )
+    elif not (multipliers_in_forward or multipliers_applied(model)):
         raise ValueError(
             "the model's forward pass does not apply the block multipliers: call "
             "apply_multipliers(model, width, depth) first, or pass "
