@@ -122,7 +122,7 @@ def _impl_literal(impl: object) -> str:
 
     args = [f"{impl.cls!r}"]  # type: ignore[attr-defined]
     for f in fields(impl):  # type: ignore[arg-type]
-        if f.name in ("cls", "notes"):
+        if f.name in ("cls", "notes", "not_homogeneous"):  # comments; codegen refuses
             continue
         value = getattr(impl, f.name)
         default = f.default_factory() if callable(f.default_factory) else f.default
@@ -352,6 +352,7 @@ def load_generated(
     folder: str | Path,
     name: str | None = None,
     vendor: bool | None = None,
+    absorb: bool = False,
 ):
     """Render the config module, write it to ``folder/<name>.py`` and import it.
 
@@ -359,7 +360,8 @@ def load_generated(
     has no built-in factory, so pass ``build_optimizers(..., factories={spec.name: fn})``).
     The file is rewritten only when its bytes differ; the imported module is cached per
     (inputs, folder), so the sweep and the coordinate check build every point from the same
-    module object. Imports torch (the generated module does).
+    module object. ``absorb=True``: the hook-free form. Imports torch (the generated module
+    does).
     """
     import hashlib
     import importlib.util
@@ -369,13 +371,13 @@ def load_generated(
 
     if vendor is None:
         vendor = VENDOR_DEFAULT
-    key = (hidden, others, k, base_width, base_depth, str(folder), name, vendor)
+    key = (hidden, others, k, base_width, base_depth, str(folder), name, vendor, absorb)
     if key in _LOADED:
         return _LOADED[key]
     labels = [x if isinstance(x, str) else x.name for x in (hidden, others) if x is not None]
     same = len(labels) == 2 and labels[0] == labels[1]
     source = render(hidden, None if same else others, k,
-                    base_width=base_width, base_depth=base_depth, vendor=vendor)
+                    base_width=base_width, base_depth=base_depth, vendor=vendor, absorb=absorb)
     if name is None:
         name = "config_" + "_".join(labels) + f"_k{k}"
         user = [x for x in (hidden, others) if isinstance(x, OptimizerSpec)]
@@ -384,6 +386,8 @@ def load_generated(
             name += "_" + hashlib.sha256(source.encode()).hexdigest()[:10]
         if vendor:
             name += "_vendored"
+        if absorb:
+            name += "_absorbed"
     name = name.replace("+", "_").replace("-", "_").replace(".", "_")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -97,7 +97,8 @@ def carrier_factors(
                 problems.append(why)
                 continue
             carriers.add(id(module))
-            s = values[layer] / built_in_scale(name, module, family)
+            built_in = built_in_scale(name, module, family) if layer == "input" else 1.0
+            s = values[layer] / built_in
             for p in module.parameters(recurse=False):
                 if id(p) in factors and factors[id(p)] != s:
                     problems.append(
