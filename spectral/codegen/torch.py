@@ -29,7 +29,7 @@ from ..transfer import Plan, eps_place, plan
 
 __all__ = ["FRAMEWORKS", "TORCH_RUNTIME", "load_generated", "render", "write"]
 
-FRAMEWORKS = ("torch", "jax")
+FRAMEWORKS = ("torch", "jax", "torchtitan")
 """What ``render(framework=...)`` writes a module for."""
 
 TORCH_RUNTIME = (
@@ -278,12 +278,16 @@ def render(
         assignment=_assignment(p),
         uncovered=p.uncovered,
         uncovered_note=uncovered_note,
-        absorbed=absorbed_context(p) if absorb else None,
+        absorbed=absorbed_context(p) if absorb or framework == "torchtitan" else None,
     )
     if framework == "jax":
         from .jax import render_jax
 
         return render_jax(env, context, p, vendor=vendor)
+    if framework == "torchtitan":
+        from .torchtitan import render_torchtitan
+
+        return render_torchtitan(env, context, p)
     template = env.get_template("torch_config.py.j2")
     if not vendor:
         return template.render(**context, vendor=False)
