@@ -242,3 +242,24 @@ def test_catalog_symmetry(name: str, tmp_path, monkeypatch) -> None:
     # normalisations, and SSO's bfloat16 Newton-Schulz, are not scaled with the gradient
     # (measured 4e-6 and 2.5e-5 on this toy; every other one below 2e-7)
     assert worst <= 1e-4, (name, worst)
+
+
+def test_cli_writes_the_hook_free_form_and_refuses_in_one_line(tmp_path, capsys) -> None:
+    from spectral.cli import main
+
+    base = ["--base-width", "64", "--base-depth", "2"]
+    out = tmp_path / "free.py"
+    assert main(["codegen", "adamw", *base, "--absorb-multipliers", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert '"adamw": (0.0, 1.0),' in text and "CONFIG = CONFIG.absorbing(ABSORBED)" in text
+    assert "--absorb-multipliers" in text  # the command that regenerates it
+    for argv in (
+        ["codegen", "lamb", *base, "--absorb-multipliers", "-o", str(tmp_path / "lamb.py")],
+        ["codegen", "muon-kimi", "--others", "adamw", *base, "--framework", "torchtitan",
+         "-o", str(tmp_path / "titan.py")],
+    ):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "\n" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["free.py"]
