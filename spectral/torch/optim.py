@@ -75,8 +75,9 @@ def role_param_groups(
     Each group carries "lr", "weight_decay", the optimizer's eps where it has one, and
     "role" / "optimizer" for bookkeeping. An eps that lives inside a tuple-valued key
     (rules.eps_places) is carried as "spectral_eps" and put in place by build_optimizers, once
-    the implementation has filled in the tuple's other entries. init_std and multiplier
-    are accepted (and ignored) so that one dict of base values serves every function.
+    the implementation has filled in the tuple's other entries. init_std is accepted
+    (and ignored) so that one dict of base values serves every function; multiplier only
+    matters in the hook-free form, where it scales what the carriers hold.
     Frozen parameters (requires_grad=False) are left out. In the hook-free form the
     parameters of each module a multiplier scaled get groups of their own, with the
     numbers that carry it (spectral.torch.absorb).
