@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from spectral.codegen import render
 from spectral.models import GPT
+from spectral.torch import CompositeOptimizer
 
 
 def load_config(hidden: str, others: str | None, base_width: int, base_depth: int):
@@ -49,7 +50,7 @@ def sp_optimizers(cfg, model, lr: float):
     by_kind: dict[str, list[torch.nn.Parameter]] = {}
     for name, p in model.named_parameters():
         by_kind.setdefault(cfg.OPTIMIZERS[cfg.classify(name, p)], []).append(p)
-    return cfg.CompositeOptimizer(
+    return CompositeOptimizer(
         {kind: cfg.FACTORIES[kind]([{"params": ps, "lr": lr}]) for kind, ps in by_kind.items()}
     )
 

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from .errors import SpecError
-from .engine.roles import ROLE_NAMES
+from .engine.roles import ALL_ROLE_NAMES, ROLE_NAMES
 
 __all__ = ["LAYERS", "check_base_value", "parse_base_value", "parse_number"]
 
@@ -75,7 +75,8 @@ def check_base_value(value: float | dict[str, float] | None, plan: Any, what: st
     if not isinstance(value, dict):
         return
     optimizers = list(dict.fromkeys(plan.optimizers.values()))
-    known = [*ROLE_NAMES, *optimizers, "default"]
+    roles = ALL_ROLE_NAMES if getattr(plan, "all_roles", False) else ROLE_NAMES
+    known = [*roles, *optimizers, "default"]
     if what == "multiplier":
         known += list(LAYERS)
     unknown = [k for k in value if k not in known]
@@ -83,6 +84,6 @@ def check_base_value(value: float | dict[str, float] | None, plan: Any, what: st
         layers = f", layers ({', '.join(LAYERS)})" if what == "multiplier" else ""
         raise SpecError(
             f"{option}: unknown key(s) {', '.join(unknown)}; use roles "
-            f"({', '.join(ROLE_NAMES)}), optimizers used here ({', '.join(optimizers)})"
+            f"({', '.join(roles)}), optimizers used here ({', '.join(optimizers)})"
             f"{layers} or default"
         )

@@ -83,11 +83,13 @@ def derive(
     k: int = 2,
     *,
     catalog: Mapping[str, OptimizerSpec] | None = None,
+    all_roles: bool = False,
 ) -> Derivation:
     """Derive and verify the HP rules of ``optimizer`` for residual blocks of ``k`` maps.
 
     ``optimizer`` is a catalog name or an :class:`OptimizerSpec`; ``catalog`` adds
-    declarations for this call only (looked up before the built-in catalog). The engine's
+    declarations for this call only (looked up before the built-in catalog);
+    ``all_roles`` adds the roles placed by their dimensions (``docs/roles.md``). The engine's
     :func:`spectral.engine.solve.derive_spec` does the work; this layer only looks the name up.
 
     >>> d = derive("adamw", k=2)
@@ -98,4 +100,4 @@ def derive(
     """
     from .engine.solve import derive_spec
 
-    return derive_spec(resolve(optimizer, catalog), k)
+    return derive_spec(resolve(optimizer, catalog), k, all_roles=all_roles)

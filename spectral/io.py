@@ -55,6 +55,8 @@ __all__ = [
     "TEMP_PREFIX",
     "check_distinct",
     "check_output",
+    "check_output_folder",
+    "file_problem",
     "read_user_file",
     "write_atomic",
 ]
@@ -288,6 +290,37 @@ def check_output(path: str | os.PathLike[str], *, force: bool = False, option: s
         raise type(exc)(f"{option}: {exc}") from None
 
 
+def check_output_folder(path: str | os.PathLike[str], *, option: str = "") -> bool:
+    """Refuse now an output folder that could not be created or written later, creating
+    nothing: an empty path, something there that is not a folder, a nearest existing
+    ancestor that is no folder or not writable. True when the folder exists already.
+
+    The caller creates it (``mkdir(parents=True)``) only when it has something to write, so
+    that a refusal or a failure before then leaves nothing behind.
+    """
+    raw = os.fsdecode(os.fspath(path))
+    lead = f"{option} {raw}" if option else raw
+    if raw == "":
+        raise OutputError(f"{option or 'the output folder'}: empty path")
+    if "\0" in raw:
+        raise OutputError(f"{option or 'the output folder'}: the path contains a NUL character")
+    if os.path.lexists(raw):
+        if not os.path.isdir(raw):
+            what = "a dangling symbolic link" if not os.path.exists(raw) else "not a folder"
+            raise OutputError(f"{lead}: exists and is {what}")
+        if not os.access(raw, os.W_OK | os.X_OK):
+            raise OutputError(f"{lead}: the folder is not writable")
+        return True
+    ancestor = os.path.dirname(os.path.abspath(raw))
+    while not os.path.lexists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise OutputError(f"{lead}: cannot create it ({ancestor} is not a folder)")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise OutputError(f"{lead}: cannot create it ({ancestor} is not writable)")
+    return False
+
+
 def _identity(path: str) -> tuple[object, ...]:
     """What makes two paths the same file: its device and inode when it exists (hard and
     symbolic links), else the resolved path (``a/../b`` and ``b``)."""
@@ -318,13 +351,42 @@ def _size(n: int) -> str:
     return f"{n // 1024} KiB" if n % 1024 == 0 else f"{n} bytes"
 
 
+def _mode_problem(mode: int) -> str | None:
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    if not stat.S_ISREG(mode):
+        return f"is {_kind(mode)}, not a regular file"
+    return None
+
+
+def file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` is not a regular file to read, in words that follow the path (``no such
+    file``, ``is a directory, not a file``, ``is a FIFO (named pipe), not a regular file``,
+    ``cannot read the file (Permission denied)``); ``None`` when it is one. Nothing is
+    opened: a FIFO would block ``open`` until a writer appears."""
+    where = os.fspath(path)
+    if isinstance(where, bytes):
+        where = os.fsdecode(where)
+    if where == "":
+        return "is an empty file name"
+    if "\0" in where:
+        return "is not a valid file name (it contains a NUL character)"
+    try:
+        mode = os.stat(where).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return f"cannot read the file ({exc.strerror or exc})"
+    return _mode_problem(mode)
+
+
 def read_user_file(path: str | os.PathLike[str], max_bytes: int) -> bytes:
     """The bytes of the regular file ``path``, refusing anything else before opening it.
 
     A FIFO would block ``open`` until a writer appears, a device may never end or act on
-    being opened, so the path is ``stat``-ed first; it is then opened non-blocking and
-    checked again (it may have been swapped in between). Every refusal is one
-    :class:`~spectral.errors.SpecError` line starting with the path: no such file, a
+    being opened, so the path is ``stat``-ed first (:func:`file_problem`); it is then opened
+    non-blocking and checked again (it may have been swapped in between). Every refusal is
+    one :class:`~spectral.errors.SpecError` line starting with the path: no such file, a
     directory, not a regular file, unreadable, larger than ``max_bytes``.
     """
     where = os.fspath(path)
@@ -332,22 +394,11 @@ def read_user_file(path: str | os.PathLike[str], max_bytes: int) -> bytes:
         where = os.fsdecode(where)
     if where == "":
         raise SpecError("the file name is empty")
-
-    def check(mode: int) -> None:
-        if stat.S_ISDIR(mode):
-            raise SpecError(f"{where}: is a directory, not a file")
-        if not stat.S_ISREG(mode):
-            raise SpecError(f"{where}: is {_kind(mode)}, not a regular file")
-
     if "\0" in where:
         raise SpecError(f"{where!r}: not a valid file name (it contains a NUL character)")
-    try:
-        mode = os.stat(where).st_mode
-    except FileNotFoundError:
-        raise SpecError(f"{where}: no such file") from None
-    except OSError as exc:
-        raise SpecError(f"{where}: cannot read the file ({exc.strerror or exc})") from None
-    check(mode)
+    problem = file_problem(where)
+    if problem is not None:
+        raise SpecError(f"{where}: {problem}")
     try:
         fd = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:  # removed since the stat
@@ -355,7 +406,9 @@ def read_user_file(path: str | os.PathLike[str], max_bytes: int) -> bytes:
     except OSError as exc:
         raise SpecError(f"{where}: cannot read the file ({exc.strerror or exc})") from None
     with os.fdopen(fd, "rb") as fh:
-        check(os.fstat(fh.fileno()).st_mode)
+        problem = _mode_problem(os.fstat(fh.fileno()).st_mode)
+        if problem is not None:
+            raise SpecError(f"{where}: {problem}")
         try:
             raw = fh.read(max_bytes + 1)
         except OSError as exc:

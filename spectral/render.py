@@ -251,6 +251,7 @@ def markdown(d: Derivation, *, explain: bool = False, input_kind: InputKind | No
         explain=explain,
         entries=_explain_rows(d) if explain else [],
         checks=_check_rows(d) if explain else [],
+        omitted=omitted_notes(d),
     )
 
 
@@ -281,6 +282,7 @@ def latex(
         explain=explain,
         entries=_explain_rows(d) if explain else [],
         checks=_check_rows(d) if explain else [],
+        omitted=omitted_notes(d),
     )
 
 
@@ -296,6 +298,11 @@ def json_text(d: Derivation, *, explain: bool = False) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
+def omitted_notes(d: Derivation) -> list[str]:
+    """One line per role asked for but not derived, with why (``Derivation.omitted``)."""
+    return [f"{role(r).label} ({r}): {why}." for r, why in d.omitted]
+
+
 def table(d: Derivation, *, explain: bool = False, input_kind: InputKind | None = None) -> Any:
     """A ``rich`` renderable: the rules table (and, with ``explain``, two more tables)."""
     from rich import box
@@ -306,7 +313,7 @@ def table(d: Derivation, *, explain: bool = False, input_kind: InputKind | None 
     lay = layout(d, input_kind)
     t = Table(
         title=Text(for_terminal(caption(d)), style="bold"),
-        caption=Text(LEGEND, style="dim"),
+        caption=Text("\n".join([LEGEND, *omitted_notes(d)]), style="dim"),
         box=box.SIMPLE_HEAD,
         show_lines=False,
     )

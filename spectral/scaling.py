@@ -36,11 +36,16 @@ from dataclasses import dataclass
 __all__ = [
     "BIAS_ROLES",
     "BaseValue",
+    "EXTRA_ROLES",
+    "KEEP_INIT_ROLES",
     "LAYER_OF",
+    "MIN_K",
     "Rules",
     "base_value",
+    "keeps_own_init",
     "ratios",
     "scale_rules",
+    "unknown_role",
 ]
 
 BaseValue = float | Mapping[str, float]
@@ -53,16 +58,58 @@ LAYER_OF: dict[str, str] = {
     "input_bias": "input",
     "hidden_bias": "hidden",
     "router_weight": "router",
+    "output_bias": "output",
+    "outer_weight": "outer",
+    "outer_bias": "outer",
+    "rank_down_weight": "hidden",
+    "rank_up_weight": "hidden",
+    "hidden_vector": "hidden",
 }
 """Role -> the layer whose block multiplier it shares. A router (an E x n map inside a
 block: a mixture of experts' router, a gate) has its own, on its logits: Theta(1) in every
-derivation (docs/router.md), so only a base value given for it changes anything."""
+derivation (docs/router.md), so only a base value given for it changes anything; so has
+a width -> width map outside the residual stream (outer_weight, a pooler; its bias
+outer_bias). The readout's bias shares alpha_out (the hook scales the readout's whole
+output), fixed-rank factors (rank_down_weight, rank_up_weight) and per-channel vectors
+(hidden_vector) a block's (docs/roles.md)."""
+
+EXTRA_ROLES = (
+    "output_bias",
+    "outer_weight",
+    "outer_bias",
+    "rank_down_weight",
+    "rank_up_weight",
+    "hidden_vector",
+)
+"""The roles placed by their dimensions (docs/roles.md): a config has them only when
+generated with --all-roles (load_generated(..., all_roles=True))."""
+
+MIN_K: dict[str, int] = {"rank_down_weight": 2, "rank_up_weight": 2}
+"""Roles that only blocks of k >= 2 maps hold: a fixed-rank factor is one of at least two
+maps of its branch (n -> r -> n), so a k = 1 config has no rule for it."""
+
+
+def unknown_role(pattern: object, role: object) -> str | None:
+    """The one-line problem with a ``pattern -> role`` pair whose role is misspelt
+    (``hidden_wieght``); None for a known role. Every runtime's ``patterns=`` and adapter
+    roles are checked with it before any parameter is matched, so a typo is named as such
+    rather than surfacing as parameters that match no pattern."""
+    if isinstance(role, str) and role in LAYER_OF:
+        return None
+    return f"pattern {pattern!r} maps to unknown role {role!r} (roles: {', '.join(LAYER_OF)})"
+
 
 MAX_SIZE = 2**53
 """Largest width or depth: every integer up to it is an exact float."""
 
-BIAS_ROLES = ("input_bias", "hidden_bias")
-"""Biases and normalisation gains: no weight decay and zero init unless named."""
+BIAS_ROLES = ("input_bias", "hidden_bias", "output_bias", "outer_bias", "hidden_vector")
+"""Biases, normalisation gains and per-channel vectors: no weight decay and zero init
+unless named (a vector keeps its own values instead: KEEP_INIT_ROLES)."""
+
+KEEP_INIT_ROLES = ("hidden_vector",)
+"""Per-channel vectors that are neither biases nor norm gains (SSM A_log, D, dt_bias, a
+depthwise conv kernel, layer-scale gains): init_ keeps the model's own values unless an
+init std is named for their role, since zeroing them can kill a branch (Mamba's mixer)."""
 
 _WEIGHT_ONLY = ("weight_decay", "init_std")
 
@@ -91,6 +138,13 @@ def base_value(
         if key in value:
             return _number(value[key], what, role)
     return None
+
+
+def keeps_own_init(role: str, init_std: BaseValue | None) -> bool:
+    """Whether init_ leaves a parameter of this role as the model made it: a per-channel
+    vector (KEEP_INIT_ROLES) whose role is not a key of init_std."""
+    named = isinstance(init_std, Mapping) and role in init_std
+    return role in KEEP_INIT_ROLES and not named
 
 
 def _number(value: object, what: str, role: str) -> float:
@@ -322,6 +376,18 @@ class Rules:
             return
         if role not in LAYER_OF:
             raise ValueError(f"{what}: unknown role {role!r}; see LAYER_OF")
+        if role in EXTRA_ROLES and not any(r in self.optimizers for r in EXTRA_ROLES):
+            raise ValueError(
+                f"{what} has role {role}, a role placed by its dimensions, which this config "
+                "has no rule for: regenerate it with --all-roles (load_generated(..., "
+                "all_roles=True)); see docs/roles.md"
+            )
+        if self.k < MIN_K.get(role, 1):
+            raise ValueError(
+                f"{what} has role {role}, a fixed-rank factor, which blocks of k = {self.k} "
+                f"map cannot hold (it is one of at least two maps of its branch, n -> r -> n); "
+                f"regenerate with --k {MIN_K[role]} or more (docs/roles.md)"
+            )
         raise ValueError(
             f"{what} has role {role}, which no optimizer here trains (matrix-only: "
             f"{', '.join(k for k in sorted(self.matrix_only) if self.matrix_only[k])}). "

@@ -16,6 +16,11 @@ user text passes through exactly one function per medium:
 * :func:`for_python` — a Python string literal (ASCII, ``repr``-style escapes) for
   generated code, and :func:`for_docstring` for text inside a generated docstring.
 
+JSON a user typed or a file holds is parsed by :func:`load_json` alone, TOML by
+:func:`load_toml`: every way they can fail (bad syntax, nesting past the recursion limit, an
+integer too long for Python to convert, a number JSON cannot hold such as ``1e999``) is one
+:class:`ValueError` line.
+
 Judgement calls, documented here once:
 
 * Look-alike letters (fullwidth ``ｎ_in``, mathematical bold ``𝐧_in``, script ``ℒ``) are
@@ -30,9 +35,15 @@ Judgement calls, documented here once:
 
 from __future__ import annotations
 
+import json
+import math
+import sys
+import tomllib
 import unicodedata
+from typing import Any
 
 __all__ = [
+    "MAX_INT_DIGITS",
     "check_expression_text",
     "check_label",
     "for_docstring",
@@ -41,6 +52,8 @@ __all__ = [
     "for_python",
     "for_rich",
     "for_terminal",
+    "load_json",
+    "load_toml",
     "strip_bom",
 ]
 
@@ -190,3 +203,91 @@ def check_expression_text(text: str, what: str) -> str | None:
 def strip_bom(text: str) -> str:
     """Drop a leading byte-order mark (editors on Windows write one)."""
     return text[1:] if text.startswith("\ufeff") else text
+
+
+MAX_INT_DIGITS = 30
+"""Most digits an integer typed by a user may have (a command-line option, a JSON value):
+far beyond any count, size or seed, and far below the 4,300 digits past which Python
+refuses to convert a string to an integer at all."""
+
+
+class _JSONNumberError(ValueError):
+    """A number in JSON text that no value of Python can carry faithfully."""
+
+
+def _json_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise _JSONNumberError(f"an integer of {digits} digits in JSON (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _JSONNumberError(f"the number {text[:40]} in JSON is beyond the range of a float")
+    return value
+
+
+def _json_constant(name: str) -> float:
+    raise _JSONNumberError(f"{name} in JSON: JSON has no NaN or Infinity")
+
+
+def load_json(text: str, *, max_depth: int | None = None, non_finite: bool = False) -> Any:
+    """The value of JSON ``text``; every failure is one :class:`ValueError` line.
+
+    Refused: invalid JSON (with the position), nesting deeper than ``max_depth`` (checked
+    before parsing: deep text makes ``json.loads`` recurse past Python's limit), integers of
+    more than :data:`MAX_INT_DIGITS` digits, and, unless ``non_finite`` (for a caller that
+    names the field holding one), ``NaN``, ``Infinity`` or a float that overflows (``1e999``).
+    """
+    if max_depth is not None and _nesting(text) > max_depth:
+        raise ValueError(f"JSON nested more than {max_depth} deep")
+    numbers: dict[str, Any] = {}
+    if not non_finite:
+        numbers = {"parse_float": _json_float, "parse_constant": _json_constant}
+    try:
+        return json.loads(text, parse_int=_json_int, **numbers)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
+    except _JSONNumberError as exc:
+        raise ValueError(str(exc)) from None
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
+
+
+def load_toml(text: str) -> dict[str, Any]:
+    """The table of TOML ``text``; every failure is one :class:`ValueError` line starting
+    ``invalid TOML:`` (bad syntax with its line, nesting past the recursion limit, an integer
+    longer than Python converts: ``tomllib`` has no hook to bound them as JSON's has)."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ValueError("invalid TOML: nested too deeply") from None
+    except ValueError:  # int() of a literal past sys.get_int_max_str_digits()
+        limit = sys.get_int_max_str_digits()
+        raise ValueError(f"invalid TOML: an integer of more than {limit} digits") from None
+
+
+def _nesting(text: str) -> int:
+    """Deepest bracket nesting of JSON text, strings skipped."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest

@@ -11,7 +11,10 @@ takes the matrices inside the residual blocks — the hidden weights, and router
 ``E × n`` gate inside a block: its derived rules hold for every optimizer, and matrix
 optimizers train it in practice; see ``docs/router.md``) — and the *others* optimizer
 every other role (input and output weights, all biases) — Muon-Kimi on hidden matrices,
-AdamW on embeddings, head and biases.
+AdamW on embeddings, head and biases. ``all_roles=True`` adds the roles placed by their
+dimensions (``docs/roles.md``): the fixed-rank factors of a block go with the hidden
+matrices, the output bias, the outer map and its bias and the vectors of a block with the
+others.
 Without *others*, the hidden optimizer takes every role it applies to; a matrix-only
 optimizer then leaves the bias roles uncovered (fine for a bias-free model; anything that
 needs them raises, naming the role and suggesting ``others="adamw"``).
@@ -20,12 +23,12 @@ needs them raises, naming the role and suggesting ``others="adamw"``).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .catalog import catalog as builtin_catalog
 from .errors import SpecError
 from .engine.result import Derivation, Exponent
-from .engine.roles import ROLE_NAMES, role
+from .engine.roles import ALL_ROLE_NAMES, ROLE_NAMES, role
 from .scaling import BaseValue, scale_rules
 from .catalog import derive
 from .spec import OptimizerSpec
@@ -88,11 +91,15 @@ class Plan:
     others: str | None
     k: int
     optimizers: dict[str, str]
-    """Role → optimizer name, for the roles some optimizer takes (in ``ROLE_NAMES`` order)."""
+    """Role → optimizer name, for the roles some optimizer takes (in ``ALL_ROLE_NAMES`` order)."""
     derivations: dict[str, Derivation]
     """Optimizer name → its verified derivation."""
     uncovered: tuple[str, ...]
     """Roles no optimizer takes (bias roles of a matrix-only optimizer without others)."""
+    omitted: dict[str, str] = field(default_factory=dict)
+    """Roles no derivation has at this ``k``, each with why (fixed-rank factors at k = 1)."""
+    all_roles: bool = False
+    """Whether the roles placed by their dimensions were asked for (``--all-roles``)."""
 
     @property
     def rules(self) -> dict[str, dict[str, Exponent]]:
@@ -125,13 +132,15 @@ def plan(
     k: int = 2,
     *,
     catalog: Mapping[str, OptimizerSpec] | None = None,
+    all_roles: bool = False,
 ) -> Plan:
-    """Assign roles to ``hidden`` (and ``others``) and derive each optimizer's rules."""
-    d_hidden = derive(hidden, k, catalog=catalog)
+    """Assign roles to ``hidden`` (and ``others``) and derive each optimizer's rules;
+    ``all_roles`` adds the roles placed by their dimensions (``docs/roles.md``)."""
+    d_hidden = derive(hidden, k, catalog=catalog, all_roles=all_roles)
     derivations = {d_hidden.optimizer: d_hidden}
     d_others = None
     if others is not None:
-        d_others = derive(others, k, catalog=catalog)
+        d_others = derive(others, k, catalog=catalog, all_roles=all_roles)
         if d_others.optimizer == d_hidden.optimizer:
             raise SpecError(
                 f"--others {d_others.optimizer} is the hidden optimizer itself; leave --others "
@@ -140,7 +149,10 @@ def plan(
         derivations[d_others.optimizer] = d_others
     optimizers: dict[str, str] = {}
     uncovered: list[str] = []
-    for r in ROLE_NAMES:
+    omitted = {r: why for d in derivations.values() for r, why in d.omitted}
+    for r in ALL_ROLE_NAMES if all_roles else ROLE_NAMES:
+        if r in omitted:
+            continue
         block_matrix = role(r).in_block and not role(r).is_bias
         if block_matrix and r in d_hidden.roles:
             optimizers[r] = d_hidden.optimizer
@@ -157,6 +169,8 @@ def plan(
         optimizers=optimizers,
         derivations=derivations,
         uncovered=tuple(uncovered),
+        omitted=omitted,
+        all_roles=all_roles,
     )
     # Block multipliers come from the init conditions alone, so every optimizer must agree
     # on them layer by layer; a hybrid would be inconsistent otherwise.

@@ -248,3 +248,21 @@ def raising_model(width, depth):
 def printing_model(width, depth):
     print("model", width, depth)
     return _Tiny(width, depth)
+
+
+class _Diverging(_Tiny):
+    """Finite at step 0; from its third forward pass (the measurement after the first
+    update) the logits are NaN, as when training blows up."""
+
+    def __init__(self, width, depth):
+        super().__init__(width, depth)
+        self.calls = 0
+
+    def forward(self, ids):
+        self.calls += 1
+        out = super().forward(ids)
+        return out * float("nan") if self.calls > 2 else out
+
+
+def diverging_model(width, depth):
+    return _Diverging(width, depth)

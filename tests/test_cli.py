@@ -178,11 +178,24 @@ def test_unusual_spec_derives_end_to_end(tmp_path):
     assert "μP rules for odd (k = 2) — verified:" in p.stdout and "r_n³ᐟ⁴" in p.stdout
 
 
-def test_derive_json_imports_no_heavy_modules():
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["derive", "adamw"],
+        ["derive", "adamw", "--format", "json"],
+        ["transfer", "adamw", "--base-width", "8", "--base-depth", "2", "--width", "16",
+         "--depth", "4", "--lr", "1", "--init-std", "1"],
+    ],
+    ids=["derive", "derive-json", "transfer"],
+)
+def test_engine_commands_import_no_heavy_modules(argv):
+    """The one check that the commands of the engine and the rules load only what they need:
+    no torch, matplotlib, numpy or pydantic."""
     code = (
-        "import sys\n"
+        "import contextlib, io, sys\n"
         "from spectral.cli import main\n"
-        "rc = main(['derive', 'adamw', '--format', 'json'])\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    rc = main({argv!r})\n"
         "heavy = sorted(m for m in ('torch', 'matplotlib', 'numpy', 'pydantic') if m in sys.modules)\n"
         "sys.stderr.write('HEAVY=' + ','.join(heavy))\n"
         "sys.exit(rc)\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import spectral.codegen
+import spectral.codegen.torch
 
 from spectral import derive
 from spectral.catalog import catalog
@@ -25,6 +25,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from spectral.models import GPT, ResidualMLP  # noqa: E402
+from spectral.torch.ties import tie_differences  # noqa: E402
 
 pytestmark = pytest.mark.generated  # also run on the --vendor form
 
@@ -89,7 +90,7 @@ def test_byte_identical_and_compiles(hidden, others, generated):
         for line in text.splitlines()
         if line.startswith(("import ", "from ")) and not line.startswith("from __future__")
     }
-    if spectral.codegen.VENDOR_DEFAULT:  # standalone: the standard library and torch only
+    if spectral.codegen.torch.VENDOR_DEFAULT:  # standalone: the standard library and torch only
         outside = {
             m for m in imports if m.split(".")[0] not in {*sys.stdlib_module_names, "torch"}
         }
@@ -281,16 +282,30 @@ def test_tied_embeddings_where_the_rules_allow_them(configs):
     g = GPT(64, 1, block_size=8)
     g.lm_head.weight = g.transformer.wte.weight
     cfg = configs["muon-kimi+adamw"]
-    assert cfg.TIES_ALLOWED is True
+    assert tie_differences(cfg.CONFIG) == []
     groups = cfg.param_groups(g, 64, 1, lr=1e-3)
     holding = [grp["role"] for grp in groups if any(p is g.lm_head.weight for p in grp["params"])]
     assert holding == ["input_weight"]
     cfg = configs["normuon"]
-    assert cfg.TIES_ALLOWED is False
+    assert tie_differences(cfg.CONFIG) != []
     with pytest.raises(ValueError, match=r"tied .* under normuon .*lr: r_n\^0 r_L\^0"):
         cfg.param_groups(g, 64, 1, lr=1e-3)
     with pytest.raises(ValueError, match="tied"):
         cfg.init_(g, 64, 1, 0.02)
+
+
+def test_the_runtime_allows_ties_exactly_where_the_engine_does(configs):
+    """The runtime decides a tie from the config's numbers (spectral.torch.ties); the engine
+    from the derivation (Derivation.tie_allowed, of the optimizer training both embeddings).
+    They agree for every generated config."""
+    for lab, cfg in configs.items():
+        embeddings = cfg.OPTIMIZERS.get("input_weight")
+        engine = (
+            embeddings is not None
+            and embeddings == cfg.OPTIMIZERS.get("output_weight")
+            and derive(embeddings, k=cfg.K).tie_allowed
+        )
+        assert (tie_differences(cfg.CONFIG) == []) == engine, lab
 
 
 def test_matrix_only_without_others_needs_a_bias_free_model(configs):

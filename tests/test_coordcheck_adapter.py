@@ -175,8 +175,8 @@ def test_adapter_places_a_model_no_family_knows(folder, adapter, capsys):
         (None, "factory.py:MISSING", "has no attribute 'MISSING'"),
         (None, "nowhere.toml", "nowhere.toml: no such file"),
         (("bad.json", "[1, 2]"), "bad.json", "expected an Adapter or a dict of its fields, got list"),
-        (("bad.json", "{"), "bad.json", "cannot read it: JSONDecodeError"),
-        (("bad.toml", "name = "), "bad.toml", "cannot read it: TOMLDecodeError"),
+        (("bad.json", "{"), "bad.json", "cannot read it: not valid JSON (Expecting property name"),
+        (("bad.toml", "name = "), "bad.toml", "cannot read it: invalid TOML: Invalid value"),
         (
             ("bad.json", json.dumps({**FIELDS, "output": ["("]})),
             "bad.json",

@@ -356,6 +356,7 @@ def test_batch_factory_needs_a_model_factory(models, capsys):
     _one_line_error(capsys, "--batch-factory goes with --model-factory MODULE:FUNC")
 
 
+@pytest.mark.slow
 def test_hf_llama_example(tmp_path):
     """The real Hugging Face Llama from examples/hf_llama.py: h_L at model.norm."""
     pytest.importorskip("transformers")

@@ -26,7 +26,7 @@ pytest.importorskip("torch")
 
 from spectral.codegen import render, write  # noqa: E402
 
-pytestmark = pytest.mark.generated  # also run on the --vendor form
+pytestmark = [pytest.mark.generated, pytest.mark.slow]  # generated: also run on the --vendor form
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "your-model.md"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
@@ -85,6 +85,7 @@ def test_page_has_its_walkthroughs():
         "when-something-is-wrong",
         "base-values-per-role",
         "hybrids-and-schedulers",
+        "the-check-across-widths",
     } <= slugs
     for s in SECTIONS:
         assert s["codegen"], f"{s['title']}: no `spectral codegen` command before it"

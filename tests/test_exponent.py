@@ -217,6 +217,7 @@ TINY = ["sweep", "--device", "cpu", "-O", "adamw", "--widths", "32,64,96", "--de
         "--threads", "1"]
 
 
+@pytest.mark.slow
 def test_fit_exponent_end_to_end_and_report_only_rerenders(tmp_path: Path, capsys):
     from spectral.cli import main
 
@@ -275,7 +276,7 @@ def test_gpu_exponent_preset_fits_the_hidden_lr_with_two_seeds():
     configure_parser(p)
     args = p.parse_args(["--preset", "gpu-exponent", "--out", "x", "--device", "cpu"])
     assert [k.text for k in _check_fit_args(args)] == ["lr.hidden_weight", "lr.output_weight"]
-    assert _seeds(args) == (0, 1) and _log2_factors(args) == (-2, -1, 0, 1, 2)
+    assert _seeds(args) == (0, 1) and _log2_factors(args) == (-3, -2, -1, 0, 1, 2, 3, 4)
     (cfg,) = configs_from_args(args)
     assert cfg.optimizer == "muon-kimi+adamw" and cfg.widths == (128, 256, 512, 1024) and cfg.depths == (2,)
     # a given --seed or --fit-exponent wins over the preset's

@@ -143,6 +143,8 @@ def _job(report: dict, label: str) -> dict:
 RUNS = [label for label in JOBS if label not in REFUSED]
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 @pytest.mark.parametrize("label", RUNS)
 def test_sharded_training_is_the_one_process_training(report, tables, label):
     job = _job(report, label)
@@ -161,6 +163,8 @@ def test_sharded_training_is_the_one_process_training(report, tables, label):
         assert part == ("GatheredOptimizer" if whole else job["inner"][kind]), kind
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 @pytest.mark.parametrize("label", RUNS)
 def test_dcp_resume_at_step_3_is_the_one_process_training(report, label):
     job = _job(report, label)
@@ -168,6 +172,8 @@ def test_dcp_resume_at_step_3_is_the_one_process_training(report, label):
     assert job["resumed_vs_run"] <= TOL, job
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_refusals_name_the_parameter(report, tables):
     assert {f"catalog: {n}" for n in tables.NOT_SHARDABLE if n in catalog()} <= REFUSED
     assert _job(report, "catalog: sophia")["refused"] == (
@@ -186,6 +192,8 @@ def test_refusals_name_the_parameter(report, tables):
     )
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_real_optimizers_on_shards_differ(report):
     """The comparison catches a wrong update: torch.optim.Muon stepping the DTensor
     shards itself (Newton-Schulz in bfloat16 on DTensors) ends far from the one-process
@@ -195,6 +203,8 @@ def test_real_optimizers_on_shards_differ(report):
     assert job["max_rel"] <= TOL
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_each_rank_its_own_data_sharded_is_ddp(report):
     """With a different half batch per rank (real data parallelism) the gradient differs
     from the one-process whole-batch gradient in its last bits (the summation order),
@@ -206,6 +216,8 @@ def test_each_rank_its_own_data_sharded_is_ddp(report):
     assert job["split_ddp_vs_one"] > 1e-3  # data parallelism itself, not the sharding
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_init_classify_multipliers_and_check_on_sharded_model(report):
     api = report["api"]
     # init_ on the shards draws what one process draws (DTensor's own normal_ on a CPU
@@ -225,6 +237,8 @@ def test_init_classify_multipliers_and_check_on_sharded_model(report):
     assert api["check_hooked"] == []
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_checkpoint_of_two_ranks_loads_in_one_process(report, worker):
     """The DCP checkpoint written by 2 FSDP2 ranks at step 3 (each gathered matrix's
     state on its owner only), loaded by CheckpointState into an unsharded model and

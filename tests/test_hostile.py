@@ -433,3 +433,124 @@ def test_codegen_with_a_hostile_spec_path_compiles(path, tmp_path, capsys, monke
     source = out_file.read_text(encoding="utf-8")
     assert source.isascii()
     compile(source, "cfg.py", "exec")
+
+
+# --------------------------------------------------------------------------------------
+# issue 30: a config loaded by path, unregistered; a misspelt role; a path with a newline
+# --------------------------------------------------------------------------------------
+
+LOAD_BY_PATH = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("cfg_by_path", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)  # not put in sys.modules: how a config file is often loaded
+assert "cfg_by_path" not in sys.modules
+print(json.dumps(module.hparams(256, 8, lr=1e-3, init_std=0.02), sort_keys=True))
+"""
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_both_config_forms_load_by_path_without_registration(framework, tmp_path, capsys):
+    import subprocess
+    import sys
+
+    pytest.importorskip(framework)
+    if framework == "jax":
+        pytest.importorskip("optax")
+    got = {}
+    for vendor in (False, True):
+        path = tmp_path / f"cfg_{framework}_{'vendored' if vendor else 'importing'}.py"
+        args = ["codegen", "adamw", "--base-width", "64", "--base-depth", "2", "--framework", framework,
+                "-o", str(path)]
+        code, out, err = run([*args, *(["--vendor"] if vendor else [])], capsys)
+        assert code == 0, err
+        r = subprocess.run([sys.executable, "-c", LOAD_BY_PATH, str(path)], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        got[vendor] = json.loads(r.stdout)
+    assert got[True] == got[False] and got[True]["hidden_weight"]["lr"] > 0
+
+
+def test_vendored_torch_config_builds_dataclasses_and_an_optimizer_unregistered(tmp_path, capsys):
+    """The vendored module's dataclasses (Adapter, the rules) work when it was never put in
+    sys.modules: apply_multipliers, init_ and build_optimizers on a model."""
+    pytest.importorskip("torch")
+    import importlib.util
+
+    import torch
+
+    from hostile_user import _Tiny  # Llama's module names (tests/ is on sys.path)
+
+    path = tmp_path / "cfg.py"
+    code, _, err = run(["codegen", "adamw", "--base-width", "32", "--base-depth", "2", "--vendor", "-o",
+                        str(path)], capsys)
+    assert code == 0, err
+    spec = importlib.util.spec_from_file_location("cfg_unregistered", path)
+    cfg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cfg)
+    model = _Tiny(64, 4)
+    cfg.apply_multipliers(model, 64, 4)
+    cfg.init_(model, 64, 4, init_std=0.02)
+    opt = cfg.build_optimizers(model, 64, 4, lr=1e-3)
+    assert isinstance(opt, torch.optim.Optimizer)
+    assert cfg.check(model, 64, 4, opt) == []
+    model(torch.zeros(2, 8, dtype=torch.long)).sum().backward()
+    opt.step()
+
+
+@pytest.mark.parametrize("patterns", [{".*": "hidden_wieght"}, [(r"\.weight$", "output_weigth")]])
+def test_misspelt_role_in_patterns_is_named_torch(patterns, tmp_path):
+    torch = pytest.importorskip("torch")
+    from hostile_user import _Tiny
+
+    from spectral.codegen import load_generated
+
+    cfg = load_generated("adamw", base_width=16, base_depth=1, folder=tmp_path)
+    (pattern, role), = patterns.items() if isinstance(patterns, dict) else patterns
+    want = f"pattern {pattern!r} maps to unknown role {role!r} (roles: input_weight, hidden_weight, "
+    model = _Tiny(16, 1)
+    before = [p.detach().clone() for p in model.parameters()]
+    for call in (
+        lambda: cfg.apply_multipliers(model, 16, 1, patterns=patterns),
+        lambda: cfg.init_(model, 16, 1, init_std=0.02, patterns=patterns),
+        lambda: cfg.build_optimizers(model, 16, 1, lr=1e-3, patterns=patterns, multipliers_in_forward=True),
+    ):
+        with pytest.raises(ValueError) as info:
+            call()
+        assert str(info.value).startswith(want), info.value
+        assert "match no role pattern" not in str(info.value)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def test_misspelt_role_in_patterns_is_named_jax():
+    pytest.importorskip("jax")
+    pytest.importorskip("optax")
+    import jax.numpy as jnp
+
+    from spectral.jax.labels import labels
+
+    params = {"dense": {"kernel": jnp.zeros((4, 4)), "bias": jnp.zeros(4)}}
+    with pytest.raises(ValueError) as info:
+        labels(params, patterns={".*": "hidden_wieght"})
+    assert str(info.value).startswith("pattern '.*' maps to unknown role 'hidden_wieght' (roles: input_weight")
+
+
+def test_codegen_wrote_line_escapes_a_newline_in_the_path(tmp_path, capsys):
+    path = tmp_path / "a\nb\x1b[31m.py"
+    code, out, err = run(["codegen", "adamw", "--base-width", "64", "--base-depth", "2", "-o", str(path)], capsys)
+    assert code == 0, err
+    escaped = str(tmp_path) + "/a\\x0ab\\x1b[31m.py"
+    assert err == f"wrote {escaped} (adamw, k = 2)\n"
+    assert out == "" and path.is_file()
+
+
+@pytest.mark.parametrize("field", ["bogus", "update_norm"])
+def test_spec_with_a_5001_digit_integer_is_one_line(field, tmp_path, capsys):
+    """tomllib converts integer literals with int(), which refuses past 4,300 digits."""
+    path = spec_file(tmp_path, f'name = "x"\n{field} = {"9" * 5001}\n')
+    code, out, err = run(["derive", "--spec", str(path), "-o", str(tmp_path / "rules.md")], capsys)
+    assert_contract(code, out, err)
+    assert code == 2
+    assert err == f"error: {path}: invalid TOML: an integer of more than 4300 digits\n"
+    assert os.listdir(tmp_path) == ["s.toml"]

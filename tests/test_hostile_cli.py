@@ -408,7 +408,7 @@ def test_coord_check_nan_model_exits_1_naming_it(tmp_path, capsys):
     code, out, err = run(argv, capsys)
     assert code == 1, err
     line = error_line(err)
-    assert line.startswith("error: model mlp:") and "no slope" in line
+    assert line == "error: model mlp diverged at step 1 (mup, n = 16, L = 1, seed 0): h_L is NaN; the check fails"
     assert (tmp_path / "r.json").is_file()
 
 
@@ -432,3 +432,178 @@ def test_probe_plot_refuses_to_overwrite_without_force(tmp_path, capsys):
     assert code in (0, 1), err
     assert plot.read_bytes()[:4] == b"\x89PNG"
     assert [p.name for p in tmp_path.iterdir()] == ["out.png"]  # no temporary debris
+
+
+# --------------------------------------------------------------------------------------
+# issue 30: huge integers in JSON, a diverging model, odd paths, clashing outputs, newlines
+# --------------------------------------------------------------------------------------
+
+HUGE = "1" * 5001
+
+
+@pytest.mark.parametrize("option", ["--kwargs", "--group"])
+@pytest.mark.parametrize(
+    "value,word",
+    [
+        ('{"x": ' + HUGE + "}", "an integer of 5001 digits in JSON (at most 30)"),
+        ('{"x": [-' + HUGE + "]}", "an integer of 5001 digits in JSON (at most 30)"),
+        ('{"x": 1e999}', "the number 1e999 in JSON is beyond the range of a float"),
+        ('{"x": NaN}', "NaN in JSON: JSON has no NaN or Infinity"),
+    ],
+    ids=["int", "negative-int", "1e999", "NaN"],
+)
+def test_infer_json_option_with_a_number_python_cannot_hold(option, value, word, tmp_path, capsys, no_work):
+    argv = [*INFER, option, value, "-o", str(tmp_path / "o.toml"), "--json", str(tmp_path / "r.json")]
+    code, out, err = run(argv, capsys)
+    assert code == 2 and out == ""
+    line = error_line(err)
+    assert line.startswith(f"error: {option}: {word}")
+    assert len(line) < 200  # the 5,001 digits are not echoed
+    assert os.listdir(tmp_path) == []
+
+
+def test_adapter_json_file_with_a_huge_integer_is_one_line(tmp_path, capsys, no_work):
+    adapter = tmp_path / "adapter.json"
+    adapter.write_text('{"input": ["embed"], "final": ' + HUGE + "}")
+    argv = [*TINY_COORD, "--model-factory", "hostile_user:printing_model", "--adapter", str(adapter),
+            "--json", str(tmp_path / "r.json"), "--plots", str(tmp_path / "p")]
+    code, out, err = run(argv, capsys)
+    assert code == 2 and out == ""
+    assert error_line(err) == (
+        f"error: --adapter {adapter}: cannot read it: an integer of 5001 digits in JSON (at most 30)"
+    )
+    assert os.listdir(tmp_path) == ["adapter.json"]
+
+
+def test_coord_check_model_that_diverges_while_training_says_where(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = [*TINY_COORD, "--steps", "3", "--model-factory", "hostile_user:diverging_model"]
+    code, out, err = run(argv, capsys)
+    assert code == 1, err  # as probe and infer: the measurement says the rules do not hold
+    assert error_line(err) == (
+        "error: model hostile_user:diverging_model diverged at step 1 (mup, n = 16, L = 1, "
+        "seed 0): the output is NaN; the check fails"
+    )
+    assert "parameterization" in out  # the table is still shown
+    assert os.listdir(tmp_path) == []  # no output asked for, none written
+
+
+def test_coord_check_json_of_a_diverged_model_records_where(tmp_path, capsys):
+    argv = [*TINY_COORD, "--steps", "3", "--model-factory", "hostile_user:diverging_model",
+            "--json", str(tmp_path / "r.json")]
+    code, _, err = run(argv, capsys)
+    assert code == 1, err
+    import json
+
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["pass"] is False
+    assert result["diverged"] == {"parameterization": "mup", "axis": "width", "width": 16, "depth": 1,
+                                  "seed": 0, "step": 1, "metric": "out", "value": "NaN"}
+    assert os.listdir(tmp_path) == ["r.json"]
+
+
+def _fifo_or_folder(kind: str, tmp_path: Path) -> Path:
+    path = tmp_path / ("models.py" if kind == "fifo" else "models")
+    if kind == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs on this platform")
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    return path
+
+
+@pytest.mark.parametrize(
+    "kind,why",
+    [("folder", "is a directory, not a file"), ("fifo", "is a FIFO (named pipe), not a regular file")],
+)
+@pytest.mark.parametrize("option", ["--model-factory", "--factory"])
+def test_factory_path_that_is_a_folder_or_fifo_says_so(kind, why, option, tmp_path, capsys, no_work):
+    path = _fifo_or_folder(kind, tmp_path)
+    before = sorted(os.listdir(tmp_path))
+    code, out, err = run([*COORD, option, f"{path}:make", "--json", str(tmp_path / "r.json")], capsys)
+    assert code == 2 and out == ""
+    assert error_line(err) == f"error: {option} {path}:make: {path} {why}"
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_adapter_file_that_is_a_folder_or_fifo_says_so(kind, tmp_path, capsys, no_work):
+    path = tmp_path / "adapter.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    argv = [*COORD, "--model-factory", "hostile_user:printing_model", "--adapter", str(path)]
+    code, _, err = run(argv, capsys)
+    assert code == 2
+    line = error_line(err)
+    assert line.startswith(f"error: --adapter {path}: is a ")
+    assert ("directory" if kind == "folder" else "not a regular file") in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--json", "{x}", "--plots", "{x}"],
+        ["--json", "{x}", "--plots", "{x}/"],
+        ["--json", "{x}", "--plots", "{d}/sub/../X"],
+        ["--json", "{x}", "--plots", "{x}", "--force"],
+        ["--plots", "{x}", "--json", "{x}/mlp-adamw-width.png"],
+    ],
+    ids=range(5),
+)
+def test_coord_check_json_and_plots_clash_is_refused_creating_nothing(argv, tmp_path, capsys, no_work):
+    x = tmp_path / "X"
+    words = [w.format(x=x, d=tmp_path) for w in argv]
+    code, out, err = run([*COORD, *words], capsys)
+    assert code == 2 and out == ""
+    assert "same file" in error_line(err)
+    assert os.listdir(tmp_path) == []
+
+
+def test_coord_check_plots_folder_is_made_only_after_the_work(tmp_path, capsys, monkeypatch):
+    """A failure during the check (here the model factory) leaves no empty --plots folder."""
+    code, _, err = run([*TINY_COORD, "--model-factory", "hostile_user:raising_model",
+                        "--plots", str(tmp_path / "a" / "b")], capsys)
+    assert code == 2 and "cannot build" in error_line(err)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("where", ["a file", "a dangling link", "under a file"])
+def test_coord_check_plots_folder_that_cannot_be_made_is_refused_before_work(where, tmp_path, capsys, no_work):
+    (tmp_path / "f").write_text("keep")
+    if where == "a dangling link":
+        (tmp_path / "lnk").symlink_to(tmp_path / "nowhere")
+    plots = {"a file": "f", "a dangling link": "lnk", "under a file": "f/sub/p"}[where]
+    before = sorted(os.listdir(tmp_path))
+    code, _, err = run([*COORD, "--plots", str(tmp_path / plots)], capsys)
+    assert code == 2 and "--plots" in error_line(err)
+    assert sorted(os.listdir(tmp_path)) == before and (tmp_path / "f").read_text() == "keep"
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_coord_check_wrote_lines_escape_a_newline_in_the_path(tmp_path, capsys):
+    """The --plots folder (made at the end, --json inside it) has a newline and rich markup
+    in its name: each "wrote" line is one line, the newline escaped, the markup literal."""
+    folder = tmp_path / "a\nb[red]"
+    argv = [*TINY_COORD, "--plots", str(folder), "--prefix", "t", "--json", str(folder / "r.json")]
+    code, out, err = run(argv, capsys)
+    assert code in (0, 1), err
+    wrote = [line for line in out.splitlines() if line.startswith("wrote ")]
+    escaped = str(folder).replace("\n", "\\x0a")
+    assert wrote == [f"wrote {escaped}/t-width.png", f"wrote {escaped}/t-depth.png"]
+    assert sorted(os.listdir(folder)) == ["r.json", "t-depth.png", "t-width.png"]
+
+
+def test_adapter_toml_file_with_a_huge_integer_is_one_line(tmp_path, capsys, no_work):
+    adapter = tmp_path / "adapter.toml"
+    adapter.write_text(f'input = ["embed"]\nfinal = {HUGE}\n')
+    argv = [*TINY_COORD, "--model-factory", "hostile_user:printing_model", "--adapter", str(adapter),
+            "--plots", str(tmp_path / "p")]
+    code, out, err = run(argv, capsys)
+    assert code == 2 and out == ""
+    assert error_line(err) == (
+        f"error: --adapter {adapter}: cannot read it: invalid TOML: an integer of more than 4300 digits"
+    )
+    assert os.listdir(tmp_path) == ["adapter.toml"]

@@ -103,6 +103,7 @@ BAD_LINES: list[tuple[bytes, str]] = [
     (b"[" * 100_000, "not a JSON line"),
     (b'{"key": "k", "fingerprint": "f"', "not a JSON line"),
     (b"\x00\x00{}", "not a JSON line"),
+    (b'{"key": "k", "fingerprint": "f", "seed": ' + b"7" * 5001 + b"}", "an integer of 5001 digits in JSON"),
 ]
 
 
@@ -235,6 +236,7 @@ def _sweep_process(out: Path, text: Path, *extra: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 def test_two_sweeps_on_one_out_record_every_run_once(tmp_path, text):
     out = tmp_path / "out"
     a, b = _sweep_process(out, text), _sweep_process(out, text)
@@ -245,6 +247,7 @@ def test_two_sweeps_on_one_out_record_every_run_once(tmp_path, text):
     assert any("waiting for it to finish" in o for o, _ in results)
 
 
+@pytest.mark.slow
 def test_kill_9_in_the_middle_then_resume_loses_and_duplicates_nothing(tmp_path, text):
     out = tmp_path / "out"
     runs = out / "adamw" / RUNS_FILE
@@ -264,3 +267,17 @@ def test_kill_9_in_the_middle_then_resume_loses_and_duplicates_nothing(tmp_path,
     assert keys[: len(done)] == done  # what was recorded stays
     assert len(keys) == PLANNED and len(set(keys)) == PLANNED
     assert f"{PLANNED} runs planned, {len(done)} already in" in stdout
+
+
+def test_wrote_lines_escape_a_newline_in_the_out_path(swept, tmp_path, text, capsys):
+    """Issue 30: ``--out $'a\\nb'`` prints each written file on one line, the newline escaped."""
+    out = tmp_path / "a\nb"
+    shutil.copytree(swept, out)
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    code = main(["sweep", *TINY, "--data", str(text), "--out", str(out), "--report-only"])
+    got, err = capsys.readouterr()
+    assert code == 0, err
+    wrote = [line for line in got.splitlines() if line.startswith("wrote ")]
+    assert wrote and all(line.startswith(f"wrote {tmp_path}/a\\x0ab/") for line in wrote), got
+    assert not [line for line in got.splitlines() if line.startswith("b/")]  # no half line
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # nothing else made

@@ -1,4 +1,4 @@
-"""The package's layout: what may import what, no import circles, short modules, no prints.
+"""The package's layout: imports only downward, no cycles, short modules, docstrings, no prints.
 
 Every module under ``spectral/`` (and the ``optimizers/`` declarations, which become
 ``spectral.optimizers``) is parsed with ``ast``; every import counts, including those inside
@@ -14,6 +14,7 @@ the design.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -34,8 +35,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("catalog", ("catalog", "optimizers.*", ".")),
     # 3  base values → concrete HPs at a size
     ("rules", ("scaling", "transfer", "base_values")),
-    # 4  what a user's training imports or gets generated; the rules tables; the reference models
-    ("runtime", ("torch.*", "jax.*", "render", "codegen.*", "models.*")),
+    # 4  what a user's training imports or gets generated (both runtimes name parameters'
+    #    roles with `patterns`); the rules tables; the reference models
+    ("runtime", ("torch.*", "jax.*", "patterns", "render", "codegen.*", "models.*")),
     # 5  measurements: a declaration against its implementation, from it, rules against training
     ("measure", ("measure.*", "infer.*", "coordcheck.*")),
     # 6  learning-rate transfer sweeps (data, tokens, train, tune, report)
@@ -286,6 +288,33 @@ def test_only_the_cli_prints():
     )
     bad = [f"{path}:{line}" for path, line in calls]
     assert not bad, "print() outside spectral/cli (return text or take a callback):\n  " + "\n  ".join(bad)
+
+
+MAX_TOP_LEVEL = 14
+
+
+def test_the_top_level_stays_small():
+    """The folders carry the layout: spectral/ itself holds at most MAX_TOP_LEVEL modules
+    (``__init__`` and ``__main__`` included); a new concern goes into a subpackage."""
+    top = sorted(path.name for path in (ROOT / "spectral").glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL, top
+
+
+def test_every_module_says_what_it_holds():
+    """Every module opens with a docstring, and no two first lines say the same (compared
+    without case and punctuation): a module's first line is what tells it from the others."""
+    files, _, trees = _graph()
+    missing, by_line = [], {}
+    for module, tree in sorted(trees.items()):
+        doc = ast.get_docstring(tree)
+        if not doc or not doc.strip():
+            missing.append(str(files[module].relative_to(ROOT)))
+            continue
+        key = " ".join(re.findall(r"\w+", doc.strip().splitlines()[0].lower()))
+        by_line.setdefault(key, []).append(str(files[module].relative_to(ROOT)))
+    shared = {line: paths for line, paths in by_line.items() if len(paths) > 1}
+    assert not missing, f"modules without a docstring: {', '.join(missing)}"
+    assert not shared, f"modules whose docstrings open with the same line: {shared}"
 
 
 def test_known_exceptions_still_occur():

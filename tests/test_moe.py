@@ -112,6 +112,7 @@ def role_of(opt) -> dict[int, tuple[str, str, str | None]]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [2, 4])
 @pytest.mark.parametrize("width", [64, 256])
 def test_mixtral_trains_with_muon_kimi_and_checks_clean(cfg, width, depth):
@@ -324,6 +325,8 @@ def test_checkpoint_state_resumes_sliced_experts(cfg, tmp_path):
         assert torch.equal(p, q), name
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
 def test_fsdp2_sharded_experts_take_the_one_process_update(tmp_path):
     """fully_shard'ed Mixtral, 2 gloo processes: Muon-Kimi's fused experts are gathered
     (GatheredOptimizer) and stepped per expert matrix (SlicedOptimizer); three steps equal

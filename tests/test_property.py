@@ -94,8 +94,16 @@ def check_chains(d, u, alpha, norm, step) -> None:
     inv_l = -(1 - float(u))
     chains = [(r, [r]) for r in d.roles if role(r).layer not in ("hidden", "router")]
     block = [("hidden_weight", ["hidden_weight"] * d.k)]
-    if "hidden_bias" in d.roles:
-        block += [("hidden_bias", ["hidden_bias"] + ["hidden_weight"] * (d.k - i)) for i in range(1, d.k + 1)]
+    # a fixed-rank factor in every hidden matrix's place, and a down-up pair (docs/roles.md):
+    # more chains than the engine lists, which lists one per role (a product commutes)
+    rank = [r for r in ("rank_down_weight", "rank_up_weight") if r in d.roles]
+    for r in rank:
+        block += [(r, ["hidden_weight"] * i + [r] + ["hidden_weight"] * (d.k - 1 - i)) for i in range(d.k)]
+    if len(rank) == 2:
+        block.append(("rank_down_weight", [*rank, *["hidden_weight"] * (d.k - 2)]))
+    for b in ("hidden_bias", "hidden_vector"):
+        if b in d.roles:
+            block += [(b, [b] + ["hidden_weight"] * (d.k - i)) for i in range(1, d.k + 1)]
     chains += block
     for r in (r for r in d.roles if role(r).layer == "router"):
         # the router's logits: α_r‖W_r‖ = Θ(1) at init; its gate g(α_r W_r h) multiplies every
@@ -130,8 +138,14 @@ def check_chains(d, u, alpha, norm, step) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(update=expressions, eps=st.one_of(st.none(), expressions), applies=st.sampled_from(["all", "matrices"]), k=st.integers(1, 3))
-def test_random_declarations_satisfy_every_condition(update, eps, applies, k):
+@given(
+    update=expressions,
+    eps=st.one_of(st.none(), expressions),
+    applies=st.sampled_from(["all", "matrices"]),
+    k=st.integers(1, 3),
+    all_roles=st.booleans(),
+)
+def test_random_declarations_satisfy_every_condition(update, eps, applies, k, all_roles):
     spec = OptimizerSpec(
         name="random",
         update_norm=parse_expression(update, field="update_norm"),
@@ -139,7 +153,7 @@ def test_random_declarations_satisfy_every_condition(update, eps, applies, k):
         applies_to=applies,
     )
     try:
-        d = derive(spec, k=k)
+        d = derive(spec, k=k, all_roles=all_roles)
     except IncomparableError as exc:
         assert "not a single power" in str(exc)  # e.g. Θ(n + L): refused, never output
         event("incomparable: refused")
@@ -151,6 +165,7 @@ def test_random_declarations_satisfy_every_condition(update, eps, applies, k):
 
 @pytest.mark.parametrize("text", ["n_in", "sqrt(n_in/n_out) * G", "0.2*sqrt(max(n_in,n_out))*sqrt(n_in/n_out)", "1", "G**2 * n_out", "min(n_in, n_out) * max(1, L)", "n_in**(3/4) * max(1, n_out/n_in)"])
 @pytest.mark.parametrize("k", [1, 2, 4])
-def test_fixed_declarations_checked_independently(text, k):
+@pytest.mark.parametrize("all_roles", [False, True])
+def test_fixed_declarations_checked_independently(text, k, all_roles):
     spec = OptimizerSpec(name="fixed", update_norm=parse_expression(text, field="update_norm"))
-    independent_check(derive(spec, k=k))
+    independent_check(derive(spec, k=k, all_roles=all_roles))

@@ -8,7 +8,7 @@ import pytest
 import sympy as sp
 
 from spectral import SpecError, catalog, derive
-from spectral import codegen as codegen_mod
+from spectral.codegen import torch as codegen_mod
 from spectral.spec import MAX_EPS_INDEX, OptimizerSpec
 from spectral.engine.spec_file import load_spec, parse_spec
 from spectral.symbols import G, n_in, n_out

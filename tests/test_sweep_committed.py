@@ -62,6 +62,13 @@ CASES = {
                                       "--tune", "init.hidden_weight=1,2"],
     "gap/vocab/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", *GAP, "--log2-lrs=-6",
                                   "--data", ".cache/bpe-2048", "--vocab-size", "2048"],
+    # docs/sweep/gap/gpu: benchmarks/gpu_evidence.sh on one H100 (issue 28)
+    "gap/gpu/a/muon-kimi+adamw": ["--preset", "gpu-8min", "--multiplier", "output=1", "--seeds", "0,1", "--widths",
+                                  "128,1024", "--depths", "2", "--tune", "init.hidden_weight=1,2,4",
+                                  "--log2-lrs=-7,-6,-5", "--sp-retune"],
+    "gap/gpu/b/muon-kimi+adamw": ["--preset", "gpu-8min", "--param", "sp", "--multiplier", "output=1", "--seeds", "0,1",
+                                  "--base-width", "1024", "--widths", "1024", "--width", "1024", "--depths", "2",
+                                  "--tune", "init.hidden_weight=0.5,1,2", "--log2-lrs=-9,-8,-7"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
     "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
 }
@@ -90,6 +97,11 @@ def test_committed_tables_come_from_the_raw_runs(tmp_path: Path, folder: str, ca
         if not (src / name).is_file() and "tune" not in " ".join(CASES[folder]):
             continue  # an untuned sweep has no tuning.json
         assert (dst / name).read_text(encoding="utf-8") == (src / name).read_text(encoding="utf-8"), name
+    # SP re-tuned at every size: there exactly where the runs hold SP with a non-winning candidate
+    if (src / "retuned.json").is_file():
+        assert (dst / "retuned.json").read_text(encoding="utf-8") == (src / "retuned.json").read_text(encoding="utf-8")
+    else:
+        assert not (dst / "retuned.json").exists()
 
 
 @pytest.mark.parametrize("folder", sorted(CASES))
@@ -115,6 +127,23 @@ EXPONENT_CASES = {
     "exponents/adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-8,-7,-6", *EXPONENT_FIT],
     "exponents/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--multiplier", "output=4", "--log2-lrs=-6,-5,-4",
                                   *EXPONENT_FIT, "--fit-exponent", "init.hidden_weight"],
+}
+MORE_SEEDS = ["--threads", "1", "--widths", "32,64,128,256", "--depths", "2", "--log2-factors=-3,-2,-1,0,1,2,3,4"]
+ADAMW_BASE = ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-8,-7,-6"]
+MK_BASE = ["-O", "muon-kimi+adamw", "--multiplier", "output=4", "--log2-lrs=-6,-5,-4"]
+EXPONENT_CASES |= {  # docs/sweep/exponents/more-seeds: the committed seeds and more, width rows only
+    "exponents/more-seeds/hidden/adamw": [*ADAMW_BASE, *MORE_SEEDS, "--seeds", "0,1,2,3", "--fit-exponent", "lr.hidden_weight"],
+    "exponents/more-seeds/input/adamw": [*ADAMW_BASE, *MORE_SEEDS, "--seeds", "0,1,2", "--fit-exponent", "lr.input_weight"],
+    "exponents/more-seeds/input/muon-kimi+adamw": [*MK_BASE, *MORE_SEEDS, "--seeds", "0,1,2,3,4",
+                                                   "--fit-exponent", "lr.input_weight"],
+    "exponents/more-seeds/output/muon-kimi+adamw": [*MK_BASE, *MORE_SEEDS, "--seeds", "0,1,2,3,4,5",
+                                                    "--fit-exponent", "lr.output_weight"],
+}
+ROUTER = ["--threads", "1", "--widths", "32,64,128", "--depths", "2", "--seeds", "0,1", "--experts", "4", "--top-k", "2",
+          "--fit-exponent", "lr.router_weight", "--log2-factors=-3,-2,-1,0,1,2,3"]
+EXPONENT_CASES |= {  # docs/sweep/router: the router's η exponent on the 4-expert MoE
+    "router/adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-7", *ROUTER],
+    "router/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--multiplier", "output=4", "--log2-lrs=-5", *ROUTER],
 }
 
 

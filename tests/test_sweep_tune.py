@@ -162,6 +162,7 @@ def _sweep(out: Path, text: Path, *words: str) -> int:
                  "--eval-batches", "1", "--threads", "1", "--param", "sp", "--param", "mup", *words])
 
 
+@pytest.mark.slow
 def test_tune_then_transfer_in_one_command(tmp_path: Path, text: Path, monkeypatch, capsys):
     import spectral.sweep.train as sweep_train
 
@@ -176,15 +177,17 @@ def test_tune_then_transfer_in_one_command(tmp_path: Path, text: Path, monkeypat
     out = tmp_path / "o"
     assert _sweep(out, text, "--seeds", "0,1", "--tune", "output=1,4") == 0
     # stage 1: 2 candidates × 2 η × 2 seeds at the base; stage 2: (64, 1) and (32, 2), sp and mup,
-    # 2 η, 2 seeds; the base-size runs of stage 2 are the winner's stage-1 runs (nothing twice)
-    assert len(trained) == 8 + 2 * 2 * 2 * 2
+    # 2 η, 2 seeds; the base-size runs of stage 2 are the winner's stage-1 runs (nothing twice);
+    # stage 3 (SP re-tuned): SP with the other candidate at (64, 1) and (32, 2), 2 η, 2 seeds
+    assert len(trained) == 8 + 2 * 2 * 2 * 2 + 2 * 2 * 2
     assert all((j.width, j.depth) == (32, 1) for j, *_ in trained[:8])
     tuning = json.loads((out / "adamw" / "tuning.json").read_text())
     recs = read_runs(out / "adamw" / RUNS_FILE)
     cfg = configs_from_args(_args(out, text, "--seeds", "0,1"))[0]
     ch = choose(recs, cfg, candidates(1.0, [("output", (1.0, 4.0))]), [0, 1], ["output"])
     assert tuning["winner"] == label(ch.chosen, ["output"])
-    assert all(m == ch.chosen for _, m, _ in trained[8:]) and {s for *_, s in trained[8:]} == {0, 1}
+    assert all(m == ch.chosen for _, m, _ in trained[8:24]) and {s for *_, s in trained[8:24]} == {0, 1}
+    assert all(m != ch.chosen and j.parameterization == "sp" for j, m, _ in trained[24:])
     drift = json.loads((out / "adamw" / "drift.json").read_text())
     assert all(d["seeds"] == [0, 1] and set(d["per_seed"]) == {"0", "1"} for d in drift)
     summary = (out / "adamw" / "summary.md").read_text()
@@ -260,8 +263,9 @@ def test_estimate_counts_the_runs_the_sweep_would_train(tmp_path: Path, text: Pa
     assert _sweep(out, text, "--seeds", "0,1", "--tune", "output=1,4", "--estimate") == 0
     est = _estimate(capsys)
     assert not out.exists()
-    assert est["runs"] == 8 + 16 and est["steps"] == 3 * 24
-    assert {(r["width"], r["depth"]): r["runs"] for r in est["sizes"]} == {(32, 1): 8, (64, 1): 8, (32, 2): 8}
+    # stage 1, stage 2, and stage 3 (SP with the other candidate at the two non-base sizes)
+    assert est["runs"] == 8 + 16 + 8 and est["steps"] == 3 * 32
+    assert {(r["width"], r["depth"]): r["runs"] for r in est["sizes"]} == {(32, 1): 8, (64, 1): 12, (32, 2): 12}
     assert all(r["ms_per_step"] >= 0 and r["seconds"] >= 0 for r in est["sizes"])
     assert est["seconds"] == pytest.approx(sum(r["seconds"] for r in est["sizes"]) + est["overhead_s"], abs=0.2)
     # runs on disk are not counted again
@@ -287,7 +291,7 @@ def test_gpu_preset_names_the_comparison():
     assert max(cfg.widths) >= 4 * max(PRESETS["cpu"]["widths"])  # 4-8x the CPU widths
     from spectral.cli.sweep import _tune
 
-    assert _tune(args) == [("output", (1.0, 4.0, 16.0))]
+    assert _tune(args) == [("init.hidden_weight", (1.0, 2.0, 4.0))]  # issue 28: σ_hidden at the base
     assert _tune(p.parse_args(["--out", "x", "--preset", "gpu-8min", "--tune", "none"])) == []
     assert _tune(p.parse_args(["--out", "x", "--preset", "gpu-8min", "--tune", "output=2,8"])) == [("output", (2.0, 8.0))]
     # an explicit optimizer or parameterisation wins over the preset's
@@ -344,6 +348,7 @@ def test_tune_splits_lr_keys_from_multiplier_keys():
     assert cfg.multiplier == {"output": 2.0} and cfg.lr_scale == {"input_weight": 2.0, "output_weight": 0.5}
 
 
+@pytest.mark.slow
 def test_tuning_an_lr_factor_in_one_command(tmp_path: Path, text: Path, capsys):
     out = tmp_path / "o"
     assert _sweep(out, text, "--tune", "lr.input_weight=0.5,2", "--widths", "32,64", "--depths", "1") == 0
@@ -351,8 +356,11 @@ def test_tuning_an_lr_factor_in_one_command(tmp_path: Path, text: Path, capsys):
     assert tuning["keys"] == ["lr.input_weight"] and tuning["winner"] in ("lr.input_weight=0.5", "lr.input_weight=2")
     factor = float(tuning["winner"].split("=")[1])
     recs = read_runs(out / "adamw" / RUNS_FILE)
-    wide = [r for r in recs if r["width"] == 64]
+    wide = [r for r in recs if r["width"] == 64 and r["parameterization"] != "sp"]
     assert wide and all(r["settings"]["lr_scale"] == {"input_weight": factor} for r in wide)
+    # SP is re-tuned at n = 64 over both factors (--sp-retune, on by default)
+    sp = {r["settings"]["lr_scale"]["input_weight"] for r in recs if r["width"] == 64 and r["parameterization"] == "sp"}
+    assert sp == {0.5, 2.0}
     assert f"base η factors: input_weight={factor:g}" in (out / "adamw" / "summary.md").read_text()
 
 

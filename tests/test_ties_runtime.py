@@ -3,7 +3,7 @@
 The config's RULES decide (spectral.torch.ties, the engine's Derivation.tie_differences):
 AdamW and Muon-Kimi+AdamW allow a tie, SSO, Scion and NorMuon do not. Hugging Face GPT-2
 with tie_word_embeddings=True and a nanoGPT-style model with its weight-tying line
-(tests/test_adapters.py's NanoGPT, tied here).
+(tests/models.py's NanoGPT, tied here).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ transformers = pytest.importorskip("transformers")
 from torch import nn  # noqa: E402
 
 from spectral.codegen import load_generated  # noqa: E402
-from test_adapters import VOCAB, NanoGPT, hf_gpt2  # noqa: E402
+from spectral.torch.ties import tie_differences  # noqa: E402
+from models import VOCAB, NanoGPT, hf_gpt2  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 pytestmark = [
@@ -86,7 +87,7 @@ def _logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_tied_embeddings_check_clean_and_match_the_untied_model(cfgs, label, family):
     cfg = cfgs[label]
-    assert cfg.TIES_ALLOWED is True
+    assert tie_differences(cfg.CONFIG) == []
     tied_build, untied_build = FAMILIES[family]
     x = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(0))
     for width, depth in ((64, 2), (128, 4)):
@@ -131,7 +132,7 @@ def test_tied_embeddings_check_clean_and_match_the_untied_model(cfgs, label, fam
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_tie_refused_where_the_rules_differ_naming_them(cfgs, name, differing, family):
     cfg = cfgs[name]
-    assert cfg.TIES_ALLOWED is False
+    assert tie_differences(cfg.CONFIG) != []
     model = FAMILIES[family][0](64, 2)
     for call in (
         lambda: cfg.apply_multipliers(model, 64, 2),

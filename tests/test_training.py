@@ -20,7 +20,7 @@ import torch.nn.functional as F  # noqa: E402
 from spectral.codegen import render  # noqa: E402
 from spectral.models import GPT  # noqa: E402
 
-pytestmark = pytest.mark.generated  # also run on the --vendor form
+pytestmark = [pytest.mark.generated, pytest.mark.slow]  # generated: also run on the --vendor form
 
 HERE = Path(__file__).resolve().parent
 TEXT = (
@@ -106,6 +106,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.distributed
 def test_mlp_trains_under_ddp_gloo(tmp_path):
     _, path = config(tmp_path, "muon-kimi", "adamw")
     out = tmp_path / "ddp.json"

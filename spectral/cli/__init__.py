@@ -1,7 +1,9 @@
 """The ``spectral`` command line: a thin layer over the API.
 
 Exit codes: 0 success, 1 the conditions could not be turned into rules
-(:class:`~spectral.errors.DerivationError`), 2 bad usage or bad input (argparse errors,
+(:class:`~spectral.errors.DerivationError`) or a measurement says they do not hold (a failing
+``probe``, an ``infer`` that fits no rule, a ``coord-check`` whose model diverged: NaN or
+inf), 2 bad usage or bad input (argparse errors,
 :class:`~spectral.errors.SpecError`, unknown optimizers, refusing to overwrite a file).
 Bad input never shows a traceback: every :class:`~spectral.errors.SpectralError` is caught
 in :func:`main` and printed as ``error: <message>``.
@@ -25,6 +27,7 @@ from typing import Any
 from ..errors import DerivationError, SpectralError
 from ..render import FORMATS  # the formats render.render() knows: one list
 from ..text import for_terminal
+from . import check_widths as _check_widths
 from . import coord_check as _checks
 from . import codegen as cli_codegen
 from . import infer as cli_infer
@@ -95,6 +98,12 @@ def _configure_derive(p: argparse.ArgumentParser) -> None:
         help="add, per entry, the condition that fixed it, and the verification summary",
     )
     p.add_argument(
+        "--all-roles",
+        action="store_true",
+        help="also derive the roles placed by their dimensions: output_bias, outer_weight, "
+        "rank_down_weight, rank_up_weight, hidden_vector (docs/roles.md)",
+    )
+    p.add_argument(
         "--input-kind",
         choices=("image", "language"),
         default=None,
@@ -114,7 +123,7 @@ def _run_derive(args: argparse.Namespace) -> int:
         optimizer: Any = load_spec(args.spec)
     else:
         optimizer = args.optimizer
-    d = derive(optimizer, k=args.k)
+    d = derive(optimizer, k=args.k, all_roles=args.all_roles)
 
     from .. import render
 
@@ -180,6 +189,12 @@ COMMANDS["coord-check"] = Command(
     description="Coordinate check: train the residual MLP or the GPT for a few steps under sp, "
     "mup-k1 and mup across a width sweep and a depth sweep; fit the log-log slope of ‖h_L‖_R and "
     "‖h_L(t) − h_L(0)‖_R at the last step (pass: |slope| ≤ 0.15); JSON, PNGs and a table.",
+)
+COMMANDS["check"] = Command(
+    "check a model across widths: each module's slopes against the rules' exponents",
+    _check_widths.configure_check,
+    _check_widths.run_check,
+    description=_check_widths.DESCRIPTION,
 )
 COMMANDS["probe"] = Command(
     "measure a real optimizer's update norm and compare its width exponent with the declaration",

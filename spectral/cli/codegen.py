@@ -67,6 +67,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help="add an optimizer declared in a TOML file, usable in either slot (repeatable)",
     )
     p.add_argument("--k", type=int, default=2, help="maps per residual block (default 2)")
+    p.add_argument(
+        "--all-roles",
+        action="store_true",
+        help="also give rules to the roles placed by their dimensions: output_bias, "
+        "outer_weight, outer_bias, rank_down_weight, rank_up_weight, hidden_vector "
+        "(docs/roles.md)",
+    )
     p.add_argument("--base-width", type=_positive_int, required=True, metavar="N")
     p.add_argument("--base-depth", type=_positive_int, required=True, metavar="L")
 
@@ -102,7 +109,7 @@ def _plan(args: argparse.Namespace) -> Any:
         if len(extra) != 1:
             raise SpecError("name HIDDEN_OPT (or give exactly one --spec file to use it)")
         hidden = next(iter(extra))
-    return plan(hidden, args.others, args.k, catalog=extra or None)
+    return plan(hidden, args.others, args.k, catalog=extra or None, all_roles=args.all_roles)
 
 
 def _command_line(args: argparse.Namespace, p: Any) -> str:
@@ -111,6 +118,7 @@ def _command_line(args: argparse.Namespace, p: Any) -> str:
         parts += ["--others", p.others]
     parts += [f"--spec {s}" for s in args.spec]
     parts += [f"--k {args.k}", f"--base-width {args.base_width}", f"--base-depth {args.base_depth}"]
+    parts += ["--all-roles"] if p.all_roles else []
     return " ".join(parts)
 
 
@@ -152,7 +160,7 @@ def configure_codegen(p: argparse.ArgumentParser) -> None:
 def run_codegen(args: argparse.Namespace) -> int:
     import sys
 
-    from .common import EXIT_OK, emit
+    from .common import EXIT_OK, emit, wrote
     from ..codegen.torch import render
 
     p = _plan(args)
@@ -177,7 +185,7 @@ def run_codegen(args: argparse.Namespace) -> int:
             "optimizer that takes vectors, e.g. --others adamw, otherwise)\n"
         )
     if args.output:
-        sys.stderr.write(f"wrote {args.output} ({p.label}, k = {args.k})\n")
+        wrote(args.output, f" ({p.label}, k = {args.k})", stderr=True)
     return EXIT_OK
 
 

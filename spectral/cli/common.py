@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from typing import Any
 
 from ..errors import SpecError, SpectralError, first_line
+from ..text import for_terminal
 
 __all__ = [
     "EXIT_DERIVATION",
@@ -24,6 +26,7 @@ __all__ = [
     "progress",
     "renderable_text",
     "write_json",
+    "wrote",
 ]
 
 
@@ -71,6 +74,16 @@ def emit(text: str | None, args: argparse.Namespace, *, renderable: Any = None) 
         sys.stdout.flush()
     else:
         console().print(renderable)
+
+
+def wrote(path: str | os.PathLike[str], detail: str = "", *, stderr: bool = False) -> None:
+    """Print ``wrote PATH`` and ``detail`` as one line, on standard output (a command whose
+    output is the files) or standard error (one whose output is on stdout): the path through
+    :func:`~spectral.text.for_terminal`, so a name holding a newline or an escape sequence
+    shows escaped and cannot split the line or drive the terminal."""
+    stream = sys.stderr if stderr else sys.stdout
+    stream.write(f"wrote {for_terminal(os.fsdecode(os.fspath(path)))}{detail}\n")
+    stream.flush()
 
 
 def add_output_options(p: argparse.ArgumentParser) -> None:
@@ -143,9 +156,14 @@ def load_object(text: str, *, option: str) -> Any:
             "function name), e.g. my_module:make or path/to/file.py:make"
         )
     if module_text.endswith(".py") or "/" in module_text or "\\" in module_text:
+        from ..io import file_problem
+
         path = Path(module_text)
-        if not path.is_file():
+        problem = file_problem(path)  # before importing: a FIFO would block the read
+        if problem == "no such file":
             raise fail(f"no such file {module_text}")
+        if problem is not None:
+            raise fail(f"{module_text} {problem}")
         stem = path.stem if path.stem.isidentifier() else "user_factory"
         name, n = stem, 0
         while name in sys.modules:  # never shadow a module already imported under that name
@@ -210,17 +228,19 @@ def load_adapter(text: str) -> dict[str, Any]:
 
     path = Path(text)
     if path.suffix in (".toml", ".json"):
-        if not path.is_file():
-            raise fail("no such file")
-        try:
-            if path.suffix == ".toml":
-                import tomllib
+        from ..io import read_user_file
+        from ..text import load_json, load_toml
 
-                data: Any = tomllib.loads(path.read_text(encoding="utf-8"))
-            else:
-                data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise fail(f"cannot read it: {first_line(exc)}") from None
+        try:
+            raw = read_user_file(path, max_bytes=1 << 20).decode("utf-8")
+        except SpecError as exc:  # "PATH: no such file", "PATH: is a directory, ..."
+            raise SpecError(f"--adapter {exc}") from None
+        except UnicodeDecodeError:
+            raise fail("cannot read it: not UTF-8 text") from None
+        try:
+            data: Any = load_toml(raw) if path.suffix == ".toml" else load_json(raw, max_depth=16)
+        except ValueError as exc:  # one line already: bad syntax, a 5,000-digit number
+            raise fail(f"cannot read it: {exc}") from None
         if isinstance(data, dict) and set(data) == {"adapter"}:
             data = data["adapter"]
     else:
@@ -241,12 +261,12 @@ def load_adapter(text: str) -> dict[str, Any]:
             re.compile(pattern)
         except (re.error, TypeError) as exc:
             raise fail(f"pattern {pattern!r} is no regular expression ({exc})") from None
-    from ..scaling import LAYER_OF
+    from ..scaling import unknown_role
 
     for pattern, role in fields["roles"]:
-        if role not in LAYER_OF:
-            roles = ", ".join(LAYER_OF)
-            raise fail(f"pattern {pattern!r} maps to unknown role {role!r}; roles: {roles}")
+        problem = unknown_role(pattern, role)
+        if problem is not None:
+            raise fail(problem)
     for what in ("input", "branches", "output", "roles"):
         if not fields[what]:
             raise fail(

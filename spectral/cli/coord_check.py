@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
 from ..measure.guard import DEFAULT_TIMEOUT
 from . import options
+from .common import EXIT_DERIVATION, EXIT_OK, wrote
 from .common import progress as _progress
 from .common import write_json as _write_json
 
@@ -200,9 +202,11 @@ def configure_coord_check(p: argparse.ArgumentParser) -> None:
 def _coord_table(result: dict[str, Any]):
     from rich.table import Table
 
+    from ..text import for_rich
+
     cfg = result["config"]
-    opt = cfg["optimizer"] + (f"+{cfg['others']}" if cfg.get("others") else "")
-    model = cfg.get("model_factory") or cfg["model"]
+    opt = for_rich(cfg["optimizer"] + (f"+{cfg['others']}" if cfg.get("others") else ""))
+    model = for_rich(cfg.get("model_factory") or cfg["model"])  # a path: no markup, one line
     t = Table(
         title=f"coord check — {model}, {opt}: log–log slopes at step {cfg['steps']} "
         f"(pass: |slope| ≤ {cfg['slope_tolerance']})"
@@ -231,9 +235,9 @@ def _coord_table(result: dict[str, Any]):
             )
     notes = []
     if result.get("h_source"):
-        notes.append(("metric: " if logits else "h_L: ") + result["h_source"])
+        notes.append(("metric: " if logits else "h_L: ") + for_rich(result["h_source"]))
     if cfg.get("factory"):
-        notes.append(f"{cfg['optimizer']} = {cfg['factory']}")
+        notes.append(for_rich(f"{cfg['optimizer']} = {cfg['factory']}"))
     if notes:
         t.caption = "\n".join(notes)
     return t
@@ -253,6 +257,8 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
     from ..coordcheck import plot_coord_check
     from .common import console
 
+    if plots:
+        _make_folder(args.plots, "--plots")
     for path, axis in zip(plots, ("width", "depth"), strict=False):
         plot_coord_check(result, axis, path, force=args.force)
     if plots:
@@ -261,13 +267,19 @@ def run_coord_check_cmd(args: argparse.Namespace) -> int:
         _write_json(args.json, result, args.force)
     console().print(_coord_table(result))
     for path in plots:
-        console().print(f"wrote {path}")
-    bad = _not_finite(result)
-    if bad:
-        model = cfg.model_factory_name or cfg.model
-        sys.stderr.write(f"error: model {model}: {bad}; no slope can be fitted\n")
-        return 1
-    return 0
+        wrote(path)
+    from ..coordcheck import divergence_text, diverged
+    from ..text import for_terminal
+
+    model = for_terminal(cfg.model_factory_name or cfg.model)
+    if result["diverged"] is not None:  # the slopes of a diverged run mean nothing
+        sys.stderr.write(f"error: model {model} {divergence_text(result['diverged'])}; the check fails\n")
+        return EXIT_DERIVATION
+    sp = diverged(p for p in result["points"] if p["parameterization"] == "sp")
+    if sp is not None:  # expected of sp at large sizes: said, not an error
+        sys.stderr.write(f"note: model {model} {divergence_text(sp)} (sp is the comparison; "
+                         "its fits drop the diverged points)\n")
+    return EXIT_OK
 
 
 def _coord_config(args: argparse.Namespace, user_code: Any):
@@ -357,23 +369,29 @@ def _coord_config(args: argparse.Namespace, user_code: Any):
 
 
 def _coord_outputs(args: argparse.Namespace, cfg: Any) -> list[str]:
-    """Check ``--json`` and the PNGs of ``--plots`` before any training (creating the folder);
-    returns the PNGs' paths."""
-    from ..io import check_distinct, check_output
+    """Check ``--json``, the ``--plots`` folder and its PNGs before any training, creating
+    nothing (the folder is made when the plots are written); returns the PNGs' paths."""
+    from ..io import check_distinct, check_output, check_output_folder
 
     _check_outputs(args, "json", "plots")
     if args.prefix is not None and not args.plots:
         raise SpecError("--prefix names the PNGs of --plots DIR; give --plots too")
     plots: list[str] = []
+    folder_exists = False
     if args.plots:
-        _make_folder(args.plots, "--plots")
+        folder_exists = check_output_folder(args.plots, option="--plots")
         name = args.model_factory.rpartition(":")[2] if cfg.model_factory else cfg.model
         prefix = args.prefix or (f"{name}-{cfg.optimizer}" + (f"+{cfg.others}" if cfg.others else "")).replace("/", "-")
         plots = [str(Path(args.plots) / f"{prefix}-{axis}.png") for axis in ("width", "depth")]
-    outputs = {"--json": args.json, **{f"--plots ({Path(p).name})": p for p in plots}}
-    check_distinct(outputs)
-    for option, path in outputs.items():
-        if path is not None:
+    pngs = {f"--plots ({Path(p).name})": p for p in plots}
+    check_distinct({"--json": args.json, "--plots": args.plots, **pngs})
+    # --json DIR/r.json --plots DIR, DIR still to be made: nothing is there to refuse yet
+    into_new = args.json is not None and bool(plots) and not folder_exists and (
+        os.path.realpath(os.path.dirname(args.json) or ".") == os.path.realpath(args.plots))
+    if args.json is not None and not into_new:
+        check_output(args.json, force=args.force, option="--json")
+    if folder_exists:  # a folder still to be made holds no PNG yet
+        for option, path in pngs.items():
             check_output(path, force=args.force, option=option)
     return plots
 
@@ -391,17 +409,3 @@ def _coord_run(args: argparse.Namespace, cfg: Any) -> dict[str, Any]:
             bar.update(task, advance=1, what=what)
 
         return run_coord_check(cfg, progress=tick, timeout=args.timeout)
-
-
-def _not_finite(result: dict[str, Any]) -> str:
-    """Where the measured activations are NaN or infinite ('' when they are finite)."""
-    for p in result["points"]:
-        for metric in ("h", "delta_h"):
-            v = p.get(metric)
-            if isinstance(v, float) and not math.isfinite(v):
-                what = "NaN" if math.isnan(v) else "infinite"
-                return (
-                    f"{metric} is {what} ({p['parameterization']}, n = {p.get('width')}, "
-                    f"L = {p.get('depth')}, step {p.get('step')})"
-                )
-    return ""

@@ -90,6 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SpecError as exc:
             sys.stderr.write(f"error: {exc}\n")
             return 2
+    if result["diverged"] is not None:  # as `spectral coord-check`: say where
+        from ..coordcheck import divergence_text
+
+        sys.stderr.write(f"error: the JAX MLP {divergence_text(result['diverged'])}; the check fails\n")
+        return 1
     return 0 if result["pass"] else 1
 
 

@@ -14,7 +14,7 @@ import sys
 from ..errors import SpecError
 from ..measure.guard import DEFAULT_TIMEOUT
 from . import options
-from .common import EXIT_DERIVATION, EXIT_OK, emit, write_json
+from .common import EXIT_DERIVATION, EXIT_OK, emit, write_json, wrote
 
 __all__ = ["INFER_DESCRIPTION", "configure_infer", "run_infer"]
 
@@ -161,8 +161,10 @@ def run_infer(args: argparse.Namespace) -> int:
     emit(result.toml(), args)
     if not args.quiet and args.output:
         eps_text = f", eps = {result.eps.expression}" if result.eps and result.eps.expression else ""
-        sys.stderr.write(
-            f"wrote {args.output}: update_norm = {result.update_norm}{eps_text}, applies_to = "
-            f"{result.applies_to} ({result.seconds:.0f} s)\n"
+        wrote(
+            args.output,
+            f": update_norm = {result.update_norm}{eps_text}, applies_to = "
+            f"{result.applies_to} ({result.seconds:.0f} s)",
+            stderr=True,
         )
     return EXIT_OK

@@ -9,11 +9,12 @@ width of 10^9 would allocate 10^18 floats, a million seeds would train for years
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 from collections.abc import Callable
 from typing import Any
+
+from ..text import MAX_INT_DIGITS, load_json
 
 __all__ = [
     "MAX_SIZE",
@@ -37,7 +38,7 @@ Error = argparse.ArgumentTypeError
 
 def _parse_int(text: str) -> int:
     text = text.strip()
-    if not re.fullmatch(r"[+-]?[0-9]{1,30}", text.replace("_", "")) or text.startswith("_"):
+    if not re.fullmatch(rf"[+-]?[0-9]{{1,{MAX_INT_DIGITS}}}", text.replace("_", "")) or text.startswith("_"):
         raise Error(f"expected an integer, got {text[:40]!r}")
     return int(text)
 
@@ -144,48 +145,22 @@ def check_device(name: str, option: str = "--device") -> None:
 
 
 def json_object(max_chars: int = 16384, max_depth: int = 8) -> Callable[[str], dict[str, Any]]:
-    """A JSON object of at most ``max_chars`` characters, nested at most ``max_depth`` deep."""
+    """A JSON object of at most ``max_chars`` characters, nested at most ``max_depth`` deep,
+    parsed by :func:`spectral.text.load_json` (no huge integers, no NaN or infinity)."""
 
     def parse(text: str) -> dict[str, Any]:
         if len(text) > max_chars:
             raise Error(f"at most {max_chars} characters of JSON, got {len(text)}")
-        if _nesting(text) > max_depth:
-            raise Error(f"JSON nested more than {max_depth} deep")
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise Error(f"not valid JSON ({exc.msg} at character {exc.pos}): {text[:60]!r}") from None
-        except RecursionError:  # pragma: no cover - _nesting refuses it first
-            raise Error(f"JSON nested more than {max_depth} deep") from None
+            value = load_json(text, max_depth=max_depth)
+        except ValueError as exc:
+            raise Error(f"{exc}: {text[:60]!r}") from None
         if not isinstance(value, dict):
             raise Error(f'expected a JSON object {{"name": value, ...}}, got {text[:60]!r}')
         return value
 
     parse.__name__ = "JSON object"
     return parse
-
-
-def _nesting(text: str) -> int:
-    """Deepest bracket nesting of JSON text, strings skipped (before parsing it: a deep text
-    makes ``json.loads`` recurse past Python's limit)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-    return deepest
 
 
 def eps_option(text: str) -> str:

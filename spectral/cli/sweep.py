@@ -23,6 +23,7 @@ from ..sweep import report as sweep_report
 from ..sweep import fit_exponent as sweep_fit
 from ..sweep import train as sweep_train
 from ..sweep.estimate import estimate
+from ..sweep.power import power_rows, render_power
 from ..sweep.options import (
     OPTIMIZERS,
     PARAMETERIZATIONS,
@@ -31,10 +32,13 @@ from ..sweep.options import (
     check_base_values,
     resolve_device,
 )
-from ..sweep.records import RUNS_FILE, check_appendable
+from ..sweep.records import RUNS_FILE, check_appendable, read_runs
+from ..sweep.retune import has_retune_runs, retune_configs, retuned_rows
 from ..sweep.exponent import FitKey, fit_configs, parse_fit_key, with_factor
 from ..sweep.tune import apply, base_configs, candidates, label, parse_tune
+from ..text import for_terminal
 from . import options
+from .common import wrote
 
 __all__ = ["configs_from_args", "configure_parser", "main", "run_from_args"]
 
@@ -65,6 +69,10 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-size", type=options.integer(1, 65536), help="context length")
     p.add_argument("--head-dim", type=options.integer(1, 65536), help="attention head dimension (fixed across widths)")
     p.add_argument("--eval-batches", type=options.integer(1, 100_000))
+    p.add_argument("--experts", type=options.integer(0, 1024), default=0,
+                   help="a Mixtral-style mixture of this many experts in every block (0: dense MLPs); "
+                        "its router is the router_weight role, e.g. --fit-exponent lr.router_weight")
+    p.add_argument("--top-k", type=options.integer(1, 1024), default=2, help="experts per token (with --experts)")
     p.add_argument("--init-std", type=options.floats(0.0, 1e6, lo_open=True), default=0.02)
     p.add_argument("--eps", type=options.floats(0.0, 1.0), default=1e-16, help="base AdamW ε (the paper: 1e-16)")
     p.add_argument("--multiplier", type=parse_base_value, default=1.0, metavar="ALPHA",
@@ -86,6 +94,10 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         "e.g. output=1,4,16,64, or lr.ROLE for a factor on that role's base η as in --lr-scale "
                         "(lr.input_weight=0.25,1,4), or init.ROLE for a factor on its base init std as in --init-scale; repeat for several keys (all combinations); "
                         "'none': no tuning, also where the preset tunes")
+    p.add_argument("--sp-retune", action=argparse.BooleanOptionalAction, default=None,
+                   help="with --tune: SP gets, at every size, the search μP gets at the base (every --tune "
+                        "value × every log2 η), and the report sets SP re-tuned beside SP at the base values "
+                        "and μP (default: on; off in the gpu-8min preset, whose 8 minutes it would exceed)")
     p.add_argument("--fit-exponent", action="append", type=parse_fit_key, default=[], metavar="KEY",
                    help="measure the exponent the loss wants for one role instead of the transfer sweep: "
                         "lr.ROLE, init.ROLE or multiplier.KEY; μP at the base-optimal η (over --log2-lrs, "
@@ -109,10 +121,10 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="cpu, cuda, cuda:1, … (default: cuda if present)")
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="defaults for everything not given: cpu (minutes on 2 cores), gpu (the paper's "
-                        "base 256 × 4, 1000 steps), gpu-8min (Muon-Kimi+AdamW, SP against μP with α_out "
+                        "base 256 × 4, 1000 steps), gpu-8min (Muon-Kimi+AdamW, SP against μP with σ_hidden "
                         "tuned at the base, widths 128-1024, in under 8 minutes on one H100/H200), "
                         "gpu-exponent (gpu-8min's model: the hidden and output η exponents fitted over "
-                        "widths 128-1024, two seeds, about 5 minutes on one H200); "
+                        "widths 128-1024, two seeds, about 6.3 minutes of training on one H200); "
                         "default: gpu on a CUDA device, else cpu")
     p.add_argument("--threads", type=options.integer(1, 1024), help="torch.set_num_threads (CPU)")
     # required: a bare `spectral sweep` must not start a 126-run sweep in a folder of its choosing
@@ -149,6 +161,8 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         eval_batches=pick("eval_batches"),
         init_std=args.init_std,
         eps=args.eps,
+        experts=args.experts,
+        top_k=args.top_k,
         multiplier=args.multiplier,
         lr_scale=args.lr_scale,
         init_scale=args.init_scale,
@@ -156,6 +170,8 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         device=device,
         threads=args.threads,
     )
+    if base.experts and base.top_k > base.experts:
+        raise SpecError(f"--top-k {base.top_k} exceeds --experts {base.experts}")
     for n in base.widths + (base.width,):
         if n % base.head_dim:
             raise SpecError(f"width {n} is not a multiple of --head-dim {base.head_dim}")
@@ -183,6 +199,11 @@ def _tune(args: argparse.Namespace) -> list[tuple[str, tuple[float, ...]]]:
     if any(k == "none" for k, _ in args.tune):
         return []
     return list(args.tune) or list(_preset(args).get("tune", ()))
+
+
+def _sp_retune(args: argparse.Namespace) -> bool:
+    """``--sp-retune`` / ``--no-sp-retune``, or the preset's (on unless it says otherwise)."""
+    return bool(args.sp_retune) if args.sp_retune is not None else bool(_preset(args).get("sp_retune", True))
 
 
 def _seeds(args: argparse.Namespace) -> tuple[int, ...]:
@@ -254,14 +275,15 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
     seeds = _seeds(args)
     fit_keys = _check_fit_args(args)
     if args.estimate:
-        return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, fit_keys, _log2_factors(args))
+        return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, fit_keys, _log2_factors(args),
+                                _sp_retune(args))
     _make_dirs(dirs)
     warned: set[str] = set()
 
     def warn(message: str) -> None:  # each damaged line once, however often it is read
         if message not in warned:
             warned.add(message)
-            sys.stderr.write(f"warning: {message}\n")
+            sys.stderr.write(f"warning: {for_terminal(message)}\n")
             sys.stderr.flush()
 
     for cfg in cfgs:
@@ -275,26 +297,32 @@ def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -
         if fit_keys:
             for pth in sweep_fit.fit_exponents(cfg, fit_keys, _log2_factors(args), tune, seeds, out,
                                                train, warn=warn, command=command):
-                print(f"wrote {pth}")
+                wrote(pth)
             continue
-        choice = None
+        choice, before, retuned = None, cfg, None
         if tune:
             cfg, choice = sweep_train.tune_at_base(cfg, tune, seeds, out, train, warn=warn)
             _print_choice(cfg, choice)
         for s in seeds:  # stage 2 (the only stage without --tune): both axes
             train(replace(cfg, seed=s))
-        paths = sweep_report.write_report(out, cfg, seeds=seeds, choice=choice, warn=warn)
+        if choice is not None and _sp_retune(args):  # stage 3: SP tuned as μP is, at every size
+            for c in retune_configs(before, choice.candidates, choice.winner, seeds):
+                train(c)
+            records = read_runs(out / RUNS_FILE, warn=warn)
+            if has_retune_runs(records, before, choice.candidates, choice.winner):
+                retuned = retuned_rows(records, before, choice.candidates, choice.winner, seeds, choice.keys)
+        paths = sweep_report.write_report(out, cfg, seeds=seeds, choice=choice, warn=warn, retuned=retuned)
         for pth in paths:
-            print(f"wrote {pth}")
+            wrote(pth)
     if fit_keys:
         index = sweep_fit.write_exponent_index(out_root, OPTIMIZERS)
         if index is not None:
-            print(f"wrote {index}")
+            wrote(index)
         return 0
     # the index covers every optimizer folder under --out that has a report
     known = [replace(cfgs[0], optimizer=o) for o in OPTIMIZERS if (out_root / o / "drift.json").is_file()]
     if known:
-        print(f"wrote {sweep_report.write_index(out_root, known)}")
+        wrote(sweep_report.write_index(out_root, known))
     return 0
 
 
@@ -384,7 +412,7 @@ class _StepBar:
 
 def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float, ...]]], seeds: tuple[int, ...],
                      out_root: Path, corpus: Any, command: str, fit_keys: list[FitKey],
-                     log2_factors: tuple[int, ...]) -> int:
+                     log2_factors: tuple[int, ...], sp_retune: bool = True) -> int:
     """``--estimate``: the plan of each optimizer (stage 1 and 2 as the sweep would run them;
     the first ``--tune`` candidate stands in for the winner) and its measured wall time."""
     total = 0.0
@@ -393,12 +421,17 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
         stage1 = [sc for c in cands for sc in base_configs(cfg, c, seeds)]
         winner = cands[0] if cands else None
         stage2 = [replace(apply(cfg, winner) if cands else cfg, seed=s) for s in seeds]
+        if cands and sp_retune:  # stage 3: SP with every other candidate at every size
+            stage2 += retune_configs(cfg, cands, 0, seeds)
         if fit_keys:  # the grid's middle η stands in for the base optimum
             if not cands:
                 stage1 = base_configs(cfg, {}, seeds)
             mid = sorted(cfg.log2_lrs)[len(cfg.log2_lrs) // 2]
             stage2 = [c for key in fit_keys
                       for _, _, c in fit_configs(apply(cfg, winner) if cands else cfg, key, log2_factors, seeds, mid)]
+        pilot = out_root / cfg.optimizer / "exponents.json"
+        if fit_keys and pilot.is_file():  # the power of each fit, from the pilot's seed noise
+            _print_power(cfg, pilot, fit_keys, len(seeds))
         print(f"{cfg.optimizer}: timing each size on {resolve_device(cfg.device)} …", flush=True)
         est = estimate(stage1 + stage2, out_root / cfg.optimizer, corpus, log=lambda m: print("  " + m, flush=True))
         total += est["seconds"]
@@ -408,6 +441,23 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
     if len(cfgs) > 1:
         print(f"all: estimated {_mmss(total)}")
     return 0
+
+
+def _print_power(cfg: SweepConfig, pilot: Path, fit_keys: list[FitKey], n_seeds: int) -> None:
+    """The expected half-width of this command's fits and the seeds each needs for ±0.25,
+    from the seed-pair scatter of the fits already in ``pilot`` (a damaged one: a warning)."""
+    try:
+        fits = json.loads(pilot.read_text(encoding="utf-8"))["fits"]
+        wanted = {k.text for k in fit_keys}
+        fits = [f for f in fits if f["key"] in wanted]
+        planned = {"width": ([n for n, _ in cfg.sizes("width")], n_seeds),
+                   "depth": ([L for _, L in cfg.sizes("depth")], n_seeds)}
+        rows = power_rows(fits, planned, {"width": [2 * max(cfg.widths), 4 * max(cfg.widths)],
+                                          "depth": [2 * max(cfg.depths), 4 * max(cfg.depths)]})
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        print(f"warning: {pilot}: no power estimate ({type(exc).__name__})", flush=True)
+        return
+    print(render_power(cfg.optimizer, str(pilot), rows), flush=True)
 
 
 def _mmss(seconds: float) -> str:

@@ -1,13 +1,19 @@
-"""``spectral tokenize``: train a BPE tokenizer on a local text and write token shards
-(:mod:`spectral.sweep.tokenize`) that ``spectral sweep --data DIR --vocab-size N`` reads."""
+"""``spectral tokenize``: a BPE tokenizer trained on a local text, and its token shards.
+
+The shards (:mod:`spectral.sweep.tokenize`) are what ``spectral sweep --data DIR
+--vocab-size N`` reads.
+"""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 
 from ..sweep import data
 from ..sweep.tokenize import train_bpe_shards
+from ..text import for_terminal
 from . import options
+from .common import wrote
 
 __all__ = ["DESCRIPTION", "configure", "run"]
 
@@ -35,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     source = {k: v for k, v in corpus.description.items() if k in ("source", "path", "python", "order")}
     meta = train_bpe_shards(args.out, bytes(corpus.train), bytes(corpus.val), args.vocab_size, source=source,
                             force=args.force)
-    print(f"wrote {args.out}: {meta['train_tokens']} train / {meta['val_tokens']} validation tokens, "
+    wrote(args.out, f": {meta['train_tokens']} train / {meta['val_tokens']} validation tokens, "
           f"vocabulary {meta['vocab_size']}, {meta['bytes_per_token']} bytes per token")
-    print(f"use it: spectral sweep --data {args.out} --vocab-size {meta['vocab_size']} …")
+    print(f"use it: spectral sweep --data {for_terminal(shlex.quote(args.out))} --vocab-size {meta['vocab_size']} …")
     return 0

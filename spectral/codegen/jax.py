@@ -25,6 +25,7 @@ __all__ = ["JAX_RUNTIME", "render_jax"]
 
 JAX_RUNTIME = (
     "spectral.scaling",
+    "spectral.patterns",
     "spectral.optimizers.entry",
     "spectral.jax.labels",
     "spectral.jax.init",

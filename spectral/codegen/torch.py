@@ -34,6 +34,7 @@ FRAMEWORKS = ("torch", "jax", "torchtitan")
 
 TORCH_RUNTIME = (
     "spectral.scaling",
+    "spectral.patterns",
     "spectral.optimizers.entry",
     "spectral.torch.ties",
     "spectral.torch.families",
@@ -48,6 +49,9 @@ TORCH_RUNTIME = (
     "spectral.torch.experts",
     "spectral.torch.optim",
     "spectral.torch.forward_checks",
+    "spectral.torch.twins",
+    "spectral.torch.width_verdict",
+    "spectral.torch.width_check",
     "spectral.torch.check",
     "spectral.torch.export",
     "spectral.torch.config",
@@ -161,6 +165,7 @@ def render(
     command: str | None = None,
     framework: str = "torch",
     vendor: bool | None = None,
+    all_roles: bool = False,
     absorb: bool = False,
 ) -> str:
     """The source of the config module (deterministic: same inputs, same bytes).
@@ -171,9 +176,10 @@ def render(
     ``framework="jax"`` renders the JAX / optax module (:mod:`spectral.codegen.jax`) from
     the same rules and numbers; ``"torch"`` (the default) the PyTorch one. ``vendor=True``
     writes the standalone form (the runtime's sources copied in); None takes
-    :data:`VENDOR_DEFAULT` (False: the module imports the runtime). ``absorb=True`` writes
-    the hook-free form (:mod:`spectral.engine.absorb`): every multiplier 1, carried by the
-    init, lr, weight decay and eps of the modules it scaled.
+    :data:`VENDOR_DEFAULT` (False: the module imports the runtime). ``all_roles`` adds
+    the roles placed by their dimensions (``docs/roles.md``; a derived ``Plan`` has its own).
+    ``absorb=True`` writes the hook-free form (:mod:`spectral.engine.absorb`): every
+    multiplier 1, carried by the init, lr, weight decay and eps of the modules it scaled.
     """
     if vendor is None:
         vendor = VENDOR_DEFAULT
@@ -189,12 +195,14 @@ def render(
     if isinstance(hidden, Plan):  # already derived (the CLI derives once)
         p, k = hidden, hidden.k
     else:
-        p = plan(hidden, others, k, catalog=catalog)
+        p = plan(hidden, others, k, catalog=catalog, all_roles=all_roles)
     if command is None:
         command = f"spectral codegen {p.hidden}"
         if p.others:
             command += f" --others {p.others}"
         command += f" --k {k} --base-width {base_width} --base-depth {base_depth}"
+        if p.all_roles:
+            command += " --all-roles"
         if framework != "torch":
             command += f" --framework {framework}"
         if vendor:
@@ -256,15 +264,8 @@ def render(
             f"{', '.join(p.uncovered)}: the model must have no biases and no norm\n"
             "parameters (init_ and param_groups raise otherwise, naming the parameter)."
         )
-    embeddings = p.optimizers.get("input_weight")
-    ties_allowed = (
-        embeddings is not None
-        and embeddings == p.optimizers.get("output_weight")
-        and p.derivations[embeddings].tie_allowed
-    )
     env = _environment()
     context = dict(
-        ties_allowed=ties_allowed,
         title=_title(p),
         command=for_docstring(command),  # holds user paths: keep the docstring closed
         version=_version(),
@@ -356,12 +357,14 @@ def load_generated(
     folder: str | Path,
     name: str | None = None,
     vendor: bool | None = None,
+    all_roles: bool = False,
     absorb: bool = False,
 ):
     """Render the config module, write it to ``folder/<name>.py`` and import it.
 
     ``hidden`` and ``others`` are catalog names or declarations (a user's spec: its module
-    has no built-in factory, so pass ``build_optimizers(..., factories={spec.name: fn})``).
+    has no built-in factory, so pass ``build_optimizers(..., factories={spec.name: fn})``);
+    ``all_roles`` as in :func:`render`.
     The file is rewritten only when its bytes differ; the imported module is cached per
     (inputs, folder), so the sweep and the coordinate check build every point from the same
     module object. ``absorb=True``: the hook-free form. Imports torch (the generated module
@@ -375,13 +378,14 @@ def load_generated(
 
     if vendor is None:
         vendor = VENDOR_DEFAULT
-    key = (hidden, others, k, base_width, base_depth, str(folder), name, vendor, absorb)
+    key = (hidden, others, k, base_width, base_depth, str(folder), name, vendor, all_roles, absorb)
     if key in _LOADED:
         return _LOADED[key]
     labels = [x if isinstance(x, str) else x.name for x in (hidden, others) if x is not None]
     same = len(labels) == 2 and labels[0] == labels[1]
     source = render(hidden, None if same else others, k,
-                    base_width=base_width, base_depth=base_depth, vendor=vendor, absorb=absorb)
+                    base_width=base_width, base_depth=base_depth, vendor=vendor,
+                    all_roles=all_roles, absorb=absorb)
     if name is None:
         name = "config_" + "_".join(labels) + f"_k{k}"
         user = [x for x in (hidden, others) if isinstance(x, OptimizerSpec)]
@@ -390,6 +394,8 @@ def load_generated(
             name += "_" + hashlib.sha256(source.encode()).hexdigest()[:10]
         if vendor:
             name += "_vendored"
+        if all_roles:
+            name += "_all_roles"
         if absorb:
             name += "_absorbed"
     name = name.replace("+", "_").replace("-", "_").replace(".", "_")

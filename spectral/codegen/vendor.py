@@ -7,6 +7,14 @@ them define the same top-level name. :func:`assemble` drops those intra-package 
 (and each module's docstring and ``__all__``), hoists the remaining top-level imports (the
 standard library, torch, jax, optax) above everything, and concatenates the bodies in the
 order given, so the vendored file runs exactly the code the importing form runs.
+
+The vendored file has no ``from __future__ import annotations`` (each module's own is
+dropped with its imports): with it every annotation is a string, which ``dataclasses``
+resolves through ``sys.modules[cls.__module__]`` — absent when a config file is loaded by
+path without being registered (``spec_from_file_location`` + ``exec_module``, the usual way
+to load one), so its dataclasses failed to build. Without it the annotations are evaluated
+where they stand, which the runtime modules allow (every name an annotation uses is
+imported or defined before it; tests/test_hostile.py loads both forms that way).
 """
 
 from __future__ import annotations
@@ -149,8 +157,7 @@ def assemble(modules: Sequence[str], tail: str, *, header: str) -> str:
                 raise VendorError(f"{symbol} is defined in both {owner[symbol]} and {name}")
             owner[symbol] = name
         bodies.append(f"# ---- from {name} " + "-" * max(0, 70 - len(name)) + "\n\n\n" + body)
-    futures = "from __future__ import annotations\n\n"
-    head = header.rstrip("\n") + "\n\n" + futures + _import_block(hoisted)
+    head = header.rstrip("\n") + "\n\n" + _import_block(hoisted)
     rest = [*bodies, tail.strip("\n")] if tail.strip("\n") else bodies
     # isort: one blank line after the imports when a comment follows
     return head + "\n\n" + "\n\n\n".join(rest) + "\n"

@@ -14,7 +14,7 @@ initialisation from ``init(params, key, n, L, init_std=...)``, the optimizer fro
 optimizers); ``sp`` is the ``mup`` module evaluated at the base size. The same quantities
 as the PyTorch check are recorded (``‖h_L‖_R``, ``‖h_L(t) − h_L(0)‖_R``, the output, its
 change and the top-order update term of the blocks) and the same pure functions fit and
-judge the slopes (:func:`spectral.coordcheck.compute_slopes`, pass: ``|slope| ≤ 0.15``).
+judge the slopes (:func:`spectral.coordcheck.judge`, pass: ``|slope| ≤ 0.15``).
 
 Defaults are those of the PyTorch MLP check: ``ResidualMLP(32, 8, n, L, k=2)``, MSE on
 random targets, batch 8, 10 steps, 3 seeds, ``init_std = 1/√n_base``, ``α_base = 0.5``,
@@ -33,11 +33,9 @@ from typing import Any
 from . import (
     DEFAULT_ALPHA_BASE,
     DEFAULT_LR,
-    EXTRA_METRICS,
-    METRICS,
     PARAMETERIZATIONS,
     SLOPE_TOLERANCE,
-    compute_slopes,
+    judge,
     record_step,
 )
 from ..errors import SpecError
@@ -278,18 +276,7 @@ def run_coord_check_jax(
         points.extend(_train_point(cfg, param, axis, w, d))
         if progress:
             progress(f"{param} {axis} n={w} L={d} ({cfg.seeds} seeds)")
-    slopes = compute_slopes(points, metrics=METRICS, judged=True)
-    extra = compute_slopes(points, metrics=EXTRA_METRICS, judged=False)
-    mu = [s for s in slopes if s["parameterization"] != "sp"]
-    return {
-        "config": cfg.to_dict(),
-        "pass_rule": f"|slope| <= {SLOPE_TOLERANCE} at the last step, for h and delta_h, "
-        "against width and against depth; sp is judged by the same test",
-        "pass": all(s["pass"] for s in mu) if mu else None,
-        "slopes": slopes,
-        "extra_slopes": extra,
-        "points": points,
-    }
+    return {"config": cfg.to_dict(), **judge(points), "points": points}
 
 
 _METRIC_NAMES = {"h": "‖h_L‖", "delta_h": "‖h_L(t)−h_L(0)‖", "delta_top": "top-order term"}

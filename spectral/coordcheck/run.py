@@ -13,7 +13,7 @@ from ..measure.guard import DEFAULT_TIMEOUT, user_code
 from ..measure.common import factory_label
 from .config import CoordCheckConfig
 from .reference import train_reference
-from .slopes import EXTRA_METRICS, METRICS, SLOPE_TOLERANCE, compute_slopes
+from .slopes import judge
 from .user_model import inspect_user_model, train_user
 
 __all__ = ["run_coord_check", "sweep_runs", "train_one"]
@@ -46,7 +46,8 @@ def run_coord_check(
     progress: Callable[[str], None] | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
-    """Every run of the sweep; returns the JSON-ready result (config, points, slopes).
+    """Every run of the sweep; returns the JSON-ready result (config, points, slopes, and
+    ``diverged``: where a run first went NaN or infinite, :func:`~.slopes.diverged`).
 
     ``timeout``: seconds one run (building a model and training it) may take
     (:func:`spectral.measure.guard.user_code`: the factories are the user's code)."""
@@ -66,19 +67,7 @@ def run_coord_check(
             points.extend(train_one(cfg, param, axis, w, d, seed))
         if progress:
             progress(f"{param} {axis} n={w} L={d} seed={seed}")
-    slopes = compute_slopes(points, metrics=METRICS, judged=True)
-    extra = compute_slopes(points, metrics=EXTRA_METRICS, judged=False)
-    mu = [s for s in slopes if s["parameterization"] != "sp"]
     config = cfg.to_dict()
     if user is not None:  # factory models: the vocabulary used, where h_L was measured
         config["vocab_size"] = user.pop("vocab_size")
-    return {
-        "config": config,
-        **(user or {}),
-        "pass_rule": f"|slope| <= {SLOPE_TOLERANCE} at the last step, for h and delta_h, "
-        "against width and against depth; sp is judged by the same test",
-        "pass": all(s["pass"] for s in mu) if mu else None,
-        "slopes": slopes,
-        "extra_slopes": extra,
-        "points": points,
-    }
+    return {"config": config, **(user or {}), **judge(points), "points": points}

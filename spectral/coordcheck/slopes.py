@@ -16,13 +16,17 @@ from typing import Any
 from ..measure.common import fit_slope
 
 __all__ = [
+    "DIVERGENCE_METRICS",
     "EXTRA_METRICS",
     "METRICS",
     "PARAMETERIZATIONS",
     "SLOPE_TOLERANCE",
     "aggregate",
     "compute_slopes",
+    "diverged",
+    "divergence_text",
     "fit_slope",
+    "judge",
     "record_step",
     "slope_passes",
 ]
@@ -34,6 +38,8 @@ METRICS = ("h", "delta_h")
 """Metrics judged by the pass rule (the ``"slopes"`` list)."""
 EXTRA_METRICS = ("out", "delta_out", "delta_top")
 """Metrics whose slopes are reported but not judged (``"extra_slopes"``)."""
+DIVERGENCE_METRICS = ("h", "delta_h", "out", "delta_out", "loss")
+"""A run whose value of any of these is NaN or infinite has diverged (:func:`diverged`)."""
 
 
 def slope_passes(slope: float, tolerance: float = SLOPE_TOLERANCE) -> bool:
@@ -51,9 +57,11 @@ def record_step(
     """Append the point of step ``t`` of one run; True when the run stops there.
 
     ``run`` is ``(parameterization, axis, width, depth, seed)``, ``values`` the metrics.
-    A non-finite value is stored as ``inf`` (the slope fit drops that point). A run stops at
-    its last step, or when ``h`` diverged; then the remaining steps are padded with the
-    last point, so that every step has one.
+    A non-finite value is stored as it is, NaN or ±inf (the slope fit drops that point;
+    :func:`diverged` names the first). A run stops at its last step, or when ``h`` diverged;
+    then the remaining steps are padded with the last point, so that every step has one (a
+    run whose loss alone went NaN trains on: its ``h`` at the last step is still measured,
+    not a stale earlier value, and :func:`judge` fails it anyway).
     """
     param, axis, width, depth, seed = run
     point: dict[str, Any] = {
@@ -64,12 +72,57 @@ def record_step(
         "seed": seed,
         "step": t,
     }
-    point.update({k: v if math.isfinite(v) else math.inf for k, v in values.items()})
+    point.update(values)
     points.append(point)
     if t < steps and math.isfinite(point["h"]):
         return False
     points.extend({**point, "step": tt} for tt in range(t + 1, steps + 1))
     return True
+
+
+def _not_finite(point: dict[str, Any]) -> str | None:
+    """The first of :data:`DIVERGENCE_METRICS` in ``point`` that is NaN, ±inf or (read
+    back from JSON) None."""
+    for metric in DIVERGENCE_METRICS:
+        if metric in point:
+            v = point[metric]
+            if v is None or not math.isfinite(v):
+                return metric
+    return None
+
+
+def diverged(points: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """Where the first diverged run (in sweep order) first went non-finite: the point's
+    ``parameterization``, ``axis``, ``width``, ``depth``, ``seed`` and ``step``, the
+    ``metric`` and its ``value`` (``"NaN"``, ``"inf"``, ``"-inf"``; ``None`` read back from
+    JSON, where both are null); ``None`` when every run stayed finite."""
+    for p in points:
+        metric = _not_finite(p)
+        if metric is not None:
+            v = p[metric]
+            value = None if v is None else "NaN" if math.isnan(v) else "inf" if v > 0 else "-inf"
+            keys = ("parameterization", "axis", "width", "depth", "seed", "step")
+            return {**{k: p.get(k) for k in keys}, "metric": metric, "value": value}
+    return None
+
+
+_WORDS = {
+    "h": "h_L",
+    "delta_h": "h_L(t) - h_L(0)",
+    "out": "the output",
+    "delta_out": "the output's change",
+    "loss": "the loss",
+}
+
+
+def divergence_text(where: dict[str, Any]) -> str:
+    """``diverged at step 3 (mup, n = 64, L = 2, seed 0): the loss is NaN`` for a
+    :func:`diverged` record."""
+    value = where["value"] or "NaN or inf"
+    return (
+        f"diverged at step {where['step']} ({where['parameterization']}, n = {where['width']}, "
+        f"L = {where['depth']}, seed {where['seed']}): {_WORDS[where['metric']]} is {value}"
+    )
 
 
 def aggregate(values: Iterable[float]) -> float:
@@ -128,3 +181,26 @@ def compute_slopes(
                     row["pass"] = slope_passes(slope)
                 out.append(row)
     return out
+
+
+def judge(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The verdict part of a coordinate check's result, for the torch and the JAX check
+    alike: ``pass_rule``; ``pass`` (every μP slope passes and no μP run diverged; ``None``
+    without a μP parameterization); ``diverged``, the first judged run that went NaN or
+    infinite (:func:`diverged`; the judged runs are the μP ones, or the ``sp`` ones when
+    only ``sp`` is checked: ``sp`` beside μP is the comparison, expected to blow up at
+    large sizes, and its divergence only drops points from its fits); ``slopes`` (judged)
+    and ``extra_slopes`` (reported)."""
+    slopes = compute_slopes(points, metrics=METRICS, judged=True)
+    extra = compute_slopes(points, metrics=EXTRA_METRICS, judged=False)
+    mu = [s for s in slopes if s["parameterization"] != "sp"]
+    blown = diverged([p for p in points if p["parameterization"] != "sp"] or points)
+    return {
+        "pass_rule": f"|slope| <= {SLOPE_TOLERANCE} at the last step, for h and delta_h, "
+        "against width and against depth, and no mup run diverged (NaN or inf); sp is "
+        "judged by the same slope test",
+        "pass": all(s["pass"] for s in mu) and blown is None if mu else None,
+        "diverged": blown,
+        "slopes": slopes,
+        "extra_slopes": extra,
+    }

@@ -22,6 +22,13 @@ multiplier of the layer the parameters sit in.
   (R2.3, …) they are ``Θ(1/L)`` under Condition C (``k ≥ 2``) and ``O(1/L)`` under
   Condition "one-layer" (``k = 1``, whose multiplier leaves no cross term maximal).
 
+* The roles placed by their dimensions (``docs/roles.md``) reuse these chains: an output bias
+  or an outer map is one more one-factor chain outside the blocks (B1.1/B2.1, C1.1/C2.1); a
+  fixed-rank factor takes one hidden matrix's place in the block's weight chain (a
+  rank-down map first: it reads the stream; a rank-up map last: it may end the branch);
+  a per-channel vector starts chains like a bias. A product commutes, so one chain per
+  role covers every position it may take.
+
 The number of terms grows as ``2^k`` (:func:`term_formula`: ``4 + 3·2^k`` over the paper's
 roles, ``3 + 6·2^k`` with the router).
 Nothing in the engine enumerates them: a chain's terms differ only in *which* factors are
@@ -64,7 +71,13 @@ Relation = Literal["=", "≤"]
 _ONE = Theta.one()
 _INV_L = Theta.monomial(0, -1)
 _INV_SQRT_L = Theta.monomial(0, Fraction(-1, 2))
-MULTIPLIER_SYMBOL = {"input": "α_0", "hidden": "α_l", "output": "α_{L+1}", "router": "α_r"}
+MULTIPLIER_SYMBOL = {
+    "input": "α_0",
+    "hidden": "α_l",
+    "output": "α_{L+1}",
+    "router": "α_r",
+    "outer": "α_o",
+}
 
 _SUP = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
@@ -252,33 +265,56 @@ def first_order_term(chain_list: Iterable[Chain], role_name: str) -> Condition:
 def term_formula(roles: tuple[Role, ...] = ROLES) -> tuple[int, int]:
     """``(a, b)`` with ``a + b·2^k`` condition terms for blocks of ``k`` maps over ``roles``.
 
-    Each in/out chain (one factor) has 2 terms; the hidden weight chain ``2^k`` (init and
-    every non-empty subset); the bias chains ``Σ_{m=1..k} 2^m = 2^{k+1} − 2``. With the
-    paper's roles: ``4 + 3·2^k``. A router adds its init term (1) and a gated twin of each
-    hidden chain with the gate always updated: ``2^k`` and ``2^{k+1} − 2`` more, so
-    ``3 + 6·2^k`` with every role.
+    Each chain outside the blocks (one factor) has 2 terms; the hidden weight chain ``2^k``
+    (init and every non-empty subset), and so has each chain with a fixed-rank factor in a
+    hidden matrix's place; the chains of a bias-like role in a block
+    ``Σ_{m=1..k} 2^m = 2^{k+1} − 2``. With the paper's roles: ``4 + 3·2^k``. A router adds
+    its init term (1) and a gated twin of each block chain with the gate always updated
+    (as many terms as the chain), so ``3 + 6·2^k`` with the paper's roles and the router.
     """
     names = {r.name for r in roles}
-    outside = sum(1 for r in roles if r.layer not in ("hidden", "router"))
+    outside = sum(1 for r in roles if not r.in_block)
     routers = sum(1 for r in roles if r.gate)
-    weights, biases = "hidden_weight" in names, "hidden_bias" in names
+    weights = "hidden_weight" in names
+    factors = weights * sum(1 for r in roles if _in_weight_chain(r))
+    vectors = sum(1 for r in roles if r.layer == "hidden" and r.is_bias)
     twins = 1 + routers
-    return 2 * outside + routers - 2 * biases * twins, (weights + 2 * biases) * twins
+    return 2 * outside + routers - 2 * vectors * twins, (weights + factors + 2 * vectors) * twins
+
+
+def _in_weight_chain(r: Role) -> bool:
+    """A matrix of a block other than the hidden weight: it takes a hidden matrix's place."""
+    return r.layer == "hidden" and not r.is_bias and r.name != "hidden_weight"
+
+
+def _place(r: Role, k: int) -> int:
+    """Where a fixed-rank factor sits in the weight chain: first if it reads the stream
+    (``n_in = Θ(n)``: a rank-down map), last otherwise (a rank-up map may end the branch)."""
+    return 1 if r.n_in != Theta.one() else k
 
 
 def chains(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Chain]:
-    """Every chain of the network with ``k`` maps per block, over ``roles``."""
+    """Every chain of the network with ``k`` maps per block, over ``roles`` (a role that
+    needs deeper blocks, ``k < role.min_k``, has none)."""
+    roles = tuple(r for r in roles if r.min_k <= k)
     names = {r.name for r in roles}
     for r in roles:
         if r.layer != "hidden":
             yield Chain(r.layer, ((r.name, 0),), r.is_bias)
     block: list[Chain] = []
     if "hidden_weight" in names:
-        block.append(Chain("hidden", tuple(("hidden_weight", i) for i in range(1, k + 1)), False))
-    if "hidden_bias" in names:
-        for i in range(1, k + 1):
-            tail = tuple(("hidden_weight", m) for m in range(i + 1, k + 1))
-            block.append(Chain("hidden", (("hidden_bias", i), *tail), True))
+        weights = tuple(("hidden_weight", i) for i in range(1, k + 1))
+        block.append(Chain("hidden", weights, False))
+        for r in roles:
+            if _in_weight_chain(r):
+                at = _place(r, k)
+                params = tuple((r.name, i) if i == at else (w, i) for w, i in weights)
+                block.append(Chain("hidden", params, False))
+    for r in roles:
+        if r.layer == "hidden" and r.is_bias:
+            for i in range(1, k + 1):
+                tail = tuple(("hidden_weight", m) for m in range(i + 1, k + 1))
+                block.append(Chain("hidden", ((r.name, i), *tail), True))
     yield from block
     cross: Relation = "=" if k >= 2 else "≤"
     for r in roles:

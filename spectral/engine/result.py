@@ -7,7 +7,7 @@ from fractions import Fraction
 from typing import Any
 
 from .conditions import term_formula
-from .roles import ROLES
+from .roles import ALL_ROLES
 from ..spec import OptimizerSpec
 from .theta import Theta, format_monomial
 
@@ -137,6 +137,8 @@ class Derivation:
     scales: tuple[RoleScales, ...]
     checks: tuple[CheckGroup, ...]
     verified: bool
+    omitted: tuple[tuple[str, str], ...] = ()
+    """Roles asked for but not derived, each with why (a fixed-rank factor at ``k = 1``)."""
 
     def entry(self, role: str, hp: str) -> Entry:
         for e in self.entries:
@@ -193,7 +195,7 @@ class Derivation:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape: exponents as exact rational strings, keys in a fixed order."""
-        return {
+        out: dict[str, Any] = {
             "optimizer": self.optimizer,
             "k": self.k,
             "verified": self.verified,
@@ -205,6 +207,9 @@ class Derivation:
                 "differences": [t.to_dict() for t in self.tie_differences()],
             },
         }
+        if self.omitted:  # only roles beyond the default set are ever omitted
+            out["omitted"] = dict(self.omitted)
+        return out
 
 
 def _grouped(n: int) -> str:
@@ -219,7 +224,7 @@ def summary(result: Derivation) -> str:
     >>> summary(derive("adamw", k=16))
     '3 + 6·2^k = 393 219 condition terms at k = 16, checked factor by factor (the largest and smallest term of each chain), plus 14 checks of the conventions Δ2, C.4 and α'
     """
-    roles = tuple(r for r in ROLES if r.name in result.roles)
+    roles = tuple(r for r in ALL_ROLES if r.name in result.roles)
     a, b = term_formula(roles)
     formula = ("" if b == 1 else f"{b}·") + "2^k"
     if a:

@@ -13,6 +13,26 @@ feed a gate ``g(z)`` (a softmax) that multiplies the block's paths,
 ``block_l(h) = Σ_e g_e(z) · W_e⁽ᵏ⁾ … W_e⁽¹⁾ h``. It has its own multiplier ``α_r`` (layer
 ``router``): the block multiplier ``α_l`` scales the gated output, not the logits. See
 ``docs/router.md``.
+
+Beyond the paper's network and the router (:data:`ROLES`, the default of every table),
+:data:`EXTRA_ROLES` place a parameter by its dimensions — ``n_in`` and ``n_out`` each
+Θ(n) or Θ(1) — and by where it sits: outside the residual stream, inside a branch, or in
+the readout. Each is derived and verified like the rest (``docs/roles.md``):
+
+* ``output_bias`` (``b_{L+1}``, d_{L+1} × 1): the readout's bias. It shares α_{L+1} (the
+  multiplier scales the readout's whole output), so its effect on the logits is Θ(1) only
+  with its own rules; as ``input_bias`` it shrinks as 1/n.
+* ``outer_weight`` (``W_o``, n × n): a width → width map outside the residual stream, applied
+  once (a BERT MLM-head transform, a pooler); layer ``outer``, multiplier α_o = Θ(1).
+  ``outer_bias`` (``b_o``, n × 1) is its bias: ``input_bias``'s rules, its own name.
+* ``rank_down_weight`` (``D``, r × n) and ``rank_up_weight`` (``U``, n × r), r = Θ(1), inside a
+  branch: a fixed-rank factorisation (DeepSeek's ``q_a_proj``/``kv_a_proj_with_mqa`` and
+  ``q_b_proj``/``kv_b_proj``, Mamba's ``x_proj`` and ``dt_proj``, bottleneck adapters; an up
+  projection may end the branch). Blocks of ``k ≥ 2`` maps only: a factorised map is two maps.
+* ``hidden_vector`` (``v``, n × 1): a per-channel vector inside a branch that is neither a bias
+  nor a norm gain (SSM ``A_log``, ``D``, ``dt_bias``, layer-scale γ, a depthwise conv kernel
+  whose fan-in is its receptive field, Θ(1)). Vector-like: the rules of ``hidden_bias``; the
+  runtime keeps the model's own initial values unless an init std is named for it.
 """
 
 from __future__ import annotations
@@ -22,9 +42,20 @@ from typing import Literal
 
 from .theta import Theta
 
-__all__ = ["Role", "ROLES", "ROLE_NAMES", "HPS", "HP_LABELS", "role"]
+__all__ = [
+    "Role",
+    "ROLES",
+    "ROLE_NAMES",
+    "EXTRA_ROLES",
+    "ALL_ROLES",
+    "ALL_ROLE_NAMES",
+    "HPS",
+    "HP_LABELS",
+    "role",
+    "role_for",
+]
 
-Layer = Literal["input", "hidden", "output", "router"]
+Layer = Literal["input", "hidden", "output", "router", "outer"]
 
 _N = Theta.monomial(1, 0)
 _ONE = Theta.one()
@@ -40,11 +71,15 @@ class Role:
     n_out: Theta
     symbol: str
     """How the parameter is written in condition terms (``W``, ``b``, ``W_0``)."""
+    min_k: int = 1
+    """Smallest block depth ``k`` whose blocks can hold it (a factorised map is two maps)."""
+    why_min_k: str = ""
+    """Why it needs ``k ≥ min_k``: the note a derivation at a smaller ``k`` carries."""
 
     @property
     def readout(self) -> bool:
-        """The output layer, whose init is Θ(1) in width-μP (its multiplier is 1/n)."""
-        return self.layer == "output"
+        """The output layer's matrix, whose init is Θ(1) in width-μP (its multiplier 1/n)."""
+        return self.layer == "output" and not self.is_bias
 
     @property
     def in_block(self) -> bool:
@@ -65,8 +100,29 @@ ROLES: tuple[Role, ...] = (
     Role("input_bias", "Input biases", "input", True, _ONE, _N, "b_0"),
     Role("hidden_bias", "Hidden biases", "hidden", True, _ONE, _N, "b"),
 )
+"""The paper's network and the router: what ``spectral derive`` tabulates by default."""
 ROLE_NAMES: tuple[str, ...] = tuple(r.name for r in ROLES)
-_BY_NAME = {r.name: r for r in ROLES}
+
+_FACTORISED = (
+    "a fixed-rank factor is one of at least two maps of its branch (n → r → n), so blocks of "
+    "k = 1 map (Condition \"one-layer\") cannot hold it; derive with k ≥ 2"
+)
+
+EXTRA_ROLES: tuple[Role, ...] = (
+    Role("output_bias", "Output biases", "output", True, _ONE, _ONE, "b_{L+1}"),
+    Role("outer_weight", "Outer weights", "outer", False, _N, _N, "W_o"),
+    Role("outer_bias", "Outer biases", "outer", True, _ONE, _N, "b_o"),
+    Role("rank_down_weight", "Rank-down weights", "hidden", False, _N, _ONE, "D", 2, _FACTORISED),
+    Role("rank_up_weight", "Rank-up weights", "hidden", False, _ONE, _N, "U", 2, _FACTORISED),
+    Role("hidden_vector", "Hidden vectors", "hidden", True, _ONE, _N, "v"),
+)
+"""Roles placed by their dimensions beyond the paper's network (``docs/roles.md``):
+derived with ``derive(..., all_roles=True)`` (``spectral derive --all-roles``) and by every
+:func:`spectral.transfer.plan`, so a generated config gives each of them its numbers."""
+
+ALL_ROLES: tuple[Role, ...] = ROLES + EXTRA_ROLES
+ALL_ROLE_NAMES: tuple[str, ...] = tuple(r.name for r in ALL_ROLES)
+_BY_NAME = {r.name: r for r in ALL_ROLES}
 
 HPS: tuple[str, ...] = ("multiplier", "init_var", "lr", "weight_decay", "eps")
 HP_LABELS = {
@@ -80,3 +136,49 @@ HP_LABELS = {
 
 def role(name: str) -> Role:
     return _BY_NAME[name]
+
+
+Where = Literal["input", "outside", "branch", "router", "readout"]
+Kind = Literal["matrix", "bias", "vector"]
+
+_BY_SHAPE: dict[tuple[str, str, bool, bool], str] = {
+    ("input", "matrix", False, True): "input_weight",
+    ("input", "bias", False, True): "input_bias",
+    ("outside", "matrix", True, True): "outer_weight",
+    ("outside", "bias", False, True): "outer_bias",
+    ("branch", "matrix", True, True): "hidden_weight",
+    ("branch", "matrix", True, False): "rank_down_weight",
+    ("branch", "matrix", False, True): "rank_up_weight",
+    ("branch", "bias", False, True): "hidden_bias",
+    ("branch", "vector", False, True): "hidden_vector",
+    ("router", "matrix", True, False): "router_weight",
+    ("readout", "matrix", True, False): "output_weight",
+    ("readout", "bias", False, False): "output_bias",
+}
+
+
+def role_for(where: Where, kind: Kind, in_grows: bool, out_grows: bool) -> str:
+    """The role of a parameter from where it sits and which of its dimensions grow with the
+    width (``docs/roles.md``); one-line ``ValueError`` for a combination no role holds.
+
+    ``where``: ``input`` (the embedding layer), ``outside`` (another map outside the
+    residual stream, applied once: a pooler), ``branch`` (inside a residual branch),
+    ``router`` (a gate's logits), ``readout``. ``kind``: ``matrix``, ``bias`` (a bias or a
+    norm gain) or ``vector`` (another per-channel parameter: SSM ``A_log``, a depthwise
+    kernel). ``in_grows``/``out_grows``: whether the fan-in (a conv kernel's counts its
+    receptive field, ``in_channels/groups × kernel size``) and the fan-out are Θ(n); a
+    vector's fan-in is Θ(1).
+
+    >>> role_for("branch", "matrix", True, False)
+    'rank_down_weight'
+    >>> role_for("readout", "bias", False, False)
+    'output_bias'
+    """
+    key = (where, kind, in_grows, out_grows)
+    if key in _BY_SHAPE:
+        return _BY_SHAPE[key]
+    shape = f"{'n' if out_grows else 'r'} × {'n' if in_grows else 'r'}"
+    raise ValueError(
+        f"no role for a {kind} of shape {shape} (n: grows with the width, r: fixed) in "
+        f"the {where}; the roles by place and shape are listed in docs/roles.md"
+    )

@@ -26,7 +26,7 @@ from .conditions import MULTIPLIER_SYMBOL, Condition, chains, first_order_term, 
 from ..errors import IncomparableError, SpecError
 from .expr import theta_of
 from .result import Derivation, Entry, Exponent, RoleScales
-from .roles import HPS, ROLES, Role, role
+from .roles import ALL_ROLES, HPS, ROLES, Role, role
 from ..spec import OptimizerSpec, show
 from ..symbols import G, L, n_in, n_out
 from .theta import Theta
@@ -48,11 +48,31 @@ _L = Theta.monomial(0, 1)
 def init_variance(r: Role) -> Theta:
     """μP-aligned init (Sec. 4.1): ``σ² = min(1, n_out/n_in)/n_in``; ``Θ(1)`` for the readout.
 
-    For a bias (``n_in = 1``) this is ``Θ(1)``, so ``‖b‖_R = Θ(1)`` as App. B.3 asks.
+    For a bias (``n_in = 1``) this is ``Θ(1)``, so ``‖b‖_R = Θ(1)`` as App. B.3 asks. The
+    readout's bias shares ``α_{L+1}`` with the readout (the multiplier scales the layer's
+    whole output), so B1.1 ``α_{L+1}‖b_{L+1}‖ = Θ(1)`` needs ``‖b_{L+1}‖ = ‖W_{L+1}‖``.
     """
     if r.readout:
         return Theta.one()
+    if r.layer == "output":  # the readout's bias
+        w = role("output_weight")
+        return (weight_norm(w, init_variance(w)) / weight_norm(r, Theta.one())) ** 2
     return Theta.minimum(Theta.one(), r.n_out / r.n_in) / r.n_in
+
+
+def _init_why(r: Role, norm: Theta) -> str:
+    if r.readout:
+        return "μP-aligned init (Sec. 4.1): σ² = Θ(1) for the output layer"
+    if r.layer == "output":
+        return (
+            f"B1.1 α_{{L+1}} ‖{r.symbol}‖ = Θ(1): the bias shares α_{{L+1}} with the readout, "
+            f"so ‖{r.symbol}‖ = ‖W_{{L+1}}‖ = Θ({norm}) (σ² = Θ(1) for the output layer, "
+            "Sec. 4.1); biases start at 0 unless an init std is named for them"
+        )
+    return (
+        f"μP-aligned init (Sec. 4.1): σ² = min(1, n_out/n_in)/n_in with "
+        f"n_in = Θ({r.n_in}), n_out = Θ({r.n_out}); ‖{r.symbol}‖ = Θ({norm})"
+    )
 
 
 def _theta(spec: OptimizerSpec, field: str, expr: sp.Expr, env: dict[sp.Symbol, Theta]) -> Theta:
@@ -109,17 +129,21 @@ def _gated_scales(c: Condition, alpha: dict[str, Theta], norm: dict[str, Theta])
     return ", ".join(parts)
 
 
-def derive_spec(spec: OptimizerSpec, k: int = 2) -> Derivation:
+def derive_spec(spec: OptimizerSpec, k: int = 2, *, all_roles: bool = False) -> Derivation:
     """Derive and verify the HP rules of a declaration for residual blocks of ``k`` maps.
 
     Names are looked up one layer up, by :func:`spectral.catalog.derive` (the public
-    ``spectral.derive``), which calls this.
+    ``spectral.derive``), which calls this. ``all_roles`` adds the roles placed by their
+    dimensions (:data:`~spectral.engine.roles.EXTRA_ROLES`, ``docs/roles.md``); one that
+    blocks of ``k`` maps cannot hold is left out and named in ``Derivation.omitted``.
     """
     if not isinstance(spec, OptimizerSpec):
         raise SpecError(f"expected an OptimizerSpec, got {type(spec).__name__}")
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise SpecError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
-    roles = tuple(r for r in ROLES if spec.applies_to_biases or not r.is_bias)
+    wanted = tuple(r for r in (ALL_ROLES if all_roles else ROLES) if spec.applies_to_biases or not r.is_bias)
+    roles = tuple(r for r in wanted if r.min_k <= k)
+    omitted = tuple((r.name, f"not derived at k = {k}: {r.why_min_k}") for r in wanted if r.min_k > k)
     # Solving needs one init term per layer and one first-order term per role; the
     # higher-order terms are left to verification.
     chain_list = list(chains(k, roles))
@@ -185,13 +209,7 @@ def derive_spec(spec: OptimizerSpec, k: int = 2) -> Derivation:
                     else ""
                 ),
             ),
-            "init_var": (
-                "init",
-                "μP-aligned init (Sec. 4.1): σ² = Θ(1) for the output layer"
-                if r.readout
-                else f"μP-aligned init (Sec. 4.1): σ² = min(1, n_out/n_in)/n_in with "
-                f"n_in = Θ({r.n_in}), n_out = Θ({r.n_out}); ‖{r.symbol}‖ = Θ({norm[name]})",
-            ),
+            "init_var": ("init", _init_why(r, norm[name])),
             "lr": (
                 c.label,
                 f"{c.label} {c} with "
@@ -232,6 +250,7 @@ def derive_spec(spec: OptimizerSpec, k: int = 2) -> Derivation:
         scales=tuple(scales),
         checks=(),
         verified=False,
+        omitted=omitted,
     )
     checks = verify(result)  # raises VerificationError on any failing term
     return Derivation(**{**result.__dict__, "checks": checks, "verified": True})

@@ -19,7 +19,6 @@ message starts with the file and the field: ``my.toml: update_norm: unknown name
 from __future__ import annotations
 
 import os
-import tomllib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
@@ -30,7 +29,7 @@ from .expr import parse_expression, theta_of
 from ..io import read_user_file
 from ..spec import OptimizerSpec
 from ..symbols import SYMBOLS
-from ..text import check_label, strip_bom
+from ..text import check_label, load_toml, strip_bom
 from .theta import Theta
 
 __all__ = ["load_spec", "parse_spec", "MAX_BYTES", "SpecFile"]
@@ -206,9 +205,7 @@ def load_spec(path: str | os.PathLike[str]) -> OptimizerSpec:
         raise SpecError(f"{where}: not UTF-8 text (byte {exc.start})") from None
     text = strip_bom(text)
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{where}: invalid TOML: {exc}") from None
-    except RecursionError:
-        raise SpecError(f"{where}: invalid TOML: nested too deeply") from None
+        data = load_toml(text)
+    except ValueError as exc:  # bad syntax, too deep, a 5,000-digit integer
+        raise SpecError(f"{where}: {exc}") from None
     return parse_spec(data, where=where)

@@ -51,7 +51,7 @@ from .conditions import (
 from ..errors import VerificationError
 from .expr import theta_of
 from .result import CheckGroup, Derivation, summary
-from .roles import ROLES, Role, role
+from .roles import ALL_ROLES, ROLE_NAMES, Role, role
 from ..symbols import G, L, n_in, n_out
 from .theta import Theta
 
@@ -85,12 +85,28 @@ GROUP_DESCRIPTIONS = {
 }
 
 
-def _describe(label: str) -> str:
+EXTENDED_DESCRIPTIONS = {
+    "C1.1": "weights outside the blocks at init",
+    "C2.1": "weight updates outside the blocks",
+    "B1.1": "biases outside the blocks at init",
+    "B2.1": "bias updates outside the blocks",
+    "B1.2": "hidden biases and vectors at init",
+    "C1.2": "hidden weights and rank factors at init",
+}
+"""The groups that also hold the roles placed by their dimensions (``docs/roles.md``),
+described so when a derivation has them."""
+
+
+def _describe(label: str, extended: bool = False) -> str:
+    if extended and label in EXTENDED_DESCRIPTIONS:
+        return EXTENDED_DESCRIPTIONS[label]
     if label in GROUP_DESCRIPTIONS:
         return GROUP_DESCRIPTIONS[label]
     head, order = label.split(".")
     j = int(order) - 1
     what = {"C2": "hidden weight", "B2": "hidden bias chain", "R2": "router gate"}[head]
+    if extended:
+        what = {"C2": "hidden weight/rank factor", "B2": "hidden bias/vector chain"}.get(head, what)
     if head == "R2" and j >= 2:
         return f"router gate and block updates, order {j} (only O(1/L) at k = 1)"
     return f"{what} updates, order {j}"
@@ -288,7 +304,7 @@ def check_terms(result: Derivation, *, enumerate_subsets: bool = False) -> Tally
     k = result.k
     if enumerate_subsets and k > MAX_ENUMERATED_K:
         raise ValueError(f"enumerating 3 + 6·2^k terms is for k ≤ {MAX_ENUMERATED_K}, got {k}")
-    roles = tuple(r for r in ROLES if r.name in result.roles)
+    roles = tuple(r for r in ALL_ROLES if r.name in result.roles)
     tally = Tally()
     s = _substitute(result, roles, tally)
     chain_list = list(chains(k, roles))
@@ -319,4 +335,5 @@ def verify(result: Derivation) -> tuple[CheckGroup, ...]:
         )
     counts = tally.counts
     order = sorted(counts, key=lambda s: (s[0] not in "CBR", s[0], len(s), s))
-    return tuple(CheckGroup(label, _describe(label), counts[label], True) for label in order)
+    extended = not set(result.roles) <= set(ROLE_NAMES)
+    return tuple(CheckGroup(label, _describe(label, extended), counts[label], True) for label in order)

@@ -22,7 +22,7 @@ from spectral.jax.labels import (
     path_name,
     placed,
 )
-from spectral.scaling import BaseValue, Rules
+from spectral.scaling import BaseValue, Rules, keeps_own_init
 
 
 def init_params(
@@ -39,7 +39,9 @@ def init_params(
     """A new pytree like params, every leaf drawn by its role: N(0, init_std_of(role)^2).
 
     Norm gains are set to 1 and norm biases to 0; other biases start at 0 unless their role
-    is named in init_std (the paper's base bias variance is 0). A dense input kernel (not
+    is named in init_std (the paper's base bias variance is 0); a per-channel vector
+    (hidden_vector: SSM A_log, D, a depthwise conv kernel) keeps its leaf as given unless
+    its role is named in init_std. A dense input kernel (not
     an embedding table) is drawn with init_std / sqrt(d_in), d_in its fan-in: the paper's
     input variance is sigma^2 for one-hot (language) inputs and sigma^2/d_0 for dense
     ones. Each leaf gets its own key, split from `key` in pytree order. Only the leaves'
@@ -57,6 +59,10 @@ def init_params(
             rules.covered(role, f"parameter {path!r}")
             fill = jax.numpy.ones if norm == "gain" else jax.numpy.zeros
             new[path] = fill(leaf.shape, leaf.dtype)
+            continue
+        rules.covered(role, f"parameter {path!r}")
+        if keeps_own_init(role, init_std):  # a per-channel vector: the model's own values
+            new[path] = leaf
             continue
         d_in = None
         if role == "input_weight" and not is_table(path, family):

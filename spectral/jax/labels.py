@@ -23,7 +23,8 @@ from typing import Any, NamedTuple
 
 import jax
 
-from spectral.scaling import BIAS_ROLES, LAYER_OF
+from spectral.patterns import Patterns, anchored, role_of, role_pairs, unplaced_error
+from spectral.scaling import BIAS_ROLES, unknown_role
 
 
 class Adapter(NamedTuple):
@@ -43,41 +44,47 @@ _N = r"[._]\d+"  # a list index: ".0" (nnx) or "_0" (linen)
 
 _GPT2 = Adapter(
     name="gpt2",  # spectral.models.flax.GPT: nanoGPT's module names in flax
-    detect=rf"(^|\.)h{_N}\.attn\.c_proj\.kernel$",
-    roles=(
-        (r"(^|\.)wte\.embedding$", "input_weight"),
-        (r"(^|\.)wpe\.embedding$", "input_weight"),
-        (rf"(^|\.)h{_N}\.ln_[12]\.(scale|bias)$", "hidden_bias"),
-        (rf"(^|\.)h{_N}\.(attn|mlp)\.\w+\.kernel$", "hidden_weight"),
-        (rf"(^|\.)h{_N}\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
-        (r"(^|\.)ln_f\.(scale|bias)$", "input_bias"),
-        (r"(^|\.)lm_head\.kernel$", "output_weight"),
+    detect=anchored(rf"h{_N}\.attn\.c_proj\.kernel$"),
+    roles=anchored(
+        (
+            (r"wte\.embedding$", "input_weight"),
+            (r"wpe\.embedding$", "input_weight"),
+            (rf"h{_N}\.ln_[12]\.(scale|bias)$", "hidden_bias"),
+            (rf"h{_N}\.(attn|mlp)\.\w+\.kernel$", "hidden_weight"),
+            (rf"h{_N}\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
+            (r"ln_f\.(scale|bias)$", "input_bias"),
+            (r"lm_head\.kernel$", "output_weight"),
+        )
     ),
 )
 
 _LLAMA = Adapter(
     name="llama",  # Llama-style names: embed_tokens, layers.N.self_attn / mlp, lm_head
-    detect=rf"(^|\.)layers{_N}\.self_attn\.o_proj\.kernel$",
-    roles=(
-        (r"(^|\.)embed_tokens\.embedding$", "input_weight"),
-        (rf"(^|\.)layers{_N}\.\w*norm\.(scale|weight|bias)$", "hidden_bias"),
-        (rf"(^|\.)layers{_N}\.self_attn\.[qk]_norm\.\w+$", "hidden_bias"),
-        (rf"(^|\.)layers{_N}\.(self_attn|mlp)\.\w+\.kernel$", "hidden_weight"),
-        (rf"(^|\.)layers{_N}\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
-        (r"(^|\.)norm\.(scale|weight|bias)$", "input_bias"),
-        (r"(^|\.)lm_head\.kernel$", "output_weight"),
+    detect=anchored(rf"layers{_N}\.self_attn\.o_proj\.kernel$"),
+    roles=anchored(
+        (
+            (r"embed_tokens\.embedding$", "input_weight"),
+            (rf"layers{_N}\.\w*norm\.(scale|weight|bias)$", "hidden_bias"),
+            (rf"layers{_N}\.self_attn\.[qk]_norm\.\w+$", "hidden_bias"),
+            (rf"layers{_N}\.(self_attn|mlp)\.\w+\.kernel$", "hidden_weight"),
+            (rf"layers{_N}\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
+            (r"norm\.(scale|weight|bias)$", "input_bias"),
+            (r"lm_head\.kernel$", "output_weight"),
+        )
     ),
 )
 
 _RESIDUAL_MLP = Adapter(
     name="residual-mlp",  # spectral.models.flax.ResidualMLP
-    detect=rf"(^|\.)blocks{_N}\.layers{_N}\.kernel$",
-    roles=(
-        (r"(^|\.)input\.kernel$", "input_weight"),
-        (r"(^|\.)input\.bias$", "input_bias"),
-        (rf"(^|\.)blocks{_N}\.layers{_N}\.kernel$", "hidden_weight"),
-        (rf"(^|\.)blocks{_N}\.layers{_N}\.bias$", "hidden_bias"),
-        (r"(^|\.)output\.kernel$", "output_weight"),
+    detect=anchored(rf"blocks{_N}\.layers{_N}\.kernel$"),
+    roles=anchored(
+        (
+            (r"input\.kernel$", "input_weight"),
+            (r"input\.bias$", "input_bias"),
+            (rf"blocks{_N}\.layers{_N}\.kernel$", "hidden_weight"),
+            (rf"blocks{_N}\.layers{_N}\.bias$", "hidden_bias"),
+            (r"output\.kernel$", "output_weight"),
+        )
     ),
 )
 
@@ -89,7 +96,6 @@ DEFAULT_PATTERNS: tuple[tuple[str, str], ...] = tuple(
 )
 """Every family's (path pattern, role) pairs; classify's fallback."""
 
-Patterns = Mapping[str, str] | Iterable[tuple[str, str]]
 AdapterLike = Adapter | Mapping[str, Any] | str
 
 # a norm layer's module name: "*norm*" (Llama, nnx.LayerNorm fields) or "ln_*" (GPT-2)
@@ -148,10 +154,6 @@ def as_adapter(
     return None
 
 
-def _pairs(patterns: Patterns | None) -> list[tuple[str, str]]:
-    return list(patterns.items() if isinstance(patterns, Mapping) else patterns or ())
-
-
 def classify(
     path: str,
     leaf: Any = None,
@@ -165,20 +167,11 @@ def classify(
     a dict whose keys are exact paths works too. A path nothing matches is an error that
     names it: there is no silent default.
     """
-    pairs = _pairs(patterns)
+    pairs = role_pairs(patterns)
     family = as_adapter(adapter)
     if family is not None:
         pairs += family.roles
-    for pattern, role in (*pairs, *DEFAULT_PATTERNS):
-        if pattern == path or re.search(pattern, path):
-            if role not in LAYER_OF:
-                raise ValueError(f"pattern {pattern!r} maps to unknown role {role!r}")
-            return role
-    shape = f" (shape {tuple(leaf.shape)})" if hasattr(leaf, "shape") else ""
-    raise ValueError(
-        f"parameter {path!r}{shape} matches no role pattern; pass "
-        "patterns={'<regex>': '<role>'} with a role from " + ", ".join(LAYER_OF)
-    )
+    return role_of(path, (*pairs, *DEFAULT_PATTERNS), leaf)
 
 
 def placed(
@@ -192,13 +185,11 @@ def placed(
     ]
     family = as_adapter(adapter, (path for path, _ in leaves))
     # one list: an iterator of pairs is read here and again in classify
-    patterns = _pairs(patterns)
+    patterns = role_pairs(patterns)
     for pattern, role in (*patterns, *(family.roles if family is not None else ())):
-        if role not in LAYER_OF:
-            raise ValueError(
-                f"pattern {pattern!r} maps to unknown role {role!r}; roles: "
-                + ", ".join(LAYER_OF)
-            )
+        problem = unknown_role(pattern, role)
+        if problem is not None:
+            raise ValueError(problem)
     out, unplaced = [], []
     for path, leaf in leaves:
         try:
@@ -208,12 +199,7 @@ def placed(
             continue
         out.append((path, leaf, role))
     if unplaced:
-        raise ValueError(
-            f"{len(unplaced)} parameter(s) match no role pattern: {'; '.join(unplaced)}. "
-            "Pass patterns={'<regex>': '<role>'} (roles: "
-            + ", ".join(LAYER_OF)
-            + ") or an adapter= for this model family."
-        )
+        raise unplaced_error(unplaced)
     _refuse_ties(out)
     return out
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import optax
 
-from spectral.jax.labels import AdapterLike, Patterns, as_adapter, labels, placed
+from spectral.jax.labels import AdapterLike, as_adapter, labels, placed
 from spectral.jax.rules import JaxRules
+from spectral.patterns import Patterns
 from spectral.scaling import BaseValue
 
 

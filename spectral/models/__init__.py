@@ -1,6 +1,9 @@
-"""Reference models: :mod:`~spectral.models.torch` (PyTorch, re-exported here: ``from
-spectral.models import GPT``) and :mod:`~spectral.models.flax` (flax nnx twins; needs the
-``jax`` extra, imported only by name)."""
+"""The reference models, the GPT and the paper's residual MLP, in PyTorch and in flax.
+
+:mod:`~spectral.models.torch` is re-exported here (``from spectral.models import GPT``);
+:mod:`~spectral.models.flax` holds the flax nnx twins (needs the ``jax`` extra, imported
+only by name).
+"""
 
 from .torch import GPT, LAYERS, ResidualMLP, resolve_multipliers
 

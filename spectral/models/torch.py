@@ -19,7 +19,9 @@ depth ``k``::
 (``transformer.wte``, ``transformer.wpe``, ``transformer.h.{l}.ln_1`` / ``attn.c_attn`` /
 ``attn.c_proj`` / ``ln_2`` / ``mlp.c_fc`` / ``mlp.c_proj``, ``transformer.ln_f``,
 ``lm_head``): pre-LayerNorm, head dimension fixed at 64 (``n_head = width // 64``), FFN
-width ``4·width``, byte vocabulary (256) by default, untied embeddings::
+width ``4·width``, byte vocabulary (256) by default, untied embeddings. ``experts=E``
+(``top_k=k``) makes every MLP a Mixtral-style mixture of ``E`` such MLPs
+(``h.{l}.mlp.gate``, the router, ``E × n``; ``h.{l}.mlp.experts.{e}.c_fc`` / ``.c_proj``)::
 
     x   = α_0 (wte[idx] + wpe[pos])
     x   = x + α_hidden · attn(ln_1(x))          (per block)
@@ -203,13 +205,37 @@ class _MLP(nn.Module):
         return self.c_proj(F.gelu(self.c_fc(x)))
 
 
+class _MoE(nn.Module):
+    """Mixtral-style mixture of experts in place of the MLP: a router ``gate`` (``E × n``, no
+    bias) scores ``E`` experts (each a GPT MLP), the top ``k`` scores are softmaxed into gates,
+    and the block adds the gated sum. Every expert is evaluated (dense: these models are
+    small); an expert outside a token's top ``k`` has gate 0."""
+
+    def __init__(self, width: int, bias: bool, experts: int, top_k: int):
+        super().__init__()
+        if not 1 <= top_k <= experts:
+            raise ValueError(f"need 1 <= top_k <= experts, got top_k={top_k}, experts={experts}")
+        self.top_k = top_k
+        self.gate = nn.Linear(width, experts, bias=False)
+        self.experts = nn.ModuleList(_MLP(width, bias) for _ in range(experts))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.gate(x)
+        top, index = logits.topk(self.top_k, dim=-1)
+        gates = torch.zeros_like(logits).scatter(-1, index, F.softmax(top, dim=-1))
+        out = gates[..., :1] * self.experts[0](x)
+        for e in range(1, len(self.experts)):
+            out = out + gates[..., e:e + 1] * self.experts[e](x)
+        return out
+
+
 class _GPTBlock(nn.Module):
-    def __init__(self, width: int, head_dim: int, bias: bool, layernorm: bool):
+    def __init__(self, width: int, head_dim: int, bias: bool, layernorm: bool, experts: int = 0, top_k: int = 2):
         super().__init__()
         self.ln_1 = nn.LayerNorm(width, bias=bias) if layernorm else nn.Identity()
         self.attn = _Attention(width, head_dim, bias)
         self.ln_2 = nn.LayerNorm(width, bias=bias) if layernorm else nn.Identity()
-        self.mlp = _MLP(width, bias)
+        self.mlp = _MoE(width, bias, experts, top_k) if experts else _MLP(width, bias)
 
     def forward(self, x: torch.Tensor, alpha: float) -> torch.Tensor:
         x = x + alpha * self.attn(self.ln_1(x))
@@ -230,6 +256,8 @@ class GPT(_Multipliers, nn.Module):
         bias: bool = True,
         layernorm: bool = True,
         multipliers: Any = None,
+        experts: int = 0,
+        top_k: int = 2,
     ):
         super().__init__()
         if width % head_dim:
@@ -243,7 +271,7 @@ class GPT(_Multipliers, nn.Module):
                 "wte": nn.Embedding(vocab_size, width),
                 "wpe": nn.Embedding(block_size, width),
                 "h": nn.ModuleList(
-                    _GPTBlock(width, head_dim, bias, layernorm) for _ in range(depth)
+                    _GPTBlock(width, head_dim, bias, layernorm, experts, top_k) for _ in range(depth)
                 ),
                 "ln_f": nn.LayerNorm(width, bias=bias) if layernorm else nn.Identity(),
             }

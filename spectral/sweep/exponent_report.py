@@ -17,6 +17,7 @@ from typing import Any
 
 from ..io import write_atomic
 from ..templating import environment
+from .power import TARGET
 from .exponent import AxisFit, parse_fit_key
 
 __all__ = ["EXPONENTS_FILE", "fit_row", "plot_fit", "write_exponent_index", "write_exponent_report"]
@@ -47,7 +48,17 @@ def fit_row(fit: dict[str, Any]) -> dict[str, Any]:
         "measured": _num(fit["measured"]),
         "interval": "–" if interval is None else f"[{_num(interval[0])}, {_num(interval[1])}]",
         "verdict": fit["verdict"],
+        "power": _power(interval),
     }
+
+
+def _power(interval: list[float] | None) -> str:
+    """Whether the interval is narrow enough to tell exponents ½ apart (half-width ≤ 0.25,
+    :data:`spectral.sweep.power.TARGET`); a wider one cannot reject a rule ½ off."""
+    if interval is None:
+        return "–"
+    half = (interval[1] - interval[0]) / 2
+    return f"±{half:.2f}" if half <= TARGET else f"±{half:.2f}: **not informative**"
 
 
 def _optimum_rows(fit: AxisFit) -> list[dict[str, Any]]:

@@ -75,7 +75,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     "gpu-8min": dict(
         optimizers=("muon-kimi+adamw",),
         params=("sp", "mup"),
-        tune=(("output", (1.0, 4.0, 16.0)),),
+        # the base's σ_hidden × η (α_out = 1, the base's pick over 0.25-16 in docs/sweep/gpu): on
+        # one H100 it picked 2 × 0.02 and brought μP at n = 1024 from 1.546 to 1.498, level with
+        # SP re-tuned there over σ_hidden × η (1.483; docs/sweep/gap/gpu). Same run count as
+        # the α_out tuning it replaces (3 candidates).
+        tune=(("init.hidden_weight", (1.0, 2.0, 4.0)),),
+        # SP re-tuned at every size over the same α_out × η (--sp-retune) adds 70 SP runs, about
+        # 5 min on an H200: off here to keep 8 minutes; its SP re-tunes η only
+        sp_retune=False,
         widths=(128, 256, 512, 1024),
         depth=2,
         depths=(2, 4, 8),
@@ -92,13 +99,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
     # --fit-exponent in the paper's regime on one lent GPU: gpu-8min's base and tokens, μP only,
     # the hidden (Muon-Kimi) and output (AdamW) η's exponents in width over 128-1024, two seeds.
-    # From the H200 step times of docs/sweep/gpu/estimate.txt: 6 base runs, then 18 grid points
-    # (the factor 1 is shared by both keys) × 4 widths, 76 runs trained, about 3.8 min of
-    # training (docs/transfer.md works it out).
+    # Factors 2^-3 … 2^4: the CPU optima of these rows and of the input η lie within -2.2 … +3.0
+    # (docs/sweep/exponents), so each keeps a neighbour on both sides. From the H200 step times
+    # of docs/sweep/gpu/estimate.txt: 6 base runs, then 30 grid points (the factor 1 is shared
+    # by both keys) × 4 widths, 124 runs trained, about 6.3 min of training (docs/transfer.md).
     "gpu-exponent": dict(
         optimizers=("muon-kimi+adamw",),
         fit_exponent=("lr.hidden_weight", "lr.output_weight"),
-        log2_factors=(-2, -1, 0, 1, 2),
+        log2_factors=(-3, -2, -1, 0, 1, 2, 3, 4),
         seeds=(0, 1),
         widths=(128, 256, 512, 1024),
         depth=2,
@@ -156,6 +164,11 @@ class SweepConfig:
     that role's base std is ``2 × init_std`` (the generated module's ``init_std={"default":
     σ, role: …}``), scaled by the rule as usual. ``None``: one base std for all."""
     grad_clip: float = 1.0
+    experts: int = 0
+    """Mixtral-style mixture of this many experts in every block (0: the dense GPT); the
+    router is the ``router_weight`` role (docs/router.md)."""
+    top_k: int = 2
+    """Experts each token is routed to (with ``experts``)."""
     seed: int = 0
     device: str = "cpu"
     threads: int | None = None
@@ -185,6 +198,8 @@ class SweepConfig:
         init = {k: v for k, v in (self.init_scale or {}).items() if v != 1.0}
         if init:
             extra["init_scale"] = init
+        if self.experts:  # only then: the keys of dense runs stay as they were
+            extra["experts"], extra["top_k"] = self.experts, self.top_k
         return extra | {
             "optimizer": self.optimizer,
             "base_width": self.base_width,

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..text import load_json
 
 __all__ = [
     "LOCK_SUFFIX",
@@ -134,11 +135,11 @@ def read_runs(
             continue
         why = ""
         try:
-            rec = json.loads(data.decode("utf-8"))
+            rec = load_json(data.decode("utf-8"), non_finite=True)  # _problem names the field
         except UnicodeDecodeError:
             why = "not UTF-8 text"
-        except (json.JSONDecodeError, RecursionError):
-            why = "not a JSON line" + (" (cut short, as by a crash)" if number == len(lines) else "")
+        except ValueError as exc:  # bad syntax, too deep, a 5,000-digit number
+            why = "not a JSON line " + ("(cut short, as by a crash)" if number == len(lines) else f"({exc})")
         if not why:
             why = _problem(rec)
         if why:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import io
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Iterable
@@ -405,13 +405,15 @@ def _plot_regret(ax: Any, tables: list[Table], axis: str) -> None:
 
 def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None = None,
                  seeds: tuple[int, ...] | None = None, choice: Any = None,
-                 warn: Callable[[str], None] | None = None) -> list[Path]:
+                 warn: Callable[[str], None] | None = None, retuned: list[Any] | None = None) -> list[Path]:
     """Render ``summary.md``, ``tables.tex``, ``drift.json`` and the plots into ``out``.
 
     ``seeds``: the tables are the seed-mean of each seed's (default: ``cfg.seed`` alone), and
     a per-seed table shows each seed's best and regret at the largest size. ``choice``: the
     base tuning of ``--tune`` (:func:`spectral.sweep.tune.choose`), shown first and written
     to ``tuning.json``. ``warn`` hears of each damaged line of ``runs.jsonl`` (skipped).
+    ``retuned``: SP re-tuned at every size (:func:`spectral.sweep.retune.retuned_rows`), shown
+    after the base tuning and written to ``retuned.json``.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -448,6 +450,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
         tuning=None if choice is None else {"rows": tuning_rows(choice), "log2_lrs": list(choice.log2_lrs),
                                             "tuned": ", ".join(choice.keys), "winner": label(choice.chosen, choice.keys),
                                             "edges": choice.edges()},
+        retuned=None if not retuned or choice is None else render_retuned_markdown(retuned, choice, seeds),
         data=data,
         hp_sources=hp_sources,
         command=meta.get("command"),
@@ -472,9 +475,27 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
         write_atomic(out / "tables.tex", tex, force=True),
         write_atomic(out / "drift.json", json.dumps(drifts, indent=2) + "\n", force=True),
     ]
+    if retuned and choice is not None:
+        rows = [asdict(r) | {"mup_minus_retuned": r.mup_minus_retuned} for r in retuned]
+        paths.append(write_atomic(out / "retuned.json", json.dumps(rows, indent=2) + "\n", force=True))
     if choice is not None:
         paths.append(write_atomic(out / "tuning.json", json.dumps(choice.as_json(), indent=2) + "\n", force=True))
     return paths + [out / img for img in images]
+
+
+def render_retuned_markdown(rows: list[Any], choice: Any, seeds: tuple[int, ...]) -> str:
+    """SP re-tuned at every size beside SP at the base values and μP (``templates/sweep_retuned.md.j2``)."""
+    def per_seed(cells: tuple[Any, ...]) -> str:
+        return " / ".join(_fmt(c) for c in cells) if cells else "–"
+
+    items = [{"axis": r.axis, "symbol": _AXIS_META[r.axis]["symbol"], "size": r.size, "base": _fmt(r.base_values),
+              "retuned": _fmt(r.retuned), "where": r.retuned_label or "–", "per_seed": per_seed(r.retuned_per_seed),
+              "mup": _fmt(r.mup), "diff": "–" if r.mup_minus_retuned is None else f"{r.mup_minus_retuned:+.3f}"}
+             for r in rows]
+    incomplete = ", ".join(f"{_AXIS_META[r.axis]['symbol']} = {r.size}" for r in rows if not r.complete)
+    return environment("text").get_template("sweep_retuned.md.j2").render(
+        rows=items, tuned=", ".join(choice.keys), winner=label(choice.chosen, choice.keys),
+        seeds=", ".join(map(str, seeds)), incomplete=incomplete)
 
 
 def read_meta(path: Path, warn: Callable[[str], None] | None) -> dict[str, Any]:

@@ -73,6 +73,8 @@ def build_run(job: Job, cfg: SweepConfig, rec: Any, vocab_size: int, device: str
         block_size=cfg.block_size,
         head_dim=cfg.head_dim,
         multipliers=rec.multipliers(job.width, job.depth, cfg.multiplier),
+        experts=cfg.experts,
+        top_k=cfg.top_k,
     )
     rec.init_(model, job.width, job.depth, cfg.init_stds)
     model.to(device)

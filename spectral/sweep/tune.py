@@ -32,7 +32,7 @@ FACTOR_PREFIXES = (LR_PREFIX, INIT_PREFIX)
 """A ``--tune`` key ``lr.ROLE`` is a factor on that role's base η (``--lr-scale``), ``init.ROLE``
 one on its base init std (``--init-scale``); any other key is a multiplier key (``--multiplier``)."""
 
-__all__ = ["parse_tune", "candidates", "label", "apply", "base_configs", "Choice", "choose", "freeze", "mean_cell"]
+__all__ = ["parse_tune", "candidates", "label", "apply", "base_configs", "Choice", "cell", "choose", "freeze", "mean_cell"]
 
 
 def parse_tune(text: str) -> tuple[str, tuple[float, ...]]:
@@ -184,7 +184,8 @@ def mean_cell(cells: Sequence[float | str | None]) -> float | str | None:
     return sum(cells) / len(cells)  # type: ignore[arg-type]
 
 
-def _cell(record: dict[str, Any] | None) -> float | str | None:
+def cell(record: dict[str, Any] | None) -> float | str | None:
+    """One run's loss as the tables show it: ``None`` if not run, ``"div"`` if it diverged."""
     if record is None:
         return None
     if record.get("diverged") or record.get("val_loss") is None:
@@ -213,7 +214,7 @@ def choose(records: Iterable[dict[str, Any]], cfg: Any, cands: Sequence[Any], se
     lrs = tuple(sorted(cfg.log2_lrs))
     per_seed, mean, best_col = [], [], []
     for ci, _ in enumerate(cands):
-        rows = [tuple(_cell(index.get((ci, s, e))) for e in lrs) for s in seeds]
+        rows = [tuple(cell(index.get((ci, s, e))) for e in lrs) for s in seeds]
         per_seed.append(tuple(rows))
         m = [mean_cell([row[j] for row in rows]) for j in range(len(lrs))]
         mean.append(tuple(m))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -28,6 +28,7 @@ from spectral.torch.forward_checks import measured_problems
 from spectral.torch.optim import role_param_groups
 from spectral.torch.absorb import absorbed_problems
 from spectral.torch.rules import TorchRules
+from spectral.torch.width_check import check_widths
 
 
 def _close(a: float, b: float) -> bool:
@@ -232,6 +233,9 @@ def check_model(
     adapter: AdapterLike | None = None,
     example_input: Any = None,
     measure: bool = True,
+    widths: Sequence[int] | None = None,
+    factory: Callable[[int], nn.Module] | None = None,
+    timeout: float | None = 120.0,
     **base: Any,
 ) -> list[str]:
     """Problems found on the real model (and optimizer); [] when all is right.
@@ -250,6 +254,12 @@ def check_model(
     end's multiplier reaches the residual stream, alpha_out reaches the output, every norm
     has gain 1 at init, a compiled model computes what its module does. It costs a few
     forward passes (spectral.torch.forward_checks); measure=False reads names and values only.
+
+    widths=[w1, w2, w3, ...] also checks across widths (spectral.torch.width_check): small
+    twins of the model (rebuilt from a Hugging Face config, or factory(width)) are set up
+    with these rules, stepped once on a fixed batch, and every module whose output slope
+    against the width, at init or after the step, is more than 0.2 off the rules' exponent is
+    named; a dead module (exactly 0 before and after the step) too. timeout: seconds for it.
     """
     if not isinstance(measure, bool):
         raise TypeError(f"measure must be True or False, got {measure!r}")
@@ -276,4 +286,17 @@ def check_model(
         )
     if measure and not problems:
         problems += measured_problems(model, as_adapter(adapter, model), example_input)
+    if widths is not None:
+        problems += check_widths(
+            rules,
+            model,
+            list(widths),
+            factory=factory,
+            adapter=adapter,
+            patterns=patterns,
+            multiplier=multiplier,
+            example_input=example_input,
+            timeout=timeout,
+            base=base or getattr(optimizer, "base", {}),
+        ).problems
     return problems

@@ -1,42 +1,36 @@
-"""Model families: which parameter has which role, and where the block multipliers go.
+"""A model's parameters classified: its family found, each parameter's role, ties decided.
 
-An :class:`Adapter` names a family's modules and parameters by regular expressions; the
-runtime finds a model's family by its module names and types (:data:`ADAPTERS`, tried in
-order) or takes one from the user. Besides names, an adapter declares what a family's
-forward pass does that the rules must undo (a built-in embedding scale, norms computing
-x̂·(1 + w)) and the config flags the rules do not cover. No rule, no number here.
+The families are data (:mod:`spectral.torch.families`); this module applies them. It finds
+a model's family by its module names and types (:data:`ADAPTERS`, tried in order) or checks
+the one a user gives (:func:`as_adapter`), refuses the config flags the family's rules do
+not cover (:func:`refusals`), and gives every parameter its role (:func:`classify`, the
+first pattern that matches, :func:`spectral.patterns.role_of`; :func:`classified` for a
+whole model, with tied embeddings decided by the rules). It also reads what the hooks and
+init need from a module: fans, norms, lookup tables. No rule, no number here.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
-from spectral.scaling import LAYER_OF
+from spectral.patterns import (
+    Patterns,
+    checked_pattern,
+    role_of,
+    role_pairs,
+    unplaced_error,
+)
+from spectral.scaling import unknown_role
 from spectral.torch.families import ADAPTERS, DEFAULT_PATTERNS, Adapter
 from spectral.torch.ties import tie_problem
 
-Patterns = Mapping[str, str] | Iterable[tuple[str, str]]
 AdapterLike = Adapter | Mapping[str, Any] | str
-
-
-def checked_pattern(pattern: object, where: str) -> str:
-    """``pattern`` if it is a regular expression that compiles; a one-line error naming
-    ``where`` otherwise (never a bare re.error from deep inside a search)."""
-    if not isinstance(pattern, str):
-        raise TypeError(f"{where}: a pattern must be a string, got {pattern!r}")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(
-            f"{where}: pattern {pattern!r} does not compile: {exc}"
-        ) from None
-    return pattern
 
 
 def _checked(family: Adapter) -> Adapter:
@@ -134,22 +128,13 @@ def classify(
     a dict whose keys are exact parameter names works too. A name nothing matches is an
     error that names it: there is no silent default.
     """
-    pairs = list(patterns.items() if isinstance(patterns, Mapping) else patterns or ())
+    pairs = role_pairs(patterns)
     for pattern, _ in pairs:
         checked_pattern(pattern, "patterns")
     family = as_adapter(adapter)
     if family is not None:
         pairs += family.roles
-    for pattern, role in (*pairs, *DEFAULT_PATTERNS):
-        if pattern == name or re.search(pattern, name):
-            if role not in LAYER_OF:
-                raise ValueError(f"pattern {pattern!r} maps to unknown role {role!r}")
-            return role
-    shape = f" (shape {tuple(param.shape)})" if hasattr(param, "shape") else ""
-    raise ValueError(
-        f"parameter {name!r}{shape} matches no role pattern; pass "
-        "patterns={'<regex>': '<role>'} with a role from " + ", ".join(LAYER_OF)
-    )
+    return role_of(name, (*pairs, *DEFAULT_PATTERNS), param)
 
 
 def classified(
@@ -161,10 +146,14 @@ def classified(
     """(name, parameter, role, owning module) for every parameter; one error names every
     parameter that no pattern places. A tied input/output embedding is one entry (role
     input_weight) where ``rules`` (the config) allow it; any other tie is refused."""
-    pairs = patterns.items() if isinstance(patterns, Mapping) else patterns or ()
+    pairs = role_pairs(patterns)
     for pattern, _ in pairs:
         checked_pattern(pattern, "patterns")
     family = as_adapter(adapter, model)
+    for pattern, role in (*pairs, *(family.roles if family is not None else ())):
+        problem = unknown_role(pattern, role)  # a typo, not "matches no role pattern"
+        if problem is not None:
+            raise ValueError(problem)
     refused = refusals(model, family)
     if refused:
         raise ValueError("; ".join(refused))
@@ -177,7 +166,7 @@ def classified(
     unplaced = []
     for name, p in model.named_parameters(remove_duplicate=False):
         try:
-            role = classify(name, p, patterns, family)
+            role = classify(name, p, pairs, family)
         except ValueError:
             unplaced.append(f"{name} {tuple(p.shape)}")
             continue
@@ -194,13 +183,7 @@ def classified(
         seen[id(p)] = (name, role, len(out))
         out.append((name, p, role, owners[id(p)]))
     if unplaced:
-        raise ValueError(
-            f"{len(unplaced)} parameter(s) match no role pattern: {'; '.join(unplaced)}. "
-            "Pass patterns={'<regex>': '<role>'} (roles: "
-            + ", ".join(LAYER_OF)
-            + ") or "
-            "an adapter= for this model family."
-        )
+        raise unplaced_error(unplaced)
     return out
 
 

@@ -7,14 +7,17 @@ names comes before it). Data only: :mod:`spectral.torch.classify` applies them.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from spectral.patterns import anchored
 
 # ---------------------------------------------------------------------------------------
 # model families: which parameter is which role, where the multipliers go
 # ---------------------------------------------------------------------------------------
 # Names may carry a prefix: "module." (DDP), "_orig_mod." (torch.compile), "transformer." or
 # "model." (Hugging Face), "_fsdp_wrapped_module." (FSDP1 with use_orig_params=True), so
-# every pattern starts at a dot or at the start of the name.
+# every pattern starts at a dot or at the start of the name: the families below are written
+# without that anchor and _family puts it in front (spectral.patterns.anchored).
 #
 # Parameters the paper does not cover, and the role each gets on purpose:
 # * LayerNorm/RMSNorm gains and biases inside a residual block: hidden_bias. They are
@@ -75,96 +78,113 @@ class Adapter(NamedTuple):
     but None, False or 0) is refused with that reason, as the rules do not cover it."""
 
 
-_GPT2 = Adapter(
-    name="gpt2",  # nanoGPT's model.py, Hugging Face GPT-2, spectral.models.GPT
-    detect=r"(^|\.)h\.\d+\.attn\.c_proj$",
-    roles=(
-        (r"(^|\.)wte\.weight$", "input_weight"),
-        (r"(^|\.)wpe\.weight$", "input_weight"),
-        (r"(^|\.)h\.\d+\.ln_[12]\.(weight|bias)$", "hidden_bias"),
-        (r"(^|\.)h\.\d+\.(attn|mlp)\.\w+\.weight$", "hidden_weight"),
-        (r"(^|\.)h\.\d+\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
-        (r"(^|\.)ln_f\.(weight|bias)$", "input_bias"),
-        (r"(^|\.)lm_head\.weight$", "output_weight"),
-    ),
-    input=(r"(^|\.)wte$", r"(^|\.)wpe$"),
-    branches=(r"(^|\.)h\.\d+\.attn\.c_proj$", r"(^|\.)h\.\d+\.mlp\.c_proj$"),
-    output=(r"(^|\.)lm_head$",),
-    final=r"(^|\.)ln_f$",
+_PATTERN_FIELDS = (
+    "detect",
+    "roles",
+    "input",
+    "branches",
+    "output",
+    "final",
+    "embeddings",
 )
+"""The fields that hold name patterns (detect_type matches class names, not names)."""
 
-_LLAMA_ROLES: tuple[tuple[str, str], ...] = (
-    (r"(^|\.)embed_tokens\.weight$", "input_weight"),
-    # norms first: Qwen3's self_attn.q_norm / k_norm would otherwise be matrices
-    (r"(^|\.)layers\.\d+\.\w*norm\.(weight|bias)$", "hidden_bias"),
-    (r"(^|\.)layers\.\d+\.self_attn\.[qk]_norm\.(weight|bias)$", "hidden_bias"),
-    # StableLM's qk_layernorm: one LayerNorm per head
-    (
-        r"(^|\.)layers\.\d+\.self_attn\.[qk]_layernorm\.norms\.\d+\.(weight|bias)$",
-        "hidden_bias",
+
+def _family(base: Adapter | None = None, **fields: Any) -> Adapter:
+    """An Adapter from ``fields``, or ``base`` with ``fields`` replaced; every name pattern
+    given gets the anchor ``(^|\\.)`` in front (spectral.patterns.anchored)."""
+    fields = {
+        key: anchored(value) if key in _PATTERN_FIELDS else value
+        for key, value in fields.items()
+    }
+    return Adapter(**fields) if base is None else base._replace(**fields)
+
+
+_GPT2 = _family(
+    name="gpt2",  # nanoGPT's model.py, Hugging Face GPT-2, spectral.models.GPT
+    detect=r"h\.\d+\.attn\.c_proj$",
+    roles=(
+        (r"wte\.weight$", "input_weight"),
+        (r"wpe\.weight$", "input_weight"),
+        (r"h\.\d+\.ln_[12]\.(weight|bias)$", "hidden_bias"),
+        # spectral.models.GPT(experts=E): the router (E x n, docs/router.md) and the experts
+        (r"h\.\d+\.mlp\.gate\.weight$", "router_weight"),
+        (r"h\.\d+\.mlp\.experts\.\d+\.\w+\.weight$", "hidden_weight"),
+        (r"h\.\d+\.mlp\.experts\.\d+\.\w+\.bias$", "hidden_bias"),
+        (r"h\.\d+\.(attn|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"h\.\d+\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"ln_f\.(weight|bias)$", "input_bias"),
+        (r"lm_head\.weight$", "output_weight"),
     ),
-    (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.\w+\.weight$", "hidden_weight"),
-    (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
-    (r"(^|\.)norm\.(weight|bias)$", "input_bias"),
-    (r"(^|\.)lm_head\.weight$", "output_weight"),
+    input=(r"wte$", r"wpe$"),
+    branches=(r"h\.\d+\.attn\.c_proj$", r"h\.\d+\.mlp\.c_proj$"),
+    output=(r"lm_head$",),
+    final=r"ln_f$",
 )
 
 # Hugging Face Llama, Qwen2, Qwen3, Mistral, Phi-3 (fused qkv_proj and gate_up_proj are
 # hidden matrices like the others), Cohere / Command-R (attention and MLP in parallel on
 # one norm: still two branch ends per layer; its logit_scale is a fixed factor on the
 # logits, the same at every width), StableLM, and others with these names.
-_LLAMA = Adapter(
+_LLAMA = _family(
     name="llama",
-    detect=r"(^|\.)layers\.\d+\.self_attn\.o_proj$",
-    roles=_LLAMA_ROLES,
-    input=(r"(^|\.)embed_tokens$",),
-    branches=(
-        r"(^|\.)layers\.\d+\.self_attn\.o_proj$",
-        r"(^|\.)layers\.\d+\.mlp\.down_proj$",
+    detect=r"layers\.\d+\.self_attn\.o_proj$",
+    roles=(
+        (r"embed_tokens\.weight$", "input_weight"),
+        # norms first: Qwen3's self_attn.q_norm / k_norm would otherwise be matrices
+        (r"layers\.\d+\.\w*norm\.(weight|bias)$", "hidden_bias"),
+        (r"layers\.\d+\.self_attn\.[qk]_norm\.(weight|bias)$", "hidden_bias"),
+        # StableLM's qk_layernorm: one LayerNorm per head
+        (
+            r"layers\.\d+\.self_attn\.[qk]_layernorm\.norms\.\d+\.(weight|bias)$",
+            "hidden_bias",
+        ),
+        (r"layers\.\d+\.(self_attn|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"layers\.\d+\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"norm\.(weight|bias)$", "input_bias"),
+        (r"lm_head\.weight$", "output_weight"),
     ),
-    output=(r"(^|\.)lm_head$",),
-    final=r"(^|\.)norm$",
+    input=(r"embed_tokens$",),
+    branches=(r"layers\.\d+\.self_attn\.o_proj$", r"layers\.\d+\.mlp\.down_proj$"),
+    output=(r"lm_head$",),
+    final=r"norm$",
 )
 
 # Gemma's forward multiplies the embedding output by sqrt(hidden_size) (the embedding
 # module's embed_scale), which would make h_0 grow with the width; the alpha_in hook
 # divides it out. Its RMSNorm computes x_hat * (1 + w), so init_ sets w = 0.
-_GEMMA_SCALE = ("scalar_embed_scale", "embed_scale")
-
-_GEMMA = Adapter(
+_GEMMA = _family(
+    _LLAMA,
     name="gemma",  # Hugging Face Gemma: Llama's names, its own norm class
-    detect=r"(^|\.)layers\.\d+\.self_attn\.o_proj$",
     detect_type=r"^GemmaRMSNorm$",
-    roles=_LLAMA_ROLES,
-    input=(r"(^|\.)embed_tokens$",),
-    branches=(
-        r"(^|\.)layers\.\d+\.self_attn\.o_proj$",
-        r"(^|\.)layers\.\d+\.mlp\.down_proj$",
-    ),
-    output=(r"(^|\.)lm_head$",),
-    final=r"(^|\.)norm$",
-    input_scale=_GEMMA_SCALE,
+    input_scale=("scalar_embed_scale", "embed_scale"),
     norm_offset=1.0,
 )
 
-# Gemma2 and Gemma3 add h + post_norm(f(pre_norm(h))): a norm after o_proj / down_proj
-# would normalise a multiplier placed there away, so alpha_hidden scales the post-norms'
-# outputs and each branch adds alpha_hidden * f(h). Both soft-capping flags default on in
-# Gemma2: a tanh at a fixed height on the logits (or attention scores) that alpha_out's
-# scaling knows nothing about.
-_GEMMA2 = Adapter(
-    name="gemma2",  # Hugging Face Gemma2, Gemma3 (text)
-    detect=r"(^|\.)layers\.\d+\.pre_feedforward_layernorm$",
-    roles=_LLAMA_ROLES,
-    input=(r"(^|\.)embed_tokens$",),
+# OLMo2 and OLMo3 add h + post_norm(f(h)) with no norm before the sublayer: a norm after
+# o_proj / down_proj would normalise a multiplier placed there away, so alpha_hidden scales
+# the post-norms' outputs and each branch adds alpha_hidden * f(h). Plain embeddings and
+# x_hat * w norms.
+_OLMO2 = _family(
+    _LLAMA,
+    name="olmo2",  # Hugging Face OLMo2, OLMo3 (and Llama-named models with these post-norms)
+    detect=r"layers\.\d+\.post_feedforward_layernorm$",
     branches=(
-        r"(^|\.)layers\.\d+\.post_attention_layernorm$",
-        r"(^|\.)layers\.\d+\.post_feedforward_layernorm$",
+        r"layers\.\d+\.post_attention_layernorm$",
+        r"layers\.\d+\.post_feedforward_layernorm$",
     ),
-    output=(r"(^|\.)lm_head$",),
-    final=r"(^|\.)norm$",
-    input_scale=_GEMMA_SCALE,
-    norm_offset=1.0,
+)
+
+# Gemma2 and Gemma3 add h + post_norm(f(pre_norm(h))): OLMo2's branch ends, Gemma's
+# embedding scale and norms. Both soft-capping flags default on in Gemma2: a tanh at a
+# fixed height on the logits (or attention scores) that alpha_out's scaling knows nothing
+# about.
+_GEMMA2 = _family(
+    _OLMO2,
+    name="gemma2",  # Hugging Face Gemma2, Gemma3 (text)
+    detect=r"layers\.\d+\.pre_feedforward_layernorm$",
+    input_scale=_GEMMA.input_scale,
+    norm_offset=_GEMMA.norm_offset,
     refuse=(
         (
             "final_logit_softcapping",
@@ -183,41 +203,26 @@ _GEMMA2 = Adapter(
     ),
 )
 
-# OLMo2 and OLMo3 add h + post_norm(f(h)) with no norm before the sublayer: as Gemma2,
-# alpha_hidden goes after the post-norms. Plain embeddings and x_hat * w norms.
-_OLMO2 = Adapter(
-    name="olmo2",  # Hugging Face OLMo2, OLMo3 (and Llama-named models with these post-norms)
-    detect=r"(^|\.)layers\.\d+\.post_feedforward_layernorm$",
-    roles=_LLAMA_ROLES,
-    input=(r"(^|\.)embed_tokens$",),
-    branches=(
-        r"(^|\.)layers\.\d+\.post_attention_layernorm$",
-        r"(^|\.)layers\.\d+\.post_feedforward_layernorm$",
-    ),
-    output=(r"(^|\.)lm_head$",),
-    final=r"(^|\.)norm$",
-)
-
-_FALCON = Adapter(
+_FALCON = _family(
     name="falcon",  # Hugging Face Falcon (parallel attention/MLP, or sequential)
-    detect=r"(^|\.)h\.\d+\.self_attention\.dense$",
+    detect=r"h\.\d+\.self_attention\.dense$",
     roles=(
-        (r"(^|\.)word_embeddings\.weight$", "input_weight"),
+        (r"word_embeddings\.weight$", "input_weight"),
         # input_layernorm, post_attention_layernorm, ln_attn / ln_mlp (new architecture)
-        (r"(^|\.)h\.\d+\.(\w*layernorm|ln_attn|ln_mlp)\.(weight|bias)$", "hidden_bias"),
-        (r"(^|\.)h\.\d+\.(self_attention|mlp)\.\w+\.weight$", "hidden_weight"),
-        (r"(^|\.)h\.\d+\.(self_attention|mlp)\.\w+\.bias$", "hidden_bias"),
-        (r"(^|\.)ln_f\.(weight|bias)$", "input_bias"),
-        (r"(^|\.)lm_head\.weight$", "output_weight"),
+        (r"h\.\d+\.(\w*layernorm|ln_attn|ln_mlp)\.(weight|bias)$", "hidden_bias"),
+        (r"h\.\d+\.(self_attention|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"h\.\d+\.(self_attention|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"ln_f\.(weight|bias)$", "input_bias"),
+        (r"lm_head\.weight$", "output_weight"),
     ),
-    input=(r"(^|\.)word_embeddings$",),
+    input=(r"word_embeddings$",),
     # parallel_attn: h + attn(ln(h)) + mlp(ln(h)), two branches per layer as in GPT-NeoX
     branches=(
-        r"(^|\.)h\.\d+\.self_attention\.dense$",
-        r"(^|\.)h\.\d+\.mlp\.dense_4h_to_h$",
+        r"h\.\d+\.self_attention\.dense$",
+        r"h\.\d+\.mlp\.dense_4h_to_h$",
     ),
-    output=(r"(^|\.)lm_head$",),
-    final=r"(^|\.)ln_f$",
+    output=(r"lm_head$",),
+    final=r"ln_f$",
     refuse=(
         (
             "alibi",
@@ -229,166 +234,166 @@ _FALCON = Adapter(
     ),
 )
 
-_MOE = Adapter(
+_MOE = _family(
     # Hugging Face mixtures of experts with Llama's names (transformers 5): Mixtral, Qwen2-MoE,
     # Qwen3-MoE, OLMoE, DeepSeek-V3; before "llama", whose detect matches them too.
     name="moe",
-    detect=r"(^|\.)layers\.\d+\.(mlp|block_sparse_moe)\.experts$",
+    detect=r"layers\.\d+\.(mlp|block_sparse_moe)\.experts$",
     roles=(
         # the router (E x n, inside the block) and Qwen2-MoE's shared-expert gate (1 x n):
         # maps from the width to a fixed size, docs/router.md
-        (r"(^|\.)layers\.\d+\.(mlp|block_sparse_moe)\.gate\.weight$", "router_weight"),
-        (r"(^|\.)layers\.\d+\.mlp\.shared_expert_gate\.weight$", "router_weight"),
+        (r"layers\.\d+\.(mlp|block_sparse_moe)\.gate\.weight$", "router_weight"),
+        (r"layers\.\d+\.mlp\.shared_expert_gate\.weight$", "router_weight"),
         # fused experts (E, 2I, n) / (E, n, I), or transformers 4's lists of Linear: hidden
         # matrices, stepped one expert matrix at a time (spectral.torch.experts)
         (
             (
-                r"(^|\.)layers\.\d+\.(mlp|block_sparse_moe)\.experts\."
+                r"layers\.\d+\.(mlp|block_sparse_moe)\.experts\."
                 r"(gate_up_proj|gate_proj|up_proj|down_proj)$"
             ),
             "hidden_weight",
         ),
         (
-            r"(^|\.)layers\.\d+\.(mlp|block_sparse_moe)\.experts\.\d+\.\w+\.weight$",
+            r"layers\.\d+\.(mlp|block_sparse_moe)\.experts\.\d+\.\w+\.weight$",
             "hidden_weight",
         ),
-        (r"(^|\.)layers\.\d+\.\w*norm\.(weight|bias)$", "hidden_bias"),
-        (r"(^|\.)layers\.\d+\.self_attn\.\w*norm\.(weight|bias)$", "hidden_bias"),
-        (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.(\w+\.)?\w+\.weight$", "hidden_weight"),
-        (r"(^|\.)layers\.\d+\.(self_attn|mlp)\.(\w+\.)?\w+\.bias$", "hidden_bias"),
-        (r"(^|\.)norm\.(weight|bias)$", "input_bias"),
-        (r"(^|\.)lm_head\.weight$", "output_weight"),
+        (r"layers\.\d+\.\w*norm\.(weight|bias)$", "hidden_bias"),
+        (r"layers\.\d+\.self_attn\.\w*norm\.(weight|bias)$", "hidden_bias"),
+        (r"layers\.\d+\.(self_attn|mlp)\.(\w+\.)?\w+\.weight$", "hidden_weight"),
+        (r"layers\.\d+\.(self_attn|mlp)\.(\w+\.)?\w+\.bias$", "hidden_bias"),
+        (r"norm\.(weight|bias)$", "input_bias"),
+        (r"lm_head\.weight$", "output_weight"),
     ),
-    input=(r"(^|\.)embed_tokens$",),
+    input=(r"embed_tokens$",),
     # the MoE block's output: the gated sum of the experts (and the shared expert), where
     # alpha_hidden goes; a dense layer's mlp (Qwen2-MoE's mlp_only_layers) is hooked whole
     branches=(
-        r"(^|\.)layers\.\d+\.self_attn\.o_proj$",
-        r"(^|\.)layers\.\d+\.(mlp|block_sparse_moe)$",
+        r"layers\.\d+\.self_attn\.o_proj$",
+        r"layers\.\d+\.(mlp|block_sparse_moe)$",
     ),
-    output=(r"(^|\.)lm_head$",),
-    final=r"(^|\.)norm$",
+    output=(r"lm_head$",),
+    final=r"norm$",
 )
 
-_RESIDUAL_MLP = Adapter(
+_RESIDUAL_MLP = _family(
     name="residual-mlp",  # spectral.models.ResidualMLP
-    detect=r"(^|\.)blocks\.\d+\.layers\.\d+$",
+    detect=r"blocks\.\d+\.layers\.\d+$",
     roles=(
-        (r"(^|\.)input\.weight$", "input_weight"),
-        (r"(^|\.)input\.bias$", "input_bias"),
-        (r"(^|\.)blocks\.\d+\.layers\.\d+\.weight$", "hidden_weight"),
-        (r"(^|\.)blocks\.\d+\.layers\.\d+\.bias$", "hidden_bias"),
-        (r"(^|\.)output\.weight$", "output_weight"),
+        (r"input\.weight$", "input_weight"),
+        (r"input\.bias$", "input_bias"),
+        (r"blocks\.\d+\.layers\.\d+\.weight$", "hidden_weight"),
+        (r"blocks\.\d+\.layers\.\d+\.bias$", "hidden_bias"),
+        (r"output\.weight$", "output_weight"),
     ),
-    input=(r"(^|\.)input$",),
-    branches=(r"(^|\.)blocks\.\d+$",),
-    output=(r"(^|\.)output$",),
-    final=r"(^|\.)output$",
+    input=(r"input$",),
+    branches=(r"blocks\.\d+$",),
+    output=(r"output$",),
+    final=r"output$",
     branches_per_layer=1,
 )
 
-_NEOX = Adapter(
+_NEOX = _family(
     name="neox",  # Hugging Face GPT-NeoX (Pythia)
-    detect=r"(^|\.)layers\.\d+\.attention\.dense$",
+    detect=r"layers\.\d+\.attention\.dense$",
     roles=(
-        (r"(^|\.)embed_in\.weight$", "input_weight"),
-        (r"(^|\.)layers\.\d+\.\w*layernorm\.(weight|bias)$", "hidden_bias"),
-        (r"(^|\.)layers\.\d+\.(attention|mlp)\.\w+\.weight$", "hidden_weight"),
-        (r"(^|\.)layers\.\d+\.(attention|mlp)\.\w+\.bias$", "hidden_bias"),
-        (r"(^|\.)final_layer_norm\.(weight|bias)$", "input_bias"),
-        (r"(^|\.)(embed_out|lm_head)\.weight$", "output_weight"),
+        (r"embed_in\.weight$", "input_weight"),
+        (r"layers\.\d+\.\w*layernorm\.(weight|bias)$", "hidden_bias"),
+        (r"layers\.\d+\.(attention|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"layers\.\d+\.(attention|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"final_layer_norm\.(weight|bias)$", "input_bias"),
+        (r"(embed_out|lm_head)\.weight$", "output_weight"),
     ),
-    input=(r"(^|\.)embed_in$",),
+    input=(r"embed_in$",),
     # The parallel residual (use_parallel_residual=True) adds both branches to the same
     # stream, h + attn(ln1(h)) + mlp(ln2(h)): still two branches per layer, each scaled.
     branches=(
-        r"(^|\.)layers\.\d+\.attention\.dense$",
-        r"(^|\.)layers\.\d+\.mlp\.dense_4h_to_h$",
+        r"layers\.\d+\.attention\.dense$",
+        r"layers\.\d+\.mlp\.dense_4h_to_h$",
     ),
-    output=(r"(^|\.)(embed_out|lm_head)$",),  # embed_out before transformers 5
-    final=r"(^|\.)final_layer_norm$",
+    output=(r"(embed_out|lm_head)$",),  # embed_out before transformers 5
+    final=r"final_layer_norm$",
 )
 
-_OPT = Adapter(
+_OPT = _family(
     name="opt",  # Hugging Face OPT
-    detect=r"(^|\.)layers\.\d+\.self_attn\.out_proj$",
+    detect=r"layers\.\d+\.self_attn\.out_proj$",
     roles=(
-        (r"(^|\.)embed_tokens\.weight$", "input_weight"),
-        (r"(^|\.)embed_positions\.weight$", "input_weight"),
+        (r"embed_tokens\.weight$", "input_weight"),
+        (r"embed_positions\.weight$", "input_weight"),
         # project_in / project_out (word_embed_proj_dim != hidden_size, as in OPT-350m)
         # map between the embedding width and the model width; both grow with the width,
         # so they are width-by-width matrices: hidden_weight. They sit outside every
         # residual branch, so a depth factor in hidden_weight's rules (SGD's lr and weight
         # decay, AdamW's and Shampoo's eps) does not belong to them: exact at the base
         # depth; away from it, give them your own role with patterns= if that matters.
-        (r"(^|\.)decoder\.project_(in|out)\.weight$", "hidden_weight"),
-        (r"(^|\.)layers\.\d+\.\w*layer_norm\.(weight|bias)$", "hidden_bias"),
-        (r"(^|\.)layers\.\d+\.(self_attn\.\w+|fc[12])\.weight$", "hidden_weight"),
-        (r"(^|\.)layers\.\d+\.(self_attn\.\w+|fc[12])\.bias$", "hidden_bias"),
-        (r"(^|\.)final_layer_norm\.(weight|bias)$", "input_bias"),
-        (r"(^|\.)lm_head\.weight$", "output_weight"),
+        (r"decoder\.project_(in|out)\.weight$", "hidden_weight"),
+        (r"layers\.\d+\.\w*layer_norm\.(weight|bias)$", "hidden_bias"),
+        (r"layers\.\d+\.(self_attn\.\w+|fc[12])\.weight$", "hidden_weight"),
+        (r"layers\.\d+\.(self_attn\.\w+|fc[12])\.bias$", "hidden_bias"),
+        (r"final_layer_norm\.(weight|bias)$", "input_bias"),
+        (r"lm_head\.weight$", "output_weight"),
     ),
     # h_0 = project_in(embed_tokens(x)) + embed_positions(x); project_in is linear with
     # no bias, so scaling both embeddings scales h_0.
-    input=(r"(^|\.)embed_tokens$", r"(^|\.)embed_positions$"),
-    branches=(r"(^|\.)layers\.\d+\.self_attn\.out_proj$", r"(^|\.)layers\.\d+\.fc2$"),
-    output=(r"(^|\.)lm_head$",),
-    final=r"(^|\.)decoder\.final_layer_norm$",  # not layers.N.final_layer_norm
+    input=(r"embed_tokens$", r"embed_positions$"),
+    branches=(r"layers\.\d+\.self_attn\.out_proj$", r"layers\.\d+\.fc2$"),
+    output=(r"lm_head$",),
+    final=r"decoder\.final_layer_norm$",  # not layers.N.final_layer_norm
 )
 
 # torchtitan 0.3.0 names the head lm_head (output before) and fuses q, k, v into
 # attention.qkv_linear.wqkv: both namings are placed.
-_TORCHTITAN = Adapter(
+_TORCHTITAN = _family(
     name="torchtitan",  # torchtitan's Llama (models/llama3/model.py names)
-    detect=r"(^|\.)layers\.\d+\.attention\.wo$",
+    detect=r"layers\.\d+\.attention\.wo$",
     roles=(
-        (r"(^|\.)tok_embeddings\.weight$", "input_weight"),
-        (r"(^|\.)layers\.\d+\.(\w+\.)?\w*norm\.(weight|bias)$", "hidden_bias"),
-        (r"(^|\.)layers\.\d+\.(attention|feed_forward)\.(\w+\.)*weight$", "hidden_weight"),
-        (r"(^|\.)layers\.\d+\.(attention|feed_forward)\.(\w+\.)*bias$", "hidden_bias"),
-        (r"(^|\.)norm\.(weight|bias)$", "input_bias"),
-        (r"(^|\.)(output|lm_head)\.weight$", "output_weight"),
+        (r"tok_embeddings\.weight$", "input_weight"),
+        (r"layers\.\d+\.(\w+\.)?\w*norm\.(weight|bias)$", "hidden_bias"),
+        (r"layers\.\d+\.(attention|feed_forward)\.(\w+\.)*weight$", "hidden_weight"),
+        (r"layers\.\d+\.(attention|feed_forward)\.(\w+\.)*bias$", "hidden_bias"),
+        (r"norm\.(weight|bias)$", "input_bias"),
+        (r"(output|lm_head)\.weight$", "output_weight"),
     ),
-    input=(r"(^|\.)tok_embeddings$",),
+    input=(r"tok_embeddings$",),
     branches=(
-        r"(^|\.)layers\.\d+\.attention\.wo$",
-        r"(^|\.)layers\.\d+\.feed_forward\.w2$",
+        r"layers\.\d+\.attention\.wo$",
+        r"layers\.\d+\.feed_forward\.w2$",
     ),
-    output=(r"(^|\.)(output|lm_head)$",),
-    final=r"(^|\.)norm$",
+    output=(r"(output|lm_head)$",),
+    final=r"norm$",
 )
 
-_VIT = Adapter(
+_VIT = _family(
     name="vit",  # timm's VisionTransformer
-    detect=r"(^|\.)blocks\.\d+\.attn\.proj$",
+    detect=r"blocks\.\d+\.attn\.proj$",
     roles=(
         # The patch embedding is a dense input layer (a Conv2d over pixels): its fan-in
         # C * p * p stays fixed as the width grows, so it is drawn init_std / sqrt(fan_in).
-        (r"(^|\.)patch_embed\.proj\.weight$", "input_weight"),
-        (r"(^|\.)patch_embed\.proj\.bias$", "input_bias"),
+        (r"patch_embed\.proj\.weight$", "input_weight"),
+        (r"patch_embed\.proj\.bias$", "input_bias"),
         # pos_embed is a learned vector per position added to h_0, as GPT-2's wpe is: a
         # table looked up by one-hot positions, so input_weight (not input_bias, which
         # adds the same vector at every position). cls_token (and reg_token) is a one-row
         # table looked up at its own position, where it is summed with that position's
         # pos_embed row; both rows must follow one rule. All three are in `embeddings`.
-        (r"(^|\.)(cls_token|reg_token|pos_embed)$", "input_weight"),
-        (r"(^|\.)blocks\.\d+\.(\w+\.)?\w*norm\d?\.(weight|bias)$", "hidden_bias"),
-        (r"(^|\.)blocks\.\d+\.(attn|mlp)\.\w+\.weight$", "hidden_weight"),
-        (r"(^|\.)blocks\.\d+\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
+        (r"(cls_token|reg_token|pos_embed)$", "input_weight"),
+        (r"blocks\.\d+\.(\w+\.)?\w*norm\d?\.(weight|bias)$", "hidden_bias"),
+        (r"blocks\.\d+\.(attn|mlp)\.\w+\.weight$", "hidden_weight"),
+        (r"blocks\.\d+\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
         # the final norm on h_L, or fc_norm on the pooled h_L (timm's global_pool="avg")
-        (r"(^|\.)(fc_)?norm\.(weight|bias)$", "input_bias"),
-        (r"(^|\.)head\.weight$", "output_weight"),
+        (r"(fc_)?norm\.(weight|bias)$", "input_bias"),
+        (r"head\.weight$", "output_weight"),
         # head.bias (timm's default head has one) gets no default, like lm_head.bias.
     ),
     # timm adds cls_token and pos_embed to the patch embeddings in _pos_embed, a method,
     # and passes the sum h_0 through pos_drop (an nn.Dropout, there even at p=0): the
     # one module whose output is the whole of h_0.
-    input=(r"(^|\.)pos_drop$",),
-    branches=(r"(^|\.)blocks\.\d+\.attn\.proj$", r"(^|\.)blocks\.\d+\.mlp\.fc2$"),
-    output=(r"(^|\.)head$",),
+    input=(r"pos_drop$",),
+    branches=(r"blocks\.\d+\.attn\.proj$", r"blocks\.\d+\.mlp\.fc2$"),
+    output=(r"head$",),
     # the top-level norm: not patch_embed.norm nor blocks.N.mlp.norm (timm has both)
     final=r"^(?!.*\b(blocks|patch_embed)\.)(.*\.)?norm$",
-    embeddings=(r"(^|\.)cls_token$", r"(^|\.)reg_token$", r"(^|\.)pos_embed$"),
+    embeddings=(r"cls_token$", r"reg_token$", r"pos_embed$"),
 )
 
 ADAPTERS: tuple[Adapter, ...] = (

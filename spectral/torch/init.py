@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from spectral.scaling import BaseValue, Rules
+from spectral.scaling import BaseValue, Rules, keeps_own_init
 from spectral.torch.classify import (
     AdapterLike,
     Patterns,
@@ -37,7 +37,9 @@ def init_by_role(
     bias roles, but a normalised feature must keep RMS 1; where a family's norms compute
     x_hat * (1 + w), as Gemma's do, its adapter's norm_offset makes that w = 0); other
     biases start at 0 unless their role is named in init_std (the paper's base bias
-    variance is 0). A dense input
+    variance is 0); a per-channel vector that is neither (hidden_vector: SSM A_log, D,
+    dt_bias, a depthwise conv kernel) keeps the model's own values unless its role is named
+    in init_std. A dense input
     layer (not an embedding) is drawn with init_std / sqrt(d_in), its fixed fan-in: the
     paper's input variance is sigma^2 for one-hot (language) inputs and sigma^2/d_0 for
     dense ones. In the hook-free form (a config generated with --absorb-multipliers) the
@@ -53,6 +55,9 @@ def init_by_role(
                 p.zero_()
             else:  # gain 1: x_hat * (norm_offset + w) for families that offset w
                 p.fill_(s - (family.norm_offset if family is not None else 0.0))
+            continue
+        rules.covered(role, f"parameter {name!r}")
+        if keeps_own_init(role, init_std):
             continue
         d_in = None
         if role == "input_weight" and not is_table(name, module, family):

@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue
-from spectral.torch.classify import AdapterLike, Patterns, classified, fans
+from spectral.patterns import Patterns
+from spectral.torch.classify import AdapterLike, classified, fans
 from spectral.torch.absorb import absorbed_values, carriers_of, scales_in_forward
 from spectral.torch.hooks import multipliers_applied
 from spectral.torch.ties import tied_to_output, tied_values_agree

@@ -1,0 +1,421 @@
+"""The check across widths: small twins of a model, one step each, slopes against the rules.
+
+check() on one model at one width can only read names and measure ratios; a parameter whose
+dimensions are not the ones its role assumes (a fixed-rank projection treated as width by
+width), a built-in constant that grows with the width, or a mixer that init_ zeroed look right
+there. Here the model is rebuilt at three or more widths (:mod:`spectral.torch.twins`), each
+twin set up the documented way (apply_multipliers, init_, build_optimizers from the same
+rules and base values), run on one fixed batch, stepped once and run again. For every module
+that matters (the input modules: h_0; every branch end; the readout and the logits; every
+other module with a weight matrix; the effect of each bias) the output RMS at init and the RMS
+of its one-step change are fitted against the width on log-log axes, and each slope is
+compared with the exponent the rules predict:
+
+* at init, ``alpha · sigma · sqrt(fan_in)`` of the module's role (a random matrix times a
+  Theta(1) input), each from the rules' exponents and the role's dimensions: 0 for input and
+  hidden matrices, -1/2 for the readout and a router under muP (a random readout is not
+  aligned with h_L);
+* after one step, 0 for every module: every condition term's target is Theta(1) in the width
+  (spectral.engine.conditions: targets differ in their depth power only).
+
+Cost: three or more twins of a few layers, one forward, backward, step and forward each.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from spectral.scaling import BaseValue
+from spectral.torch.classify import Adapter, AdapterLike, Patterns, as_adapter, classified, fans
+from spectral.torch.forward_checks import _first_tensor, _rms, _run, measured_problems
+from spectral.torch.hooks import builtin_multipliers, install_multipliers, our_hooks, placements
+from spectral.torch.init import init_by_role
+from spectral.torch.optim import build_composite
+from spectral.torch.rules import TorchRules
+from spectral.torch.twins import twin_builder, twin_depth
+from spectral.torch.width_verdict import (
+    FAN_IN_GROWS,
+    FAN_OUT_GROWS,
+    SLOPE_TOLERANCE,
+    STEP_EXPONENT,
+    WidthReport,
+    WidthRow,
+    group_name,
+    judge,
+    slope,
+)
+
+__all__ = [
+    "FAN_IN_GROWS",
+    "FAN_OUT_GROWS",
+    "SLOPE_TOLERANCE",
+    "STEP_EXPONENT",
+    "WidthReport",
+    "WidthRow",
+    "check_widths",
+    "group_name",
+    "slope",
+]
+
+MIN_WIDTHS = 3
+SEED = 0
+
+
+def _exponent(rules: TorchRules, role: str, hp: str) -> float:
+    return float(rules.rules[role][hp][0]) if role in rules.rules else 0.0
+
+
+def _init_exponent(rules: TorchRules, role: str, layer: str | None) -> float | None:
+    """alpha (of the hook on the module, if any) x sigma x sqrt(fan_in) of the role."""
+    grows = FAN_IN_GROWS.get(role)
+    if grows is None or role not in rules.rules:
+        return None
+    alpha = _exponent(rules, f"{layer}_weight", "multiplier") if layer else 0.0
+    return alpha + 0.5 * _exponent(rules, role, "init_var") + (0.5 if grows else 0.0)
+
+
+def _hooked(model: nn.Module) -> dict[int, tuple[str, float]]:
+    """id(module) -> (layer, factor / built-in) of the multiplier hook on it."""
+    out = {}
+    for _, module, _, hook in our_hooks(model):
+        kw = hook.keywords
+        out[id(module)] = (kw["layer"], kw["factor"] / kw.get("built_in", 1.0))
+    return out
+
+
+def _weight(module: nn.Module) -> torch.Tensor | None:
+    w = getattr(module, "weight", None)
+    return w if isinstance(w, nn.Parameter) and w.ndim >= 2 else None
+
+
+def _trained_bias(module: nn.Module) -> nn.Parameter | None:
+    """The module's own bias when it is trained (its effect on the output is measured)."""
+    b = getattr(module, "bias", None)
+    return b if isinstance(b, nn.Parameter) and b.requires_grad else None
+
+
+def _tracked(
+    model: nn.Module, family: Adapter, roles: Mapping[int, str]
+) -> list[tuple[str, str, nn.Module]]:
+    """(name, kind, module) of every module measured: placements, then weight modules."""
+    placed = placements(model, family)
+    out, seen = [], set()
+    for layer, kind in (("input", "input"), ("hidden", "branch"), ("output", "output")):
+        for name, module in placed[layer]:
+            out.append((name, kind, module))
+            seen.add(id(module))
+    for name, module in model.named_modules():
+        w = _weight(module)
+        if id(module) not in seen and w is not None and id(w) in roles:
+            out.append((name, "linear", module))
+    return out
+
+
+def _batch(model: nn.Module, family: Adapter, example_input: Any) -> Any:
+    """The user's example input, or 2 x 8 token ids below the largest table of the input
+    modules (BERT's embeddings module holds its word, position and type tables)."""
+    if example_input is not None:
+        return example_input
+    tables = [
+        sub
+        for _, module in placements(model, family)["input"]
+        for sub in module.modules()
+        if isinstance(sub, nn.Embedding)
+    ]
+    if not tables:
+        return None
+    vocab = max(t.num_embeddings for t in tables)
+    gen = torch.Generator().manual_seed(SEED)
+    return torch.randint(0, vocab, (2, 8), generator=gen)
+
+
+def _loss(out: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy against fixed labels (the same at every width: they index the
+    output's last dimension, which does not grow)."""
+    classes = out.shape[-1]
+    gen = torch.Generator().manual_seed(SEED + 1)
+    flat = out.reshape(-1, classes).float()
+    if classes == 1:
+        return (flat - 1.0).pow(2).mean()
+    labels = torch.randint(0, classes, (flat.shape[0],), generator=gen)
+    return nn.functional.cross_entropy(flat, labels.to(flat.device))
+
+
+def _measure_twin(
+    rules: TorchRules,
+    twin: nn.Module,
+    width: int,
+    family: Adapter,
+    patterns: Patterns | None,
+    multiplier: BaseValue,
+    example_input: Any,
+    base: Mapping[str, Any],
+) -> tuple[dict[str, WidthRow], Any]:
+    """One twin set up, run, stepped once and run again: its rows (one value each)."""
+    roles_list = classified(twin, patterns, family, rules)
+    depth = twin_depth(twin, len(placements(twin, family)["hidden"]), family.branches_per_layer)
+    builtin = builtin_multipliers(twin)
+    if not builtin:
+        install_multipliers(
+            rules, twin, width, depth, multiplier=multiplier, adapter=family, patterns=patterns
+        )
+    init_std = base.get("init_std", 0.02)
+    init_by_role(rules, twin, width, depth, init_std, patterns=patterns, adapter=family)
+    opt = build_composite(
+        rules,
+        twin,
+        width,
+        depth,
+        adapter=family,
+        patterns=patterns,
+        multipliers_in_forward=builtin or None,
+        **{k: v for k, v in base.items() if k != "init_std"},
+    )
+    roles = {id(p): role for _, p, role, _ in roles_list}
+    hooked = _hooked(twin)
+    tracked = _tracked(twin, family, roles)
+    batch = _batch(twin, family, example_input)
+    if batch is None:
+        raise ValueError(
+            "no token input to build a batch from (the input modules hold no nn.Embedding): "
+            "pass example_input=... (what the model's forward takes, the same at every width)"
+        )
+    outputs: dict[str, torch.Tensor] = {}
+
+    def keep(name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any, out: Any) -> None:
+            y = _first_tensor(out)
+            if y is not None:
+                outputs[name] = y.detach().double().clone()
+
+        return hook
+
+    inputs: dict[str, tuple[Any, Any]] = {}
+
+    def keep_input(name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any, kwargs: Any) -> None:
+            if name not in inputs:  # the input from before the step
+                inputs[name] = (_detached(args), _detached(kwargs))
+
+        return hook
+
+    handles = [m.register_forward_hook(keep(n)) for n, _, m in tracked]
+    handles += [
+        m.register_forward_pre_hook(keep_input(n), with_kwargs=True)
+        for n, _, m in tracked
+        if _weight(m) is not None
+    ]
+    biases = {
+        name: b.detach().double().clone()
+        for name, _, m in tracked
+        if (b := _trained_bias(m)) is not None
+    }
+    twin.eval()  # dropout off: the same function before and after the step
+    try:
+        logits = _first_tensor(_run(twin, batch))
+        if logits is None:
+            raise ValueError("the model's output holds no tensor to take a loss of")
+        before = {**outputs, "logits": logits.detach().double().clone()}
+        _loss(logits).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            after_logits = _first_tensor(_run(twin, batch))
+        if after_logits is None:
+            raise ValueError("the model's output holds no tensor after the step")
+        after = {**outputs, "logits": after_logits.detach().double()}
+    finally:
+        for h in handles:
+            h.remove()
+    own = _own_outputs(tracked, inputs)
+    rows: dict[str, WidthRow] = {}
+    for name, kind, module in tracked:
+        if name not in before or name not in after or before[name].shape != after[name].shape:
+            continue
+        w = _weight(module)
+        layer = hooked.get(id(module), (None, 1.0))[0]
+        role = roles.get(id(w), "") if w is not None else f"{layer}_weight"
+        row = WidthRow(name, kind, role, owns_weight=w is not None or kind == "logits")
+        row.features.append(int(before[name].shape[-1]) if before[name].ndim else 0)
+        row.init_predicted = _init_exponent(rules, role, layer)
+        row.init.append(_rms(before[name]))
+        row.total.append(_rms(after[name] - before[name]))
+        moved = own[name] if name in own and own[name].shape == before[name].shape else after[name]
+        row.step.append(_rms(moved - before[name]))
+        if w is not None:
+            n_out, n_in = fans(module, w)
+            row.fan_in.append(n_in)
+            row.fan_out.append(n_out)
+        if not any(row.init + row.step):
+            row.zeroed = [
+                n
+                for n, p in module.named_parameters()
+                if not n.endswith("bias") and not bool(p.detach().any())
+            ] or _zeroed_around(twin, name)
+        rows[name] = row
+        bias = _trained_bias(module)
+        if name in biases and bias is not None:
+            factor = hooked.get(id(module), (None, 1.0))[1]
+            b_role = next((r for _, p, r, _ in roles_list if p is bias), "")
+            moved = (bias.detach().double() - biases[name]) * factor
+            b_row = WidthRow(f"{name}.bias", "bias", b_role, init_predicted=None)
+            b_row.scaled = id(module) in hooked
+            b_row.init.append(_rms(biases[name] * factor))
+            b_row.step.append(_rms(moved))
+            rows[b_row.name] = b_row
+    out_rows = [r for r in rows.values() if r.kind == "output"]
+    if out_rows:
+        rows["logits"] = WidthRow(
+            "logits", "logits", out_rows[0].role, init_predicted=out_rows[0].init_predicted
+        )
+        rows["logits"].init.append(_rms(before["logits"]))
+        rows["logits"].step.append(_rms(after["logits"] - before["logits"]))
+        rows["logits"].total.append(rows["logits"].step[-1])
+    return rows, batch
+
+
+def _detached(value: Any) -> Any:
+    """Tensors in (nested) args and kwargs detached, so the step does not change them."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, tuple):
+        return tuple(_detached(v) for v in value)
+    if isinstance(value, list):
+        return [_detached(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _detached(v) for k, v in value.items()}
+    return value
+
+
+@torch.no_grad()
+def _own_outputs(
+    tracked: list[tuple[str, str, nn.Module]], inputs: Mapping[str, tuple[Any, Any]]
+) -> dict[str, torch.Tensor]:
+    """Each weight module's output after the step on its input from before it: the change
+    its own parameters made (what its role's rules set), apart from what its input brought
+    (the modules before it answer for that). A module that cannot be called alone again is
+    left out: its whole change counts."""
+    out = {}
+    for name, _, module in tracked:
+        if name not in inputs:
+            continue
+        args, kwargs = inputs[name]
+        try:
+            y = _first_tensor(module(*args, **kwargs))
+        except Exception:  # noqa: BLE001, S112 - a module that needs more than its inputs
+            continue
+        if y is not None:
+            out[name] = y.detach().double()
+    return out
+
+
+def _zeroed_around(model: nn.Module, name: str) -> list[str]:
+    """All-zero parameters (not biases) in the block around a dead module."""
+    parent = name.rpartition(".")[0]
+    block = model.get_submodule(parent) if parent else model
+    return [
+        f"{parent + '.' if parent else ''}{n}"
+        for n, p in block.named_parameters()
+        if not n.endswith("bias") and not bool(p.detach().any())
+    ]
+
+
+def check_widths(
+    rules: TorchRules,
+    model: nn.Module,
+    widths: list[int],
+    *,
+    factory: Callable[[int], nn.Module] | None = None,
+    adapter: AdapterLike | None = None,
+    patterns: Patterns | None = None,
+    multiplier: BaseValue = 1.0,
+    example_input: Any = None,
+    timeout: float | None = 120.0,
+    base: Mapping[str, Any] | None = None,
+) -> WidthReport:
+    """Twins of ``model`` at ``widths`` measured; the report's problems are [] only when
+    every module was measured at every width and is within SLOPE_TOLERANCE of its rules.
+
+    ``timeout``: seconds for the whole check, looked at between twins (a twin that would
+    start after it is not built: the widths left are named as not measured)."""
+    base = dict(base or {})
+    try:
+        sizes = sorted({int(w) for w in widths})
+    except (TypeError, ValueError):
+        return WidthReport([], [], [f"widths must be whole numbers, got {widths!r}"])
+    if len(sizes) < MIN_WIDTHS or sizes[0] < 1:
+        return WidthReport(
+            sizes, [], [f"check across widths needs {MIN_WIDTHS} or more widths, got {widths!r}"]
+        )
+    if "lr" not in base:
+        return WidthReport(
+            sizes,
+            [],
+            [
+                "check across widths did not measure: no base lr to build the twins' "
+                "optimizers with (pass the optimizer build_optimizers returned, or lr=...)"
+            ],
+        )
+    deadline = None if timeout is None else time.monotonic() + timeout
+    per_width: list[dict[str, WidthRow]] = []
+    problems: list[str] = []
+    measured: list[int] = []
+    try:
+        build = twin_builder(model, factory)
+        family = as_adapter(adapter, model)
+        for width in sizes:
+            if deadline is not None and time.monotonic() > deadline:
+                left = ", ".join(str(w) for w in sizes if w not in measured)
+                problems.append(
+                    f"check across widths did not measure widths {left}: the time limit of "
+                    f"{timeout:g} s was reached"
+                )
+                break
+            torch.manual_seed(SEED)
+            twin = build(width)
+            twin_family = family or as_adapter(None, twin)
+            if twin_family is None:
+                raise ValueError("no adapter recognises the model: pass adapter=...")
+            rows, batch = _measure_twin(
+                rules, twin, width, twin_family, patterns, multiplier, example_input, base
+            )
+            if width == sizes[len(sizes) // 2]:
+                problems += [
+                    f"at width {width}: {line}"
+                    for line in measured_problems(twin, twin_family, batch)
+                ]
+            per_width.append(rows)
+            measured.append(width)
+            del twin
+    except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        at = f" at width {sizes[len(measured)]}" if len(measured) < len(sizes) else ""
+        return WidthReport(
+            measured,
+            [],
+            problems
+            + [f"check across widths did not measure the model{at} ({type(exc).__name__}: {text})"],
+        )
+    if len(measured) < MIN_WIDTHS:
+        return WidthReport(
+            measured, [], problems or ["check across widths did not measure enough widths"]
+        )
+    merged: list[WidthRow] = []
+    for name, first in per_width[0].items():
+        if all(name in rows_at for rows_at in per_width):
+            row = first
+            for rows_at in per_width[1:]:
+                other = rows_at[name]
+                row.init += other.init
+                row.step += other.step
+                row.total += other.total
+                row.fan_in += other.fan_in
+                row.fan_out += other.fan_out
+                row.features += other.features
+            merged.append(row)
+    return WidthReport(measured, merged, problems + judge(measured, merged))

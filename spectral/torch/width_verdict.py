@@ -1,0 +1,262 @@
+"""The verdict of the check across widths: slopes against the rules, one line per module off.
+
+:mod:`spectral.torch.width_check` measures each module of the twins (a :class:`WidthRow`);
+here its slopes are fitted and judged. A module more than :data:`SLOPE_TOLERANCE` off the
+exponent the rules predict is named with both exponents and what to change; a module whose
+own dimensions fit its role but that follows a named one says so.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+SLOPE_TOLERANCE = 0.2
+"""A measured width exponent further than this from the predicted one names the module."""
+STEP_EXPONENT = 0.0
+"""The width exponent of every one-step change: each condition term's target is Theta(1),
+Theta(1/L) or O(1/sqrt(L)), none with a power of the width."""
+FAN_IN_GROWS = {
+    "input_weight": False,
+    "hidden_weight": True,
+    "output_weight": True,
+    "router_weight": True,
+    "outer_weight": True,
+    "rank_down_weight": True,
+    "rank_up_weight": False,
+}
+"""Whether a weight role's fan-in grows with the width (spectral.engine.roles: n_in)."""
+FAN_OUT_GROWS = {
+    "input_weight": True,
+    "hidden_weight": True,
+    "output_weight": False,
+    "router_weight": False,
+    "outer_weight": True,
+    "rank_down_weight": False,
+    "rank_up_weight": True,
+}
+"""Whether a weight role's fan-out grows with the width (spectral.engine.roles: n_out)."""
+
+
+@dataclass
+class WidthRow:
+    """One module (or bias) measured at every width."""
+
+    name: str
+    kind: str
+    """"input", "branch", "output", "logits", "linear" or "bias"."""
+    role: str
+    init: list[float] = field(default_factory=list)
+    step: list[float] = field(default_factory=list)
+    """The RMS of the one-step change its own parameters made (a weight module on its
+    input from before the step), else of its whole change."""
+    total: list[float] = field(default_factory=list)
+    """The RMS of its whole one-step change, its input's change included."""
+    init_predicted: float | None = None
+    step_predicted: float = STEP_EXPONENT
+    fan_in: list[int] = field(default_factory=list)
+    fan_out: list[int] = field(default_factory=list)
+    zeroed: list[str] = field(default_factory=list)
+    """Parameters of a dead module that init_ left all zero (not biases)."""
+    features: list[int] = field(default_factory=list)
+    """The last dimension of the module's output at each width."""
+    owns_weight: bool = True
+    scaled: bool = False
+    """A bias whose module's output a block multiplier scales."""
+    init_slope: float | None = None
+    step_slope: float | None = None
+
+    @property
+    def label(self) -> str:
+        """The role, or what a module without a weight matrix is (a hooked block)."""
+        if self.owns_weight:
+            return self.role
+        return {"input": "input module", "branch": "branch end", "output": "readout"}.get(
+            self.kind, self.kind
+        )
+
+    @property
+    def dead(self) -> bool:
+        return bool(self.init) and not any(self.init) and not any(self.step)
+
+
+@dataclass
+class WidthReport:
+    """Every row, the widths measured, and the problems (one line each)."""
+
+    widths: list[int]
+    rows: list[WidthRow]
+    problems: list[str]
+
+
+def slope(widths: list[int], values: list[float]) -> float | None:
+    """Least-squares slope of log(value) on log(width); None where a value is 0."""
+    if len(values) < 2 or any(not (v > 0 and math.isfinite(v)) for v in values):
+        return None
+    xs = [math.log(w) for w in widths]
+    ys = [math.log(v) for v in values]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+
+
+def group_name(name: str) -> str:
+    """The name with every layer index as N: one line names a module of every layer."""
+    return re.sub(r"(?<=\.)\d+(?=\.)", "N", name)
+
+
+def _what_to_change(row: WidthRow, off_init: bool) -> str:
+    """One hint: from the row's kind, the role's assumed dimensions and the twins' own."""
+    if row.dead:
+        zeroed = ", ".join(dict.fromkeys(group_name(z) for z in row.zeroed)) or "its weights"
+        return (
+            f"{zeroed} are all 0 after init_ (a bias role starts at 0): give them a role "
+            "that keeps their values, or leave them out of init_"
+        )
+    grows_in = FAN_IN_GROWS.get(row.role)
+    grows_out = FAN_OUT_GROWS.get(row.role)
+    if row.fan_in and grows_in is not None:
+        for what, dims, assumed in (
+            ("fan-in", row.fan_in, grows_in),
+            ("fan-out", row.fan_out, grows_out),
+        ):
+            actual = dims[-1] > dims[0]
+            if actual != assumed:
+                held = f"stays {dims[0]}" if not actual else f"grows {dims[0]}→{dims[-1]}"
+                wanted = "grows with" if assumed else "is fixed across"
+                return (
+                    f"its {what} {held} while role {row.role} assumes it {wanted} the width: "
+                    "give it a role with its own dimensions (patterns={...})"
+                )
+    if row.kind == "logits":
+        return (
+            "the readout module itself is on its rules, so something after it scales the "
+            "logits with the width (a built-in divisor such as Granite's logits_scaling); keep "
+            "it constant across widths or divide it out"
+        )
+    if row.kind == "bias" and not row.scaled:
+        return f"role {row.role}'s learning rate does not move its effect by the same at every width"
+    if row.kind == "bias":
+        return (
+            f"its effect is scaled by its module's multiplier, which role {row.role}'s learning "
+            "rate does not undo (an output bias after alpha_out): give it a role of its own"
+        )
+    if row.kind == "input":
+        return (
+            "h_0's scale changes with the width: a built-in embedding factor (Gemma's "
+            "sqrt(n), Granite's embedding_multiplier) or alpha_in on another module"
+        )
+    if row.kind == "branch":
+        return (
+            "the branch's contribution changes with the width: a built-in factor on it "
+            "(Granite's residual_multiplier) or a module inside it on the wrong role"
+        )
+    if off_init and not _off(row.step_slope, row.step_predicted):
+        return f"its initial scale does not follow role {row.role}'s init rule"
+    return f"role {row.role}'s rules do not fit it: give it another role (patterns={{...}})"
+
+
+def _mismatched(row: WidthRow) -> bool:
+    """Whether the twins' own dimensions differ from those the row's role assumes."""
+    if not row.fan_in or row.role not in FAN_IN_GROWS:
+        return False
+    return (row.fan_in[-1] > row.fan_in[0]) != FAN_IN_GROWS[row.role] or (
+        row.fan_out[-1] > row.fan_out[0]
+    ) != FAN_OUT_GROWS[row.role]
+
+
+def _not_branch_ends(widths: list[int], rows: list[WidthRow]) -> list[str]:
+    """A branch end adds to the residual stream: its output has the width's features."""
+    lines = []
+    for row in rows:
+        if row.kind == "branch" and row.features and row.features != widths:
+            lines.append(
+                f"{row.name}: hooked as a branch end (alpha_hidden), but its output has "
+                f"{row.features[0]} features at width {widths[0]}, not the residual stream's "
+                f"{widths[0]}: alpha_hidden belongs on the last module before the residual "
+                "addition (the adapter's branches)"
+            )
+    return lines
+
+
+def _off(measured: float | None, predicted: float | None) -> bool:
+    return (
+        measured is not None
+        and predicted is not None
+        and abs(measured - predicted) > SLOPE_TOLERANCE
+    )
+
+
+def _finding(widths: list[int], row: WidthRow) -> tuple[float, str, bool] | None:
+    """(how far off, what was measured, whether the row's own dimensions are the cause)
+    for a row off its rules; None for a row on them."""
+    if row.dead and row.kind != "bias":
+        listed = ", ".join(map(str, widths))
+        what = f"outputs exactly 0 at init and after one step at widths {listed}: dead"
+        return math.inf, what, True
+    parts, gap = [], 0.0
+    if _off(row.init_slope, row.init_predicted):
+        assert row.init_slope is not None and row.init_predicted is not None
+        gap = abs(row.init_slope - row.init_predicted)
+        parts.append(f"output at init ∝ n^{row.init_slope:.2f} (rules: n^{row.init_predicted:g})")
+    if _off(row.step_slope, row.step_predicted):
+        assert row.step_slope is not None
+        gap = max(gap, abs(row.step_slope - row.step_predicted))
+        what = "its effect's one-step change" if row.kind == "bias" else "one-step change"
+        # the logits' whole change is compared with the readout module's whole change
+        source = "the readout's" if row.kind == "logits" else "rules:"
+        parts.append(f"{what} ∝ n^{row.step_slope:.2f} ({source} n^{row.step_predicted:.2g})")
+    if not parts:
+        return None
+    return gap, ", ".join(parts), _mismatched(row)
+
+
+def judge(widths: list[int], rows: list[WidthRow]) -> list[str]:
+    """One line per group of modules (the same name in every layer) off its rules: the
+    measured and predicted exponents and what to change. A module whose own dimensions fit
+    its role but that sits after one whose do not is said to follow from it."""
+    for row in rows:
+        row.init_slope = slope(widths, row.init)
+        row.step_slope = slope(widths, row.step)
+    readout = next((r for r in rows if r.kind == "output"), None)
+    for row in rows:
+        total = slope(widths, readout.total) if readout is not None else None
+        if row.kind == "logits" and total is not None:
+            row.step_predicted = total  # the readout's output, its input's change included
+    findings = {}
+    for row in rows:
+        if (
+            row.kind == "logits"
+            and readout is not None
+            and not any(
+                _off(mine, theirs)
+                for mine, theirs in (
+                    (row.init_slope, readout.init_slope),
+                    (row.step_slope, row.step_predicted),
+                )
+            )
+        ):
+            continue  # what the readout module outputs: judged there, on its own change
+        found = _finding(widths, row)
+        if found is not None:
+            findings[row.name] = found
+    causes = [name for name, (_, _, own) in findings.items() if own]
+    grouped: dict[str, list[WidthRow]] = {}
+    for row in rows:
+        if row.name in findings:
+            grouped.setdefault(group_name(row.name), []).append(row)
+    lines = _not_branch_ends(widths, rows)
+    for group, members in grouped.items():
+        row = max(members, key=lambda r: findings[r.name][0])
+        _, measured, own = findings[row.name]
+        if causes and not own and row.kind not in ("logits", "bias"):
+            hint = (
+                f"its own dimensions fit {row.label}: it follows from {group_name(causes[0])}, "
+                "named here too"
+            )
+        else:
+            hint = _what_to_change(row, _off(row.init_slope, row.init_predicted))
+        count = f", {len(members)} modules" if len(members) > 1 else ""
+        lines.append(f"{group} ({row.label}{count}): {measured}; {hint}")
+    return lines

@@ -1,0 +1,446 @@
+"""The check across widths (spectral.torch.width_check, ``spectral check``) names the wrong module.
+
+Hugging Face models are built from config objects (tiny, CPU, nothing downloaded); twins at
+widths 64, 128, 256 with 2 layers, one step on 2 x 8 tokens. Each wrong setup below is one
+the name-based check() passes: a fixed-rank projection treated as width by width
+(DeepSeek-V3's latent ranks), a built-in divisor growing with the width (Granite's
+logits_scaling), mixers init_ zeroed (Mamba), an output bias trained as input_bias, and
+alpha_hidden hooked on the wrong modules (BERT). A correctly set-up Llama is the control.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+from torch import nn  # noqa: E402
+
+from spectral.codegen import load_generated  # noqa: E402
+from spectral.torch.twins import twin_config  # noqa: E402
+from spectral.torch.width_check import (  # noqa: E402
+    FAN_IN_GROWS,
+    FAN_OUT_GROWS,
+    STEP_EXPONENT,
+    check_widths,
+    slope,
+)
+
+WIDTHS = [64, 128, 256]
+BASE = {"lr": 3e-3, "weight_decay": 0.1}
+VOCAB = 256
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("width_check")
+    return load_generated("muon-kimi", "adamw", base_width=64, base_depth=2, folder=folder)
+
+
+def llama(width: int) -> nn.Module:
+    return transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=width,
+            intermediate_size=2 * width,
+            num_hidden_layers=2,
+            num_attention_heads=width // 16,
+            num_key_value_heads=width // 16,
+            head_dim=16,
+            tie_word_embeddings=False,
+        )
+    )
+
+
+def rows_by_name(report):
+    return {row.name: row for row in report.rows}
+
+
+# --------------------------------------------------------------------------------------
+# the pieces
+# --------------------------------------------------------------------------------------
+
+
+def test_slope_is_the_log_log_least_squares_fit():
+    assert slope([64, 128, 256], [1.0, 0.5, 0.25]) == pytest.approx(-1.0)
+    assert slope([64, 128, 256], [2.0, 2.0, 2.0]) == pytest.approx(0.0)
+    assert slope([64, 128, 256], [0.0, 1.0, 1.0]) is None
+
+
+def test_role_dimensions_and_step_exponent_are_the_engines():
+    """The runtime's copy of each weight role's dimensions is the engine's, and every
+    condition term's target has width exponent STEP_EXPONENT."""
+    from spectral.engine.conditions import generate
+    from spectral.engine.roles import ALL_ROLES
+
+    for role in ALL_ROLES:
+        if role.name in FAN_IN_GROWS:
+            assert FAN_IN_GROWS[role.name] == (role.n_in.exponents[0] > 0), role.name
+            assert FAN_OUT_GROWS[role.name] == (role.n_out.exponents[0] > 0), role.name
+    # hidden_vector is a vector (a bias's rules): no fan-in to check
+    weights = {r.name for r in ALL_ROLES if not r.is_bias and r.name != "hidden_vector"}
+    assert set(FAN_IN_GROWS) == weights
+    for k in (1, 2, 3):
+        targets = {Fraction(term.target.exponents[0]) for term in generate(k)}
+        assert targets == {Fraction(STEP_EXPONENT)}
+
+
+def test_twin_config_grows_width_intermediate_and_heads_only():
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=128,
+        intermediate_size=344,
+        num_hidden_layers=32,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        head_dim=16,
+    )
+    twin = twin_config(config, 256)
+    assert (twin.hidden_size, twin.intermediate_size, twin.num_hidden_layers) == (256, 688, 2)
+    assert (twin.num_attention_heads, twin.num_key_value_heads, twin.head_dim) == (16, 4, 16)
+    assert twin.vocab_size == VOCAB and config.hidden_size == 128  # the original is kept
+    with pytest.raises(ValueError, match="width 100 is not a whole number of heads"):
+        twin_config(config, 100)
+
+
+def test_says_what_it_did_not_measure(cfg):
+    model = llama(64)
+    cfg.apply_multipliers(model, 64, 2)
+    [line] = cfg.check(model, 64, 2, widths=WIDTHS, measure=False)
+    assert line.startswith("check across widths did not measure: no base lr")
+
+    def broken(width):
+        raise RuntimeError(f"no model at {width}")
+
+    [line] = check_widths(cfg.CONFIG, model, WIDTHS, factory=broken, base=BASE).problems
+    assert line == (
+        "check across widths did not measure the model at width 64 (RuntimeError: no model "
+        "at 64)"
+    )
+    [line] = check_widths(cfg.CONFIG, model, [64, 128], base=BASE).problems
+    assert line == "check across widths needs 3 or more widths, got [64, 128]"
+
+
+# --------------------------------------------------------------------------------------
+# the control: a Llama set up the documented way
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.generated
+def test_llama_control_passes_with_flat_slopes(cfg):
+    model = llama(128)
+    cfg.apply_multipliers(model, 128, 2)
+    cfg.init_(model, 128, 2)
+    opt = cfg.build_optimizers(model, 128, 2, **BASE)
+    assert cfg.check(model, 128, 2, opt, widths=WIDTHS) == []
+    report = check_widths(cfg.CONFIG, model, WIDTHS, base=BASE)
+    assert report.problems == []
+    rows = rows_by_name(report)
+    assert {"model.embed_tokens", "lm_head", "logits", "model.layers.1.mlp.down_proj"} <= set(
+        rows
+    )
+    for row in report.rows:
+        assert abs(row.init_slope - row.init_predicted) <= 0.15, row
+        assert abs(row.step_slope - row.step_predicted) <= 0.15, row
+        if row.kind != "logits":
+            assert row.step_predicted == 0.0
+    assert rows["lm_head"].init_predicted == -0.5  # a random readout: not aligned with h_L
+    assert rows["model.embed_tokens"].init_predicted == 0.0
+
+
+# --------------------------------------------------------------------------------------
+# five wrong setups, each named
+# --------------------------------------------------------------------------------------
+
+
+def deepseek_v3(width: int) -> nn.Module:
+    """Real, fixed latent ranks (kv_lora_rank, q_lora_rank do not grow with the width)."""
+    return transformers.DeepseekV3ForCausalLM(
+        transformers.DeepseekV3Config(
+            vocab_size=VOCAB,
+            hidden_size=width,
+            intermediate_size=2 * width,
+            moe_intermediate_size=width // 2,
+            num_hidden_layers=2,
+            num_attention_heads=width // 16,
+            num_key_value_heads=width // 16,
+            kv_lora_rank=32,
+            q_lora_rank=48,
+            qk_rope_head_dim=8,
+            qk_nope_head_dim=16,
+            v_head_dim=16,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            n_group=1,
+            topk_group=1,
+            first_k_dense_replace=1,
+            tie_word_embeddings=False,
+            max_position_embeddings=64,
+        )
+    )
+
+
+@pytest.mark.slow
+def test_deepseek_v3_fixed_ranks_under_name_only_roles(cfg):
+    """The moe adapter's roles treat kv_b_proj (rank 32 -> width) as width x width: its own
+    one-step change falls with the width, and o_proj after it follows."""
+    model = deepseek_v3(128)  # rebuilt from its config at each width, ranks kept
+    report = check_widths(cfg.CONFIG, model, WIDTHS, base=BASE)
+    rows = rows_by_name(report)
+    kv_b = rows["model.layers.0.self_attn.kv_b_proj"]
+    assert -0.75 < kv_b.step_slope < -0.3 and -0.75 < kv_b.init_slope < -0.3
+    assert kv_b.fan_in == [32, 32, 32]
+    o_proj = rows["model.layers.1.self_attn.o_proj"]
+    assert -0.75 < o_proj.step_slope < -0.3
+    lines = {line.split(" ")[0]: line for line in report.problems}
+    assert lines["model.layers.N.self_attn.kv_b_proj"].endswith(
+        "its fan-in stays 32 while role hidden_weight assumes it grows with the width: give "
+        "it a role with its own dimensions (patterns={...})"
+    )
+    assert "one-step change ∝ n^-0." in lines["model.layers.N.self_attn.kv_b_proj"]
+    assert "its fan-out stays 40 while role hidden_weight assumes it grows" in (
+        lines["model.layers.N.self_attn.kv_a_proj_with_mqa"]
+    )
+    assert "its own dimensions fit hidden_weight: it follows from" in (
+        lines["model.layers.N.self_attn.o_proj"]
+    )
+
+
+def granite(width: int, logits_scaling: float) -> nn.Module:
+    return transformers.GraniteForCausalLM(
+        transformers.GraniteConfig(
+            vocab_size=VOCAB,
+            hidden_size=width,
+            intermediate_size=2 * width,
+            num_hidden_layers=2,
+            num_attention_heads=width // 16,
+            num_key_value_heads=width // 16,
+            tie_word_embeddings=False,
+            logits_scaling=logits_scaling,
+        )
+    )
+
+
+@pytest.mark.slow
+def test_granite_logits_scaling_growing_with_the_width(cfg):
+    """logits_scaling = 8 r_n divides the logits after lm_head, stacked on alpha_out."""
+    report = check_widths(
+        cfg.CONFIG,
+        granite(64, 8.0),
+        WIDTHS,
+        factory=lambda width: granite(width, 8.0 * width / 64),
+        base=BASE,
+    )
+    rows = rows_by_name(report)
+    assert rows["logits"].init_slope == pytest.approx(-1.5, abs=0.05)
+    assert rows["lm_head"].init_slope == pytest.approx(-0.5, abs=0.05)
+    [line] = [line for line in report.problems if line.startswith("logits")]
+    assert line.startswith("logits (output_weight): output at init ∝ n^-1.50 (rules: n^-0.5)")
+    assert line.endswith(
+        "the readout module itself is on its rules, so something after it scales the logits "
+        "with the width (a built-in divisor such as Granite's logits_scaling); keep it "
+        "constant across widths or divide it out"
+    )
+    assert report.problems == [line]  # lm_head and the rest are on their rules
+
+
+MAMBA_ADAPTER = {
+    # the adapter route: conv1d's depthwise kernel (3-D), A_log and D can only take a bias
+    # role, which init_ starts at 0
+    "input": r"(^|\.)embeddings$",
+    "branches": r"(^|\.)layers\.\d+\.mixer$",
+    "output": r"(^|\.)lm_head$",
+    "final": r"(^|\.)norm_f$",
+    "branches_per_layer": 1,
+    "roles": {
+        r"(^|\.)embeddings\.weight$": "input_weight",
+        r"(^|\.)layers\.\d+\.norm\.weight$": "hidden_bias",
+        r"(^|\.)mixer\.(in_proj|x_proj|dt_proj|out_proj)\.weight$": "hidden_weight",
+        r"(^|\.)mixer\.(conv1d\.weight|conv1d\.bias|dt_proj\.bias|A_log|D)$": "hidden_bias",
+        r"(^|\.)norm_f\.weight$": "input_bias",
+        r"(^|\.)lm_head\.weight$": "output_weight",
+    },
+}
+
+
+@pytest.mark.slow
+def test_mamba_mixers_zeroed_by_init_are_dead(cfg):
+    model = transformers.MambaForCausalLM(
+        transformers.MambaConfig(
+            vocab_size=VOCAB,
+            hidden_size=64,
+            intermediate_size=128,
+            state_size=8,
+            num_hidden_layers=2,
+            time_step_rank=8,
+            tie_word_embeddings=False,
+        )
+    )
+    report = check_widths(cfg.CONFIG, model, WIDTHS, adapter=MAMBA_ADAPTER, base=BASE)
+    assert report.problems[0] == (
+        "backbone.layers.N.mixer (branch end, 2 modules): outputs exactly 0 at init and after "
+        "one step at widths 64, 128, 256: dead; A_log, D, conv1d.weight are all 0 after init_ "
+        "(a bias role starts at 0): give them a role that keeps their values, or leave them "
+        "out of init_"
+    )
+    assert rows_by_name(report)["backbone.layers.1.mixer"].dead
+
+
+PHI_ADAPTER = {
+    "input": r"(^|\.)embed_tokens$",
+    "branches": [r"(^|\.)layers\.\d+\.self_attn\.dense$", r"(^|\.)layers\.\d+\.mlp\.fc2$"],
+    "output": r"(^|\.)lm_head$",
+    "roles": {
+        r"(^|\.)embed_tokens\.weight$": "input_weight",
+        r"(^|\.)layers\.\d+\.input_layernorm\.(weight|bias)$": "hidden_bias",
+        r"(^|\.)layers\.\d+\.(self_attn|mlp)\.\w+\.weight$": "hidden_weight",
+        r"(^|\.)layers\.\d+\.(self_attn|mlp)\.\w+\.bias$": "hidden_bias",
+        r"(^|\.)final_layernorm\.(weight|bias)$": "input_bias",
+        r"(^|\.)lm_head\.weight$": "output_weight",
+        r"(^|\.)lm_head\.bias$": "input_bias",  # the mistake: an output bias has no such role
+    },
+}
+
+
+@pytest.mark.slow
+def test_output_bias_trained_as_input_bias(cfg):
+    """Phi-2's biased head: alpha_out scales lm_head.bias's effect on the logits, which
+    input_bias's learning rate does not undo: it shrinks as 1/n."""
+    model = transformers.PhiForCausalLM(
+        transformers.PhiConfig(
+            vocab_size=VOCAB,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            tie_word_embeddings=False,
+        )
+    )
+    report = check_widths(cfg.CONFIG, model, WIDTHS, adapter=PHI_ADAPTER, base=BASE)
+    bias = rows_by_name(report)["lm_head.bias"]
+    assert bias.step_slope == pytest.approx(-1.0, abs=0.02)
+    assert (
+        "lm_head.bias (input_bias): its effect's one-step change ∝ n^-1.00 (rules: n^0); its "
+        "effect is scaled by its module's multiplier, which role input_bias's learning rate "
+        "does not undo (an output bias after alpha_out): give it a role of its own"
+    ) in report.problems
+
+
+def bert(width: int) -> nn.Module:
+    model = transformers.BertForMaskedLM(
+        transformers.BertConfig(
+            vocab_size=VOCAB,
+            hidden_size=width,
+            intermediate_size=2 * width,
+            num_hidden_layers=2,
+            num_attention_heads=width // 16,
+            max_position_embeddings=64,
+            tie_word_embeddings=False,
+        )
+    )
+    for p in model.cls.predictions.parameters():  # no output-bias role here: frozen
+        if p.ndim == 1 and p.shape[0] == VOCAB:
+            p.requires_grad_(False)
+    return model
+
+
+def bert_adapter(branches: list[str]) -> dict:
+    return {
+        "input": r"(^|\.)bert\.embeddings$",
+        "branches": branches,
+        "output": r"(^|\.)predictions\.decoder$",
+        "roles": {
+            r"(^|\.)layer\.\d+\..*LayerNorm\.(weight|bias)$": "hidden_bias",
+            r"(^|\.)embeddings\.\w+_embeddings\.weight$": "input_weight",
+            r"(^|\.)embeddings\.LayerNorm\.(weight|bias)$": "input_bias",
+            r"(^|\.)layer\.\d+\..*\.weight$": "hidden_weight",
+            r"(^|\.)layer\.\d+\..*\.bias$": "hidden_bias",
+            r"(^|\.)transform\.dense\.weight$": "hidden_weight",
+            r"(^|\.)transform\..*(bias|LayerNorm\.weight)$": "input_bias",
+            r"(^|\.)decoder\.weight$": "output_weight",
+            r"(^|\.)predictions\.(decoder\.)?bias$": "input_bias",
+        },
+    }
+
+
+@pytest.mark.slow
+def test_bert_with_alpha_hidden_on_the_wrong_modules(cfg):
+    wrong = bert_adapter(
+        [r"(^|\.)layer\.\d+\.attention\.self\.query$", r"(^|\.)layer\.\d+\.intermediate\.dense$"]
+    )
+    model = bert(64)
+    # the embeddings module is BERT's input: the name-only check runs no forward pass
+    report = check_widths(cfg.CONFIG, model, WIDTHS, factory=bert, adapter=wrong, base=BASE)
+    assert (
+        "bert.encoder.layer.0.intermediate.dense: hooked as a branch end (alpha_hidden), but "
+        "its output has 128 features at width 64, not the residual stream's 64: alpha_hidden "
+        "belongs on the last module before the residual addition (the adapter's branches)"
+    ) in report.problems
+    assert any(
+        line.startswith(
+            "at width 128: bert.encoder.layer.0.attention.self.query: halving alpha_hidden "
+            "moved bert.encoder.layer.0's output by"
+        )
+        for line in report.problems
+    )
+    right = bert_adapter(
+        [r"(^|\.)layer\.\d+\.attention\.output\.dense$", r"(^|\.)layer\.\d+\.output\.dense$"]
+    )
+    report = check_widths(cfg.CONFIG, model, WIDTHS, factory=bert, adapter=right, base=BASE)
+    assert not any("query" in line or "intermediate" in line for line in report.problems)
+
+
+# --------------------------------------------------------------------------------------
+# spectral check
+# --------------------------------------------------------------------------------------
+
+
+def test_check_command_parses_without_torch():
+    code = (
+        "import sys\n"
+        "from spectral.cli import build_parser\n"
+        "args = build_parser().parse_args(['check', 'adamw', '--hf-config', 'x.json'])\n"
+        "assert args.widths == (64, 128, 256)\n"
+        "sys.stderr.write('TORCH=' + str('torch' in sys.modules))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.endswith("TORCH=False"), p.stderr
+
+
+@pytest.mark.slow
+def test_check_command_on_a_config_file_and_a_factory(tmp_path):
+    config = llama(128).config.to_dict()
+    config["architectures"] = ["LlamaForCausalLM"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "models.py").write_text(
+        "from transformers import GraniteConfig, GraniteForCausalLM\n\n\n"
+        "def granite(width):\n"
+        "    return GraniteForCausalLM(GraniteConfig(\n"
+        "        vocab_size=256, hidden_size=width, intermediate_size=2 * width,\n"
+        "        num_hidden_layers=2, num_attention_heads=width // 16,\n"
+        "        num_key_value_heads=width // 16, tie_word_embeddings=False,\n"
+        "        logits_scaling=8.0 * width / 64))\n"
+    )
+    spectral = [sys.executable, "-m", "spectral", "check", "muon-kimi", "--others", "adamw"]
+    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin"}
+    ok = subprocess.run(
+        [*spectral, "--hf-config", "config.json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "every module within ±0.2 of its rules at widths 64,128,256" in ok.stdout
+    assert "model.layers.1.mlp.down_proj" in ok.stdout
+    off = subprocess.run(
+        [*spectral, "--model-factory", "models.py:granite"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
+    )
+    assert off.returncode == 1, off.stderr
+    assert "\nlogits (output_weight): output at init ∝ n^-1.50 (rules: n^-0.5)" in off.stdout
