@@ -203,7 +203,7 @@ def test_deepseek_v3_fixed_ranks_under_name_only_roles(cfg):
         "its fan-in stays 32 while role hidden_weight assumes it grows with the width: give "
         "it a role with its own dimensions (patterns={...})"
     )
-    assert "one-step change ∝ n^-0." in lines["model.layers.N.self_attn.kv_b_proj"]
+    assert "one-step change ~ n^-0." in lines["model.layers.N.self_attn.kv_b_proj"]
     assert "its fan-out stays 40 while role hidden_weight assumes it grows" in (
         lines["model.layers.N.self_attn.kv_a_proj_with_mqa"]
     )
@@ -241,7 +241,7 @@ def test_granite_logits_scaling_growing_with_the_width(cfg):
     assert rows["logits"].init_slope == pytest.approx(-1.5, abs=0.05)
     assert rows["lm_head"].init_slope == pytest.approx(-0.5, abs=0.05)
     [line] = [line for line in report.problems if line.startswith("logits")]
-    assert line.startswith("logits (output_weight): output at init ∝ n^-1.50 (rules: n^-0.5)")
+    assert line.startswith("logits (output_weight): output at init ~ n^-1.50 (rules: n^-0.5)")
     assert line.endswith(
         "the readout module itself is on its rules, so something after it scales the logits "
         "with the width (a built-in divisor such as Granite's logits_scaling); keep it "
@@ -327,7 +327,7 @@ def test_output_bias_trained_as_input_bias(cfg):
     bias = rows_by_name(report)["lm_head.bias"]
     assert bias.step_slope == pytest.approx(-1.0, abs=0.02)
     assert (
-        "lm_head.bias (input_bias): its effect's one-step change ∝ n^-1.00 (rules: n^0); its "
+        "lm_head.bias (input_bias): its effect's one-step change ~ n^-1.00 (rules: n^0); its "
         "effect is scaled by its module's multiplier, which role input_bias's learning rate "
         "does not undo (an output bias after alpha_out): give it a role of its own"
     ) in report.problems
@@ -443,4 +443,4 @@ def test_check_command_on_a_config_file_and_a_factory(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
     )
     assert off.returncode == 1, off.stderr
-    assert "\nlogits (output_weight): output at init ∝ n^-1.50 (rules: n^-0.5)" in off.stdout
+    assert "\nlogits (output_weight): output at init ~ n^-1.50 (rules: n^-0.5)" in off.stdout

@@ -53,7 +53,9 @@ def twin_config(config: Any, width: int, layers: int = TWIN_LAYERS) -> Any:
     setattr(twin, width_key, width)
     ratio = width / old
     for key, value in vars(config).items():
-        if (key.endswith("intermediate_size") or key in _INTERMEDIATE_KEYS) and _count(value):
+        if (key.endswith("intermediate_size") or key in _INTERMEDIATE_KEYS) and _count(
+            value
+        ):
             setattr(twin, key, max(1, round(value * ratio)))
     head_key = _key(config, _HEAD_KEYS)
     if head_key is not None:
@@ -68,7 +70,9 @@ def twin_config(config: Any, width: int, layers: int = TWIN_LAYERS) -> Any:
         setattr(twin, head_key, width // per_head)
         kv = getattr(config, "num_key_value_heads", None)
         if _count(kv) and head_key == "num_attention_heads":
-            twin.num_key_value_heads = max(1, (width // per_head) // max(1, heads // kv))
+            twin.num_key_value_heads = max(
+                1, (width // per_head) // max(1, heads // kv)
+            )
     layer_key = _key(config, _LAYER_KEYS)
     if layer_key is not None:
         old_layers = getattr(config, layer_key)

@@ -31,9 +31,21 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue
-from spectral.torch.classify import Adapter, AdapterLike, Patterns, as_adapter, classified, fans
+from spectral.torch.classify import (
+    Adapter,
+    AdapterLike,
+    Patterns,
+    as_adapter,
+    classified,
+    fans,
+)
 from spectral.torch.forward_checks import _first_tensor, _rms, _run, measured_problems
-from spectral.torch.hooks import builtin_multipliers, install_multipliers, our_hooks, placements
+from spectral.torch.hooks import (
+    builtin_multipliers,
+    install_multipliers,
+    our_hooks,
+    placements,
+)
 from spectral.torch.init import init_by_role
 from spectral.torch.optim import build_composite
 from spectral.torch.rules import TorchRules
@@ -158,11 +170,19 @@ def _measure_twin(
 ) -> tuple[dict[str, WidthRow], Any]:
     """One twin set up, run, stepped once and run again: its rows (one value each)."""
     roles_list = classified(twin, patterns, family, rules)
-    depth = twin_depth(twin, len(placements(twin, family)["hidden"]), family.branches_per_layer)
+    depth = twin_depth(
+        twin, len(placements(twin, family)["hidden"]), family.branches_per_layer
+    )
     builtin = builtin_multipliers(twin)
     if not builtin:
         install_multipliers(
-            rules, twin, width, depth, multiplier=multiplier, adapter=family, patterns=patterns
+            rules,
+            twin,
+            width,
+            depth,
+            multiplier=multiplier,
+            adapter=family,
+            patterns=patterns,
         )
     init_std = base.get("init_std", 0.02)
     init_by_role(rules, twin, width, depth, init_std, patterns=patterns, adapter=family)
@@ -235,7 +255,11 @@ def _measure_twin(
     own = _own_outputs(tracked, inputs)
     rows: dict[str, WidthRow] = {}
     for name, kind, module in tracked:
-        if name not in before or name not in after or before[name].shape != after[name].shape:
+        if (
+            name not in before
+            or name not in after
+            or before[name].shape != after[name].shape
+        ):
             continue
         w = _weight(module)
         layer = hooked.get(id(module), (None, 1.0))[0]
@@ -245,7 +269,11 @@ def _measure_twin(
         row.init_predicted = _init_exponent(rules, role, layer)
         row.init.append(_rms(before[name]))
         row.total.append(_rms(after[name] - before[name]))
-        moved = own[name] if name in own and own[name].shape == before[name].shape else after[name]
+        moved = (
+            own[name]
+            if name in own and own[name].shape == before[name].shape
+            else after[name]
+        )
         row.step.append(_rms(moved - before[name]))
         if w is not None:
             n_out, n_in = fans(module, w)
@@ -271,7 +299,10 @@ def _measure_twin(
     out_rows = [r for r in rows.values() if r.kind == "output"]
     if out_rows:
         rows["logits"] = WidthRow(
-            "logits", "logits", out_rows[0].role, init_predicted=out_rows[0].init_predicted
+            "logits",
+            "logits",
+            out_rows[0].role,
+            init_predicted=out_rows[0].init_predicted,
         )
         rows["logits"].init.append(_rms(before["logits"]))
         rows["logits"].step.append(_rms(after["logits"] - before["logits"]))
@@ -350,15 +381,19 @@ def check_widths(
         return WidthReport([], [], [f"widths must be whole numbers, got {widths!r}"])
     if len(sizes) < MIN_WIDTHS or sizes[0] < 1:
         return WidthReport(
-            sizes, [], [f"check across widths needs {MIN_WIDTHS} or more widths, got {widths!r}"]
+            sizes,
+            [],
+            [f"check across widths needs {MIN_WIDTHS} or more widths, got {widths!r}"],
         )
     if "lr" not in base:
         return WidthReport(
             sizes,
             [],
             [
-                "check across widths did not measure: no base lr to build the twins' "
-                "optimizers with (pass the optimizer build_optimizers returned, or lr=...)"
+                (
+                    "check across widths did not measure: no base lr to build the twins' "
+                    "optimizers with (pass the optimizer build_optimizers returned, or lr=...)"
+                )
             ],
         )
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -382,7 +417,14 @@ def check_widths(
             if twin_family is None:
                 raise ValueError("no adapter recognises the model: pass adapter=...")
             rows, batch = _measure_twin(
-                rules, twin, width, twin_family, patterns, multiplier, example_input, base
+                rules,
+                twin,
+                width,
+                twin_family,
+                patterns,
+                multiplier,
+                example_input,
+                base,
             )
             if width == sizes[len(sizes) // 2]:
                 problems += [
@@ -399,11 +441,15 @@ def check_widths(
             measured,
             [],
             problems
-            + [f"check across widths did not measure the model{at} ({type(exc).__name__}: {text})"],
+            + [
+                f"check across widths did not measure the model{at} ({type(exc).__name__}: {text})"
+            ],
         )
     if len(measured) < MIN_WIDTHS:
         return WidthReport(
-            measured, [], problems or ["check across widths did not measure enough widths"]
+            measured,
+            [],
+            problems or ["check across widths did not measure enough widths"],
         )
     merged: list[WidthRow] = []
     for name, first in per_width[0].items():

@@ -72,9 +72,11 @@ class WidthRow:
         """The role, or what a module without a weight matrix is (a hooked block)."""
         if self.owns_weight:
             return self.role
-        return {"input": "input module", "branch": "branch end", "output": "readout"}.get(
-            self.kind, self.kind
-        )
+        return {
+            "input": "input module",
+            "branch": "branch end",
+            "output": "readout",
+        }.get(self.kind, self.kind)
 
     @property
     def dead(self) -> bool:
@@ -109,7 +111,9 @@ def group_name(name: str) -> str:
 def _what_to_change(row: WidthRow, off_init: bool) -> str:
     """One hint: from the row's kind, the role's assumed dimensions and the twins' own."""
     if row.dead:
-        zeroed = ", ".join(dict.fromkeys(group_name(z) for z in row.zeroed)) or "its weights"
+        zeroed = (
+            ", ".join(dict.fromkeys(group_name(z) for z in row.zeroed)) or "its weights"
+        )
         return (
             f"{zeroed} are all 0 after init_ (a bias role starts at 0): give them a role "
             "that keeps their values, or leave them out of init_"
@@ -123,7 +127,9 @@ def _what_to_change(row: WidthRow, off_init: bool) -> str:
         ):
             actual = dims[-1] > dims[0]
             if actual != assumed:
-                held = f"stays {dims[0]}" if not actual else f"grows {dims[0]}→{dims[-1]}"
+                held = (
+                    f"stays {dims[0]}" if not actual else f"grows {dims[0]}->{dims[-1]}"
+                )
                 wanted = "grows with" if assumed else "is fixed across"
                 return (
                     f"its {what} {held} while role {row.role} assumes it {wanted} the width: "
@@ -199,14 +205,20 @@ def _finding(widths: list[int], row: WidthRow) -> tuple[float, str, bool] | None
     if _off(row.init_slope, row.init_predicted):
         assert row.init_slope is not None and row.init_predicted is not None
         gap = abs(row.init_slope - row.init_predicted)
-        parts.append(f"output at init ∝ n^{row.init_slope:.2f} (rules: n^{row.init_predicted:g})")
+        parts.append(
+            f"output at init ~ n^{row.init_slope:.2f} (rules: n^{row.init_predicted:g})"
+        )
     if _off(row.step_slope, row.step_predicted):
         assert row.step_slope is not None
         gap = max(gap, abs(row.step_slope - row.step_predicted))
-        what = "its effect's one-step change" if row.kind == "bias" else "one-step change"
+        what = (
+            "its effect's one-step change" if row.kind == "bias" else "one-step change"
+        )
         # the logits' whole change is compared with the readout module's whole change
         source = "the readout's" if row.kind == "logits" else "rules:"
-        parts.append(f"{what} ∝ n^{row.step_slope:.2f} ({source} n^{row.step_predicted:.2g})")
+        parts.append(
+            f"{what} ~ n^{row.step_slope:.2f} ({source} n^{row.step_predicted:.2g})"
+        )
     if not parts:
         return None
     return gap, ", ".join(parts), _mismatched(row)
@@ -223,7 +235,9 @@ def judge(widths: list[int], rows: list[WidthRow]) -> list[str]:
     for row in rows:
         total = slope(widths, readout.total) if readout is not None else None
         if row.kind == "logits" and total is not None:
-            row.step_predicted = total  # the readout's output, its input's change included
+            row.step_predicted = (
+                total  # the readout's output, its input's change included
+            )
     findings = {}
     for row in rows:
         if (
