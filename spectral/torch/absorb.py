@@ -19,7 +19,13 @@ from typing import Any
 from torch import nn
 
 from spectral.scaling import BaseValue, Rules
-from spectral.torch.classify import AdapterLike, Patterns, as_adapter, classified, is_norm
+from spectral.torch.classify import (
+    AdapterLike,
+    Patterns,
+    as_adapter,
+    classified,
+    is_norm,
+)
 from spectral.torch.hooks import (
     built_in_scale,
     our_hooks,
@@ -203,7 +209,10 @@ def scales_in_forward(model: nn.Module) -> bool:
         return True
     for module in model.modules():
         if getattr(module, "applies_mup_multipliers", False):
-            alphas = [getattr(module, f"alpha_{x}", None) for x in ("input", "hidden", "output")]
+            alphas = [
+                getattr(module, f"alpha_{x}", None)
+                for x in ("input", "hidden", "output")
+            ]
             if any(a is None or float(a) != 1.0 for a in alphas):
                 return True
     return False
@@ -219,12 +228,15 @@ def absorbed_problems(
 ) -> list[str]:
     """check()'s findings on a model trained in the hook-free form."""
     if scales_in_forward(model):
-        return [
+        message = (
             "this config absorbs the block multipliers, and the model's forward pass applies "
             "them too (hooks or built in): they are applied twice; remove the hooks"
-        ]
+        )
+        return [message]
     try:
-        carrier_factors(rules, model, width, depth, multiplier=multiplier, adapter=adapter)
+        carrier_factors(
+            rules, model, width, depth, multiplier=multiplier, adapter=adapter
+        )
     except ValueError as exc:
         return [str(exc)]
     return []

@@ -269,7 +269,9 @@ def check_model(
         return [str(exc)]
     problems = _size_problems(rules, model, width, patterns, adapter)
     if rules.absorbed is None:
-        problems += _multiplier_problems(rules, model, width, depth, multiplier, adapter)
+        problems += _multiplier_problems(
+            rules, model, width, depth, multiplier, adapter
+        )
     else:  # hook-free form: no hooks, and every multiplier sits in parameters
         problems += absorbed_problems(rules, model, width, depth, multiplier, adapter)
         measure = False  # the forward checks look for the hooks' factors

@@ -30,9 +30,7 @@ class TorchRules(Rules):
             for name, impl in self.implementations.items()
         }
 
-    def absorbing(
-        self, degrees: Mapping[str, tuple[float, float | None]]
-    ) -> Self:
+    def absorbing(self, degrees: Mapping[str, tuple[float, float | None]]) -> Self:
         """The same rules in the hook-free form: every multiplier 1, the modules it scaled
         carrying it in their init, lr, weight decay and eps (degrees: optimizer -> (p, q))."""
         missing = sorted(set(self.optimizers.values()) - set(degrees))
@@ -60,7 +58,9 @@ class TorchRules(Rules):
             return values
         return dict.fromkeys(values, 1.0)
 
-    def hparams(self, width: float, depth: float, **base: Any) -> dict[str, dict[str, float]]:
+    def hparams(
+        self, width: float, depth: float, **base: Any
+    ) -> dict[str, dict[str, float]]:
         """Role -> multiplier, init_std, lr, weight_decay (and eps) at this width and depth
         (see spectral.scaling.Rules.hparams). In the hook-free form every multiplier is 1,
         and these are the numbers of the parameters that carry none; the modules that
