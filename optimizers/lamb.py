@@ -42,6 +42,9 @@ TORCH = TorchImpl(
     default_eps=1e-06,
     sharding="gathered",
     coupling_option="pre_norm",
+    not_homogeneous=(
+        "its trust ratio min(‖W‖_F, 10)/‖u‖_F scales the step with the weights' own norm, which the reparametrisation W' = αW changes"
+    ),
     notes=(
         "LAMB: pytorch_optimizer.Lamb steps by lr * min(|W|_F, 10) * u / |u|_F, u",
         "Adam's step. The declaration takes the trust-ratio numerator as 1: the rules",

@@ -36,6 +36,9 @@ TORCH = TorchImpl(
     fixed={"decoupled_weight_decay": True},
     default_eps=1e-08,
     sharding="elementwise",
+    not_homogeneous=(
+        "while the variance estimate is not yet rectified (about the first 5 steps) it steps by the bias-corrected momentum, a raw-gradient step (degree 1 in the gradient), and by Adam's normalised step (degree 0) after"
+    ),
     notes=(
         "RAdam: torch.optim.RAdam. From step 6 (rho_t > 5 at beta2 = 0.999) the step is",
         "Adam's times a rectification factor that tends to 1: the declared sign-like",

@@ -30,6 +30,9 @@ TORCH = TorchImpl(
     cls="pytorch_optimizer.SOAP",
     sharding="gathered",
     default_eps=1e-08,
+    not_homogeneous=(
+        "it rotates the gradient into the eigenbasis of GGᵀ (torch.linalg.eigh), which is not unique where eigenvalues repeat (a low-rank gradient's), so a scaled gradient can get another basis"
+    ),
     notes=(
         "SOAP: pytorch_optimizer.SOAP, Adam in the eigenbasis of Shampoo's L and R.",
         "Decoupled weight decay (lr * wd), as assumed. Its first step only sets up the",

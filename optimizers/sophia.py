@@ -26,6 +26,9 @@ TORCH = TorchImpl(
         "(loss.backward(create_graph=True)), and the gradients FSDP2 reduce-scatters "
         "onto the shards carry no graph"
     ),
+    not_homogeneous=(
+        "it divides the momentum (degree 1 in the gradient) by a Hessian estimate (degree 2 under W' = αW), so its step is of degree -1 until the clip binds"
+    ),
     notes=(
         "Sophia: pytorch_optimizer.SophiaH, clip(m / max(h, eps), p) with Hutchinson",
         "Hessian estimates: call loss.backward(create_graph=True) before step().",

@@ -135,16 +135,25 @@ def configure_codegen(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     p.add_argument(
         "--framework",
-        choices=("torch", "jax"),
+        choices=("torch", "jax", "torchtitan"),
         default="torch",
         help="torch (default): the PyTorch module; jax: the same rules as a JAX module "
-        "(jax + optax: labels(), init(), optimizer() over optax.multi_transform)",
+        "(jax + optax: labels(), init(), optimizer() over optax.multi_transform); "
+        "torchtitan: torchtitan's optimizer param_groups and per-module init, hook-free "
+        "(docs/torchtitan.md)",
     )
     p.add_argument(
         "--vendor",
         action="store_true",
         help="write one standalone file: the runtime's sources copied in, so the module "
         "imports neither spectral nor sympy (the same code as the importing form)",
+    )
+    p.add_argument(
+        "--absorb-multipliers",
+        action="store_true",
+        help="the hook-free form: every block multiplier 1, absorbed into the init, lr, "
+        "weight decay and eps of the modules it scaled (verified like any rule set; "
+        "no apply_multipliers, no model change). --framework torchtitan always uses it",
     )
 
 
@@ -161,9 +170,11 @@ def run_codegen(args: argparse.Namespace) -> int:
         base_depth=args.base_depth,
         command=_command_line(args, p)
         + ("" if args.framework == "torch" else f" --framework {args.framework}")
-        + (" --vendor" if args.vendor else ""),
+        + (" --vendor" if args.vendor else "")
+        + (" --absorb-multipliers" if args.absorb_multipliers else ""),
         framework=args.framework,
         vendor=True if args.vendor else None,  # None: codegen.VENDOR_DEFAULT
+        absorb=args.absorb_multipliers,
     )
     emit(source, args)
     if p.uncovered:

@@ -29,7 +29,7 @@ from ..transfer import Plan, eps_place, plan
 
 __all__ = ["FRAMEWORKS", "TORCH_RUNTIME", "load_generated", "render", "write"]
 
-FRAMEWORKS = ("torch", "jax")
+FRAMEWORKS = ("torch", "jax", "torchtitan")
 """What ``render(framework=...)`` writes a module for."""
 
 TORCH_RUNTIME = (
@@ -42,10 +42,11 @@ TORCH_RUNTIME = (
     "spectral.torch.classify",
     "spectral.torch.factories",
     "spectral.torch.sharded",
+    "spectral.torch.rules",
     "spectral.torch.hooks",
+    "spectral.torch.absorb",
     "spectral.torch.init",
     "spectral.torch.composite",
-    "spectral.torch.rules",
     "spectral.torch.experts",
     "spectral.torch.optim",
     "spectral.torch.forward_checks",
@@ -126,7 +127,7 @@ def _impl_literal(impl: object) -> str:
 
     args = [f"{impl.cls!r}"]  # type: ignore[attr-defined]
     for f in fields(impl):  # type: ignore[arg-type]
-        if f.name in ("cls", "notes"):
+        if f.name in ("cls", "notes", "not_homogeneous"):  # comments; codegen refuses
             continue
         value = getattr(impl, f.name)
         default = f.default_factory() if callable(f.default_factory) else f.default
@@ -166,6 +167,7 @@ def render(
     framework: str = "torch",
     vendor: bool | None = None,
     all_roles: bool = False,
+    absorb: bool = False,
 ) -> str:
     """The source of the config module (deterministic: same inputs, same bytes).
 
@@ -177,6 +179,8 @@ def render(
     writes the standalone form (the runtime's sources copied in); None takes
     :data:`VENDOR_DEFAULT` (False: the module imports the runtime). ``all_roles`` adds
     the roles placed by their dimensions (``docs/roles.md``; a derived ``Plan`` has its own).
+    ``absorb=True`` writes the hook-free form (:mod:`spectral.engine.absorb`): every
+    multiplier 1, carried by the init, lr, weight decay and eps of the modules it scaled.
     """
     if vendor is None:
         vendor = VENDOR_DEFAULT
@@ -204,6 +208,8 @@ def render(
             command += f" --framework {framework}"
         if vendor:
             command += " --vendor"
+        if absorb:
+            command += " --absorb-multipliers"
     rules = []
     for r, hps in p.rules.items():
         rules.append(
@@ -274,15 +280,53 @@ def render(
         assignment=_assignment(p),
         uncovered=p.uncovered,
         uncovered_note=uncovered_note,
+        absorbed=absorbed_context(p) if absorb or framework == "torchtitan" else None,
     )
     if framework == "jax":
         from .jax import render_jax
 
         return render_jax(env, context, p, vendor=vendor)
+    if framework == "torchtitan":
+        from .torchtitan import render_torchtitan
+
+        return render_torchtitan(env, context, p)
     template = env.get_template("torch_config.py.j2")
     if not vendor:
         return template.render(**context, vendor=False)
     return _vendored(template.render(**context, vendor=True))
+
+
+def absorbed_context(p: Plan) -> list[dict[str, Any]]:
+    """Per optimizer of the plan: (p, q) and the carriers' absorbed rules, verified by
+    :func:`spectral.engine.absorb.absorb`; refused where the implementation's step is not
+    homogeneous in the gradient as its declaration is."""
+    from ..engine.absorb import absorb
+    from ..errors import SpecError
+
+    out = []
+    for name in dict.fromkeys(p.optimizers.values()):
+        module = module_of(name) if p.is_builtin(name) else None
+        impl = None if module is None else module.TORCH
+        reason = getattr(impl, "not_homogeneous", "")
+        if reason:
+            raise SpecError(f"--absorb-multipliers: {name} cannot absorb a multiplier: {reason}")
+        a = absorb(p.derivations[name])
+        roles = [r for r, o in p.optimizers.items() if o == name]
+        carried = []
+        for r in roles:
+            text = f"{name}, {r}: " + ", ".join(
+                _comment(hp, e) for hp, e in a.rules[r].items() if hp != "multiplier"
+            )
+            carried += textwrap.wrap(text, 84, subsequent_indent="    ")
+        out.append(
+            {
+                "name": name,
+                "p": repr(float(a.p)),
+                "q": "None" if a.q is None else repr(float(a.q)),
+                "carried": carried,
+            }
+        )
+    return out
 
 
 def _vendored(source: str) -> str:
@@ -315,6 +359,7 @@ def load_generated(
     name: str | None = None,
     vendor: bool | None = None,
     all_roles: bool = False,
+    absorb: bool = False,
 ):
     """Render the config module, write it to ``folder/<name>.py`` and import it.
 
@@ -323,7 +368,8 @@ def load_generated(
     ``all_roles`` as in :func:`render`.
     The file is rewritten only when its bytes differ; the imported module is cached per
     (inputs, folder), so the sweep and the coordinate check build every point from the same
-    module object. Imports torch (the generated module does).
+    module object. ``absorb=True``: the hook-free form. Imports torch (the generated module
+    does).
     """
     import hashlib
     import importlib.util
@@ -333,14 +379,14 @@ def load_generated(
 
     if vendor is None:
         vendor = VENDOR_DEFAULT
-    key = (hidden, others, k, base_width, base_depth, str(folder), name, vendor, all_roles)
+    key = (hidden, others, k, base_width, base_depth, str(folder), name, vendor, all_roles, absorb)
     if key in _LOADED:
         return _LOADED[key]
     labels = [x if isinstance(x, str) else x.name for x in (hidden, others) if x is not None]
     same = len(labels) == 2 and labels[0] == labels[1]
     source = render(hidden, None if same else others, k,
                     base_width=base_width, base_depth=base_depth, vendor=vendor,
-                    all_roles=all_roles)
+                    all_roles=all_roles, absorb=absorb)
     if name is None:
         name = "config_" + "_".join(labels) + f"_k{k}"
         user = [x for x in (hidden, others) if isinstance(x, OptimizerSpec)]
@@ -351,6 +397,8 @@ def load_generated(
             name += "_vendored"
         if all_roles:
             name += "_all_roles"
+        if absorb:
+            name += "_absorbed"
     name = name.replace("+", "_").replace("-", "_").replace(".", "_")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

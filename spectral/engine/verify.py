@@ -174,12 +174,18 @@ def _holds(value: Theta, relation: str, target: Theta) -> bool:
     return value == target if relation == "=" else value.le(target)
 
 
-def _groups(params: tuple[tuple[str, int], ...]) -> dict[str, tuple[int, ...]]:
-    """The positions of each role's factors in ``params`` (factors of one role share scales)."""
+def _groups(keys: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    """The positions of each scale key's factors (factors of one key share scales)."""
     out: dict[str, list[int]] = {}
-    for p, (r, _) in enumerate(params):
-        out.setdefault(r, []).append(p)
+    for p, key in enumerate(keys):
+        out.setdefault(key, []).append(p)
     return {r: tuple(ps) for r, ps in out.items()}
+
+
+def role_keys(chain: Chain) -> tuple[str, ...]:
+    """The scale key of each factor of ``chain``: its role (every factor of a role shares
+    its scales). :mod:`spectral.engine.absorb` keys some factors apart."""
+    return tuple(r for r, _ in chain.params)
 
 
 def _local(chain: Chain, s: _Scales) -> _Scales:
@@ -213,21 +219,24 @@ def _extreme(
     return pick(*candidates)
 
 
-def _check_chain(chain: Chain, s: _Scales, tally: Tally) -> None:
+def _check_chain(
+    chain: Chain, s: _Scales, tally: Tally, keys: tuple[str, ...] | None = None
+) -> None:
     """Every term of ``chain``, factor by factor (see the module docstring).
 
     A gated chain's gate is always updated: its terms are ``α ‖Δg‖`` times the free
-    factors' terms, the empty set (the router's first-order term) included."""
+    factors' terms, the empty set (the router's first-order term) included. ``keys``: the
+    scale key of each factor (:func:`role_keys` by default)."""
+    keys = role_keys(chain) if keys is None else keys
     alpha = s.alpha[chain.layer]
     s = _local(chain, s)
     for label, n in term_counts(chain).items():
         tally.record(label, n)
     lead: tuple[int, ...] = (0,) if chain.gated else ()
-    free = chain.params[len(lead) :]
-    groups = _groups(free)
+    groups = _groups(keys[len(lead) :])
     target = update_target(chain)
     if chain.gated:
-        base = alpha * s.step[chain.params[0][0]]
+        base = alpha * s.step[keys[0]]
         first = base * prod((s.norm[r] ** len(ps) for r, ps in groups.items()), start=Theta.one())
         ok = first == target
     else:
@@ -270,14 +279,17 @@ def _check_chain(chain: Chain, s: _Scales, tally: Tally) -> None:
         tally.fail(label, terms, f"{term}, but the rules give Θ({value})")
 
 
-def _enumerate_chain(chain: Chain, s: _Scales, tally: Tally) -> None:
+def _enumerate_chain(
+    chain: Chain, s: _Scales, tally: Tally, keys: tuple[str, ...] | None = None
+) -> None:
     """The oracle: every term of ``chain`` multiplied out and compared, one by one."""
+    keys = role_keys(chain) if keys is None else keys
     alpha = s.alpha[chain.layer]
     s = _local(chain, s)
     for c in chain_terms(chain):
         value = alpha
-        for f in c.factors:
-            value = value * (s.step[f.role] if f.delta else s.norm[f.role])
+        for key, f in zip(keys, c.factors, strict=True):
+            value = value * (s.step[key] if f.delta else s.norm[key])
         tally.record(c.label)
         if not _holds(value, c.relation, c.target):
             tally.fail(c.label, 1, f"{c}, but the rules give Θ({value})")

@@ -27,6 +27,7 @@ from spectral.torch.hooks import (
 from spectral.torch.composite import lr_ratio_problem, unwrap_optimizer
 from spectral.torch.forward_checks import measured_problems
 from spectral.torch.optim import role_param_groups
+from spectral.torch.absorb import absorbed_problems
 from spectral.torch.rules import TorchRules
 from spectral.torch.width_check import check_widths
 
@@ -299,7 +300,13 @@ def check_model(
     except ValueError as exc:
         return [str(exc)]
     problems = _size_problems(rules, model, width, patterns, adapter)
-    problems += _multiplier_problems(rules, model, width, depth, multiplier, adapter)
+    if rules.absorbed is None:
+        problems += _multiplier_problems(
+            rules, model, width, depth, multiplier, adapter
+        )
+    else:  # hook-free form: no hooks, and every multiplier sits in parameters
+        problems += absorbed_problems(rules, model, width, depth, multiplier, adapter)
+        measure = False  # the forward checks look for the hooks' factors
     if head_dim is not None:
         for found in sorted(head_dims(model) - {head_dim}):
             problems.append(

@@ -311,6 +311,12 @@ def install_multipliers(
             "this model applies the block multipliers in its forward pass already "
             "(applies_mup_multipliers); build it with multipliers= instead"
         )
+    if getattr(rules, "absorbed", None) is not None:
+        raise ValueError(
+            "this config absorbs the block multipliers (--absorb-multipliers): init_ and "
+            "build_optimizers put them into the parameters' numbers, so no hook is needed; "
+            "hooks would apply them twice"
+        )
     family = as_adapter(adapter, model)
     if family is None:
         sample = [n for n, _ in model.named_modules() if n][:6]

@@ -16,6 +16,7 @@ from spectral.torch.classify import (
     is_table,
 )
 from spectral.torch.shapes import fans, is_norm
+from spectral.torch.absorb import carriers_of
 from spectral.torch.sharded import normal_
 
 
@@ -48,6 +49,7 @@ def init_by_role(
     *,
     patterns: Patterns | None = None,
     adapter: AdapterLike | None = None,
+    multiplier: BaseValue = 1.0,
 ) -> None:
     """Initialise every parameter by its role: N(0, init_std_of(role)^2).
 
@@ -60,15 +62,20 @@ def init_by_role(
     the values the model gave it unless init_std names its role: init_ touches only what
     it has a rule for. A dense input layer (not an embedding) is drawn with
     init_std / sqrt(d_in), its fixed fan-in: the paper's input variance is sigma^2 for
-    one-hot (language) inputs and sigma^2/d_0 for dense ones.
+    one-hot (language) inputs and sigma^2/d_0 for dense ones. In the hook-free form (a
+    config generated with --absorb-multipliers) the parameters of each module a multiplier
+    scaled carry it: their std, and a norm's gain, times the multiplier
+    (spectral.torch.absorb).
     """
     family = as_adapter(adapter, model)
+    factors = carriers_of(rules, model, width, depth, multiplier, family)
     for name, p, role, module in classified(model, patterns, family, rules):
+        s = factors.get(id(p), 1.0)
         if is_norm(module):
             if name.endswith("bias"):
                 p.zero_()
             else:  # gain 1: x_hat * (norm_offset + w) for families that offset w
-                p.fill_(1.0 - (family.norm_offset if family is not None else 0.0))
+                p.fill_(s - (family.norm_offset if family is not None else 0.0))
             continue
         rules.covered(role, f"parameter {name!r}")
         if keeps_own_values(name, role, module, init_std):
@@ -76,7 +83,7 @@ def init_by_role(
         d_in = None
         if role == "input_weight" and not is_table(name, module, family):
             d_in = fans(module, p)[1]
-        std = rules.init_std_of(role, width, depth, init_std, d_in)
+        std = rules.init_std_of(role, width, depth, init_std, d_in) * s
         if std == 0.0:
             p.zero_()
         else:

@@ -13,6 +13,7 @@ from spectral.scaling import BaseValue
 from spectral.patterns import Patterns
 from spectral.torch.classify import AdapterLike, classified, unwrap_model
 from spectral.torch.shapes import fans
+from spectral.torch.absorb import absorbed_values, carriers_of, scales_in_forward
 from spectral.torch.hooks import multipliers_applied
 from spectral.torch.ties import tied_to_output, tied_values_agree
 from spectral.optimizers.entry import TorchImpl
@@ -76,14 +77,17 @@ def role_param_groups(
     Each group carries "lr", "weight_decay", the optimizer's eps where it has one, and
     "role" / "optimizer" for bookkeeping. An eps that lives inside a tuple-valued key
     (rules.eps_places) is carried as "spectral_eps" and put in place by build_optimizers, once
-    the implementation has filled in the tuple's other entries. init_std and multiplier
-    are accepted (and ignored) so that one dict of base values serves every function.
+    the implementation has filled in the tuple's other entries. init_std is accepted
+    (and ignored) so that one dict of base values serves every function; multiplier only
+    matters in the hook-free form, where it scales what the carriers hold.
     Frozen parameters (requires_grad=False) are left out. Each group is named
     "role/optimizer" ("name": what Lightning's LearningRateMonitor and other loggers show),
     with the lr factor of a shape compensation or "experts" after it where a role has
     several groups. A one-element tensor lr (torch's recipe for a compiled optimizer step,
     which then does not recompile as the lr changes) gives every group a tensor lr of its
-    own, of that dtype and device.
+    own, of that dtype and device. In the hook-free form the parameters of each module a
+    multiplier scaled get groups of their own, with the numbers that carry it
+    (spectral.torch.absorb).
     """
     model = unwrap_model(model)
     lr_tensor = _tensor_lr(lr)
@@ -95,7 +99,8 @@ def role_param_groups(
         eps=eps,
         multiplier=multiplier,
     )
-    groups: dict[tuple[str, str, float, str | None], dict[str, Any]] = {}
+    factors = carriers_of(rules, model, width, depth, multiplier, adapter)
+    groups: dict[tuple[str, str, float, str | None, float], dict[str, Any]] = {}
     for name, p, role, module in classified(model, patterns, adapter, rules):
         if not p.requires_grad:
             continue
@@ -110,9 +115,12 @@ def role_param_groups(
         if role == "input_weight" and tied_to_output(model, p):
             tied_values_agree(hp, name)
         c = _compensation(rules.implementations.get(opt_name), module, p, layout)
-        key = (opt_name, role, c, layout)
+        s = factors.get(id(p), 1.0)
+        key = (opt_name, role, c, layout, s)
         if key not in groups:
             h = hp[role]
+            if id(p) in factors and rules.absorbed is not None:
+                h = absorbed_values(h, s, rules.absorbed[opt_name])
             group: dict[str, Any] = {
                 "params": [],
                 "lr": h["lr"] / c,
@@ -149,13 +157,15 @@ def _tensor_lr(lr: Any) -> torch.Tensor | None:
 
 
 def _name_groups(
-    groups: Mapping[tuple[str, str, float, str | None], dict[str, Any]],
+    groups: Mapping[tuple[str, str, float, str | None, float], dict[str, Any]],
 ) -> None:
     """Each group's "name": role/optimizer; a role's other groups say how they differ
     (loggers such as LearningRateMonitor refuse two groups of one name)."""
     taken: set[str] = set()
-    for (opt_name, role, c, layout), group in groups.items():
+    for (opt_name, role, c, layout, carried), group in groups.items():
         name = f"{role}/{opt_name}"
+        if carried != 1.0:  # hook-free form: a module's multiplier held in its numbers
+            name += f"/carries-x{carried:.4g}"
         if layout is not None:
             name += "/experts"
         if c != 1.0:
@@ -210,7 +220,14 @@ def build_composite(
     replaces or adds one (fn(groups, **kwargs) returning a torch optimizer).
     """
     _check_options(rules, factories, optimizer_kwargs, multipliers_in_forward)
-    if not (multipliers_in_forward or multipliers_applied(model)):
+    if rules.absorbed is not None:
+        if multipliers_in_forward or scales_in_forward(model):
+            raise ValueError(
+                "this config absorbs the block multipliers into the parameters' numbers, "
+                "and the model's forward pass applies them too (hooks or built in): remove "
+                "the hooks (handle.remove()) or use the config without --absorb-multipliers"
+            )
+    elif not (multipliers_in_forward or multipliers_applied(model)):
         raise ValueError(
             "the model's forward pass does not apply the block multipliers: call "
             "apply_multipliers(model, width, depth) first, or pass "

@@ -1,0 +1,99 @@
+"""``spectral codegen --framework torchtitan``: torchtitan's optimizer param_groups and init.
+
+The module written holds the numbers of the torch config in the hook-free form (every
+multiplier absorbed, :mod:`spectral.engine.absorb`) and the parameter-name patterns of
+torchtitan's Llama3, one per role and per carrier of a multiplier (carriers first, since
+torchtitan gives a parameter to the first pattern that matches). The patterns come from the
+``torchtitan`` adapter (:mod:`spectral.torch.families`), kept only where they match a
+parameter torchtitan 0.3.0's Llama3 has (:data:`LLAMA3_PARAMETERS`): torchtitan raises on a
+pattern that matches nothing. The runtime :mod:`spectral.torch.torchtitan` turns them into
+``ParamGroupConfig`` objects. Neither torch nor torchtitan is imported here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from typing import Any
+
+from ..errors import SpecError
+from ..transfer import Plan
+from .vendor import module_path
+
+__all__ = ["LLAMA3_PARAMETERS", "OPTIMIZER_NAMES", "group_patterns", "render_torchtitan"]
+
+LLAMA3_PARAMETERS = (
+    "tok_embeddings.weight",
+    "layers.0.attention.qkv_linear.wqkv.weight",
+    "layers.0.attention.wo.weight",
+    "layers.0.feed_forward.w1.weight",
+    "layers.0.feed_forward.w2.weight",
+    "layers.0.feed_forward.w3.weight",
+    "layers.0.attention_norm.weight",
+    "layers.0.ffn_norm.weight",
+    "norm.weight",
+    "lm_head.weight",
+)
+"""The parameter names of one block and the rest of torchtitan 0.3.0's Llama3
+(``torchtitan.models.llama3``; tests/test_torchtitan.py checks them against the package)."""
+
+OPTIMIZER_NAMES = {"adamw": "AdamW", "adam": "Adam"}
+"""Catalog optimizer -> the name torchtitan 0.3.0 builds it by
+(``OptimizersContainer._resolve_optimizer_factory``: Adam, AdamW, and DistMuon, which needs
+FlexShard's sharding metadata)."""
+
+_LAYERS = (("input", "input"), ("hidden", "branches"), ("output", "output"))
+
+
+def _adapter() -> Any:
+    """The torchtitan adapter, read from spectral/torch/families.py without importing the
+    spectral.torch package (which imports torch)."""
+    spec = importlib.util.spec_from_file_location("_spectral_families", module_path("spectral.torch.families"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return next(a for a in module.ADAPTERS if a.name == "torchtitan")
+
+
+def group_patterns(names: tuple[str, ...] = LLAMA3_PARAMETERS) -> list[tuple[str, str, str | None]]:
+    """(pattern, role, carried layer or None) for the parameters ``names``, carriers first:
+    each name matches its own group's pattern before any other."""
+    adapter = _adapter()
+    carriers: dict[str, tuple[str, str, str | None]] = {}
+    plain: dict[str, tuple[str, str, str | None]] = {}
+    want: dict[str, tuple[str, str | None]] = {}
+    for name in names:
+        pattern, role = next((p, r) for p, r in adapter.roles if re.search(p, name))
+        module, leaf = name.rsplit(".", 1)
+        placed = [
+            (lay, mp) for lay, field in _LAYERS for mp in getattr(adapter, field) if re.search(mp, module)
+        ]
+        if placed:
+            layer, mp = placed[0]
+            pattern = mp.removesuffix("$") + r"\." + leaf + "$"
+            carriers.setdefault(pattern, (pattern, role, layer))
+        else:
+            layer = None
+            plain.setdefault(pattern, (pattern, role, None))
+        want[name] = (role, layer)
+    order = [p for p, _ in adapter.roles]
+    groups = [*carriers.values(), *sorted(plain.values(), key=lambda g: order.index(g[0]))]
+    for name in names:  # first match wins: each name must land in a group of its own kind
+        first = next(g for g in groups if re.search(g[0], name))
+        if (first[1], first[2]) != want[name]:
+            raise SpecError(f"torchtitan patterns: {name} would match {first[0]} first")
+    return groups
+
+
+def render_torchtitan(env: Any, context: dict[str, Any], p: Plan) -> str:
+    """The torchtitan module's source (``context``: the torch config's, absorbed)."""
+    unknown = sorted(set(p.optimizers.values()) - set(OPTIMIZER_NAMES))
+    if unknown:
+        raise SpecError(
+            f"--framework torchtitan: torchtitan 0.3.0 builds {', '.join(OPTIMIZER_NAMES)} "
+            f"by name (and DistMuon, which needs FlexShard), not {', '.join(unknown)}"
+        )
+    groups = [g for g in group_patterns() if g[1] in p.optimizers]
+    names = [{"name": n, "titan": OPTIMIZER_NAMES[n]} for n in dict.fromkeys(p.optimizers.values())]
+    template = env.get_template("torchtitan_config.py.j2")
+    return template.render(**context, groups=groups, titan_names=names)

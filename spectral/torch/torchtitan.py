@@ -1,0 +1,85 @@
+"""torchtitan: its optimizer ``param_groups`` and its init from a hook-free config.
+
+torchtitan (0.3.0) builds its optimizers from ``OptimizersContainer.Config.param_groups``,
+a list of ``ParamGroupConfig(pattern, optimizer_name, optimizer_kwargs)``: each parameter
+goes to the first pattern that matches its name, and a pattern that matches nothing raises.
+A module written by ``spectral codegen --framework torchtitan`` holds the patterns (one per
+role and per carrier of a multiplier, carriers first) and binds :func:`param_group_configs`
+to them; the multipliers are absorbed (:mod:`spectral.torch.absorb`), so the model is not
+changed. torchtitan is imported only when the configs are built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from spectral.scaling import BaseValue
+from spectral.torch.absorb import absorbed_values
+from spectral.torch.rules import TorchRules
+
+GroupPattern = tuple[str, str, str | None]
+"""(parameter-name pattern, role, layer whose multiplier it carries or None)."""
+
+
+def titan_group_values(
+    rules: TorchRules,
+    groups: Sequence[GroupPattern],
+    width: float,
+    depth: float,
+    *,
+    lr: BaseValue,
+    weight_decay: BaseValue = 0.0,
+    eps: BaseValue | None = None,
+    multiplier: BaseValue = 1.0,
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """(pattern, optimizer, numbers) per group: the role's lr, weight decay and eps, moved
+    by the symmetry where the group carries its layer's multiplier."""
+    if rules.absorbed is None:
+        raise ValueError("torchtitan takes the hook-free form: absorb the multipliers first")
+    hp = rules.hparams(width, depth, lr=lr, weight_decay=weight_decay, eps=eps, multiplier=multiplier)
+    folded = rules.folded_multipliers(width, depth, multiplier)
+    out = []
+    for pattern, role, layer in groups:
+        opt = rules.optimizers[role]
+        values = hp[role]
+        if layer is not None:
+            values = absorbed_values(values, folded[layer], rules.absorbed[opt])
+        out.append((pattern, opt, values))
+    return out
+
+
+def param_group_configs(
+    rules: TorchRules,
+    groups: Sequence[GroupPattern],
+    optimizer_names: Mapping[str, str],
+    width: float,
+    depth: float,
+    *,
+    lr: BaseValue,
+    weight_decay: BaseValue = 0.0,
+    eps: BaseValue | None = None,
+    multiplier: BaseValue = 1.0,
+) -> list[Any]:
+    """torchtitan's ``ParamGroupConfig`` list for ``OptimizersContainer.Config.param_groups``.
+
+    ``optimizer_names``: optimizer -> the name torchtitan builds it by (``"AdamW"``). Each
+    group's kwargs: lr, weight_decay, the eps of an optimizer that has an eps rule, and the
+    arguments its implementation fixes (torch.optim.Adam's decoupled_weight_decay=True).
+    """
+    from torchtitan.components.optimizer import ParamGroupConfig
+
+    out = []
+    for pattern, opt, values in titan_group_values(
+        rules, groups, width, depth, lr=lr, weight_decay=weight_decay, eps=eps,
+        multiplier=multiplier,
+    ):
+        impl = rules.implementations.get(opt)
+        kwargs: dict[str, Any] = dict(impl.fixed) if impl is not None else {}
+        kwargs.update(lr=values["lr"], weight_decay=values["weight_decay"])
+        if "eps" in values:
+            kwargs[rules.eps_places.get(opt, ("eps", None))[0]] = values["eps"]
+        out.append(
+            ParamGroupConfig(pattern=pattern, optimizer_name=optimizer_names[opt], optimizer_kwargs=kwargs)
+        )
+    return out
