@@ -28,6 +28,7 @@ BOUND = {
         "build_optimizers": ("spectral.torch.optim", "build_composite"),
         "check": ("spectral.torch.check", "check_model"),
         "fold_multipliers": ("spectral.torch.export", "fold_into_weights"),
+        "set_base_shapes": ("spectral.torch.shapes", "record_shapes_at_base"),
     },
     "jax": {
         "init": ("spectral.jax.init", "init_params"),

@@ -37,6 +37,7 @@ TORCH_RUNTIME = (
     "spectral.patterns",
     "spectral.optimizers.entry",
     "spectral.torch.ties",
+    "spectral.torch.adapter",
     "spectral.torch.families",
     "spectral.torch.shapes",
     "spectral.torch.classify",

@@ -61,7 +61,8 @@ def init_params(
             new[path] = fill(leaf.shape, leaf.dtype)
             continue
         rules.covered(role, f"parameter {path!r}")
-        if keeps_own_init(role, init_std):  # a per-channel vector: the model's own values
+        # a per-channel vector: the model's own values
+        if keeps_own_init(role, init_std):
             new[path] = leaf
             continue
         d_in = None

@@ -7,9 +7,9 @@ names comes before it). Data only: :mod:`spectral.torch.classify` applies them.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
+from spectral.torch.adapter import Adapter
 from spectral.patterns import anchored
+from spectral.torch.adapter import make_adapter
 
 # ---------------------------------------------------------------------------------------
 # model families: which parameter is which role, where the multipliers go
@@ -17,7 +17,8 @@ from spectral.patterns import anchored
 # Names may carry a prefix: "module." (DDP), "_orig_mod." (torch.compile), "transformer." or
 # "model." (Hugging Face), "_fsdp_wrapped_module." (FSDP1 with use_orig_params=True), so
 # every pattern starts at a dot or at the start of the name: the families below are written
-# without that anchor and _family puts it in front (spectral.patterns.anchored).
+# without that anchor and make_adapter (spectral.torch.adapter) puts it in front
+# (spectral.patterns.anchored).
 #
 # Parameters the paper does not cover, and the role each gets on purpose:
 # * LayerNorm/RMSNorm gains and biases inside a residual block: hidden_bias. They are
@@ -37,79 +38,7 @@ from spectral.patterns import anchored
 # and alpha_out stays a hook on the logits. Any other shared parameter is refused.
 
 
-class Adapter(NamedTuple):
-    """Where the rules meet one family of models, by module and parameter names.
-
-    Every pattern is a regular expression searched in a name from named_modules() or
-    named_parameters(). The multipliers are forward hooks that scale a module's output:
-    alpha_in on each `input` module (the embedding output h_0), alpha_hidden on each
-    `branches` module (the last map of a residual branch, so the branch adds
-    alpha_hidden * f(h)), alpha_out on each `output` module (the logits).
-    """
-
-    name: str
-    detect: str
-    """The family is recognised when a module name matches this."""
-    roles: tuple[tuple[str, str], ...]
-    """(parameter-name pattern, role), searched in order; the first match wins."""
-    input: tuple[str, ...]
-    branches: tuple[str, ...]
-    output: tuple[str, ...]
-    final: str = ""
-    """The module whose input is h_L, the residual stream after the last block."""
-    branches_per_layer: int = 2
-    """Residual branches per layer (attention + MLP); depth counts layers."""
-    embeddings: tuple[str, ...] = ()
-    """Input parameters that are lookup tables although their module is no nn.Embedding
-    (drawn with init_std, not init_std / sqrt(fan_in))."""
-    detect_type: str = ""
-    """When set, the family is recognised only if some module's class name matches this
-    too: Gemma's module names are Llama's, its RMSNorm class is its own."""
-    input_scale: tuple[str, ...] = ()
-    """Attributes of the input module, tried in order, holding a factor its forward pass
-    multiplies into the embedding output (Gemma: sqrt(hidden_size)). The alpha_in hook
-    divides it out, so h_0 is alpha_in times the looked-up row at every width."""
-    input_scale_sqrt: tuple[str, str] | tuple[()] = ()
-    """(config flag, config width): when the model's config sets the flag, its forward
-    multiplies the input module's output by sqrt(width) after that module (litgpt's
-    scale_embeddings, n_embd); the alpha_in hook divides it out, as for input_scale."""
-    norm_offset: float = 0.0
-    """The family's norms compute x_hat * (norm_offset + w) (Gemma: 1 + w); init_ sets
-    w = 1 - norm_offset, so every effective gain starts at 1."""
-    refuse: tuple[tuple[str, str], ...] = ()
-    """(config attribute, what it does): a model whose config sets the attribute (anything
-    but None, False or 0) is refused with that reason, as the rules do not cover it."""
-    config_scales: tuple[tuple[str, str, int], ...] = ()
-    """(layer, config attribute, power): the model's forward pass multiplies that layer's
-    scaled output by config.attribute ** power outside the hooked module (Granite's
-    embedding_multiplier on h_0, residual_multiplier on each branch, 1 / logits_scaling on
-    the logits); the layer's hook divides it out, so the rules' multiplier is the whole
-    factor whatever the config says, width-scaled or not."""
-
-
-_PATTERN_FIELDS = (
-    "detect",
-    "roles",
-    "input",
-    "branches",
-    "output",
-    "final",
-    "embeddings",
-)
-"""The fields that hold name patterns (detect_type matches class names, not names)."""
-
-
-def _family(base: Adapter | None = None, **fields: Any) -> Adapter:
-    """An Adapter from ``fields``, or ``base`` with ``fields`` replaced; every name pattern
-    given gets the anchor ``(^|\\.)`` in front (spectral.patterns.anchored)."""
-    fields = {
-        key: anchored(value) if key in _PATTERN_FIELDS else value
-        for key, value in fields.items()
-    }
-    return Adapter(**fields) if base is None else base._replace(**fields)
-
-
-_GPT2 = _family(
+_GPT2 = make_adapter(
     name="gpt2",  # nanoGPT's model.py, Hugging Face GPT-2, spectral.models.GPT
     detect=r"h\.\d+\.attn\.c_proj$",
     roles=(
@@ -135,7 +64,7 @@ _GPT2 = _family(
 # hidden matrices like the others), Cohere / Command-R (attention and MLP in parallel on
 # one norm: still two branch ends per layer; its logit_scale is a fixed factor on the
 # logits, the same at every width), StableLM, and others with these names.
-_LLAMA = _family(
+_LLAMA = make_adapter(
     name="llama",
     detect=r"layers\.\d+\.self_attn\.o_proj$",
     roles=(
@@ -162,7 +91,7 @@ _LLAMA = _family(
 # Gemma's forward multiplies the embedding output by sqrt(hidden_size) (the embedding
 # module's embed_scale), which would make h_0 grow with the width; the alpha_in hook
 # divides it out. Its RMSNorm computes x_hat * (1 + w), so init_ sets w = 0.
-_GEMMA = _family(
+_GEMMA = make_adapter(
     _LLAMA,
     name="gemma",  # Hugging Face Gemma: Llama's names, its own norm class
     detect_type=r"^GemmaRMSNorm$",
@@ -174,7 +103,7 @@ _GEMMA = _family(
 # o_proj / down_proj would normalise a multiplier placed there away, so alpha_hidden scales
 # the post-norms' outputs and each branch adds alpha_hidden * f(h). Plain embeddings and
 # x_hat * w norms.
-_OLMO2 = _family(
+_OLMO2 = make_adapter(
     _LLAMA,
     name="olmo2",  # Hugging Face OLMo2, OLMo3 (and Llama-named models with these post-norms)
     detect=r"layers\.\d+\.post_feedforward_layernorm$",
@@ -192,7 +121,7 @@ _CAPS_SCORES = "caps the attention scores with a tanh of fixed height, which the
 # attention scores, c fixed) is accepted: under muP both are Theta(1) at every width, so
 # the cap bends them the same way at every width (tests/test_model_classes.py measures the
 # capped logits' slopes).
-_GEMMA2 = _family(
+_GEMMA2 = make_adapter(
     _OLMO2,
     name="gemma2",  # Hugging Face Gemma2, Gemma3 (text)
     detect=r"layers\.\d+\.pre_feedforward_layernorm$",
@@ -206,7 +135,7 @@ _GEMMA2 = _family(
 # size). The hooks divide all three out, so the rules' multipliers are the whole factors;
 # attention_multiplier scales the attention scores with the head dimension fixed, the same
 # at every width.
-_GRANITE = _family(
+_GRANITE = make_adapter(
     _LLAMA,
     name="granite",  # Hugging Face Granite (dense)
     detect_type=r"^GraniteRMSNorm$",
@@ -219,12 +148,15 @@ _GRANITE = _family(
 
 # Phi-2 (Hugging Face Phi): attention and MLP in parallel on one norm (two branch ends per
 # layer), biases everywhere, and a bias on the readout: output_bias.
-_PHI = _family(
+_PHI = make_adapter(
     name="phi",
     detect=r"layers\.\d+\.self_attn\.dense$",
     roles=(
         (r"embed_tokens\.weight$", "input_weight"),
-        (r"layers\.\d+\.(\w*layernorm|self_attn\.[qk]_layernorm)\.(weight|bias)$", "hidden_bias"),
+        (
+            r"layers\.\d+\.(\w*layernorm|self_attn\.[qk]_layernorm)\.(weight|bias)$",
+            "hidden_bias",
+        ),
         (r"layers\.\d+\.(self_attn|mlp)\.\w+\.weight$", "hidden_weight"),
         (r"layers\.\d+\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
         (r"final_layernorm\.(weight|bias)$", "input_bias"),
@@ -239,7 +171,7 @@ _PHI = _family(
 
 # GPT-J: GPT-2's names with separate q/k/v/out projections, attention and MLP in parallel
 # on ln_1, and a bias on the readout: output_bias.
-_GPTJ = _family(
+_GPTJ = make_adapter(
     name="gptj",
     detect=r"h\.\d+\.attn\.out_proj$",
     roles=(
@@ -257,7 +189,7 @@ _GPTJ = _family(
     final=r"ln_f$",
 )
 
-_FALCON = _family(
+_FALCON = make_adapter(
     name="falcon",  # Hugging Face Falcon (parallel attention/MLP, or sequential)
     detect=r"h\.\d+\.self_attention\.dense$",
     roles=(
@@ -284,17 +216,20 @@ _FALCON = _family(
 # Its ALiBi slopes 2^(-8i/heads) take the same spread of values at every head count (the
 # share of heads with a slope in any range stays put as the heads grow with the width);
 # tests/test_model_classes.py measures BLOOM's slopes (and Falcon's with alibi=True).
-_BLOOM = _family(
+_BLOOM = make_adapter(
     _FALCON,
     name="bloom",  # Hugging Face BLOOM
     detect=r"word_embeddings_layernorm$",
     input=(r"word_embeddings_layernorm$",),
 )
 _BLOOM = _BLOOM._replace(
-    roles=(*anchored(((r"word_embeddings_layernorm\.(weight|bias)$", "input_bias"),)), *_FALCON.roles)
+    roles=(
+        *anchored(((r"word_embeddings_layernorm\.(weight|bias)$", "input_bias"),)),
+        *_FALCON.roles,
+    )
 )
 
-_MOE = _family(
+_MOE = make_adapter(
     # Hugging Face mixtures of experts with Llama's names (transformers 5): Mixtral, Qwen2-MoE,
     # Qwen3-MoE, OLMoE, DeepSeek-V3; before "llama", whose detect matches them too.
     name="moe",
@@ -335,7 +270,7 @@ _MOE = _family(
     final=r"norm$",
 )
 
-_RESIDUAL_MLP = _family(
+_RESIDUAL_MLP = make_adapter(
     name="residual-mlp",  # spectral.models.ResidualMLP
     detect=r"blocks\.\d+\.layers\.\d+$",
     roles=(
@@ -352,7 +287,7 @@ _RESIDUAL_MLP = _family(
     branches_per_layer=1,
 )
 
-_NEOX = _family(
+_NEOX = make_adapter(
     name="neox",  # Hugging Face GPT-NeoX (Pythia)
     detect=r"layers\.\d+\.attention\.dense$",
     roles=(
@@ -374,7 +309,7 @@ _NEOX = _family(
     final=r"final_layer_norm$",
 )
 
-_OPT = _family(
+_OPT = make_adapter(
     name="opt",  # Hugging Face OPT
     detect=r"layers\.\d+\.self_attn\.out_proj$",
     roles=(
@@ -408,7 +343,7 @@ _OPT = _family(
 # multiplies wte's output by sqrt(n_embd) in GPT.forward: divided out as Gemma's is. Its
 # Gemma configs' RMSNorm(add_unit_offset=True) computes x_hat * (1 + w): check() names
 # those norms; pass adapter=<this adapter>._replace(norm_offset=1.0) for them.
-_LITGPT = _family(
+_LITGPT = make_adapter(
     name="litgpt",
     detect=r"transformer\.h\.\d+\.post_attention_norm$",
     roles=(
@@ -432,7 +367,7 @@ _LITGPT = _family(
 
 # torchtitan 0.3.0 names the head lm_head (output before) and fuses q, k, v into
 # attention.qkv_linear.wqkv: both namings are placed.
-_TORCHTITAN = _family(
+_TORCHTITAN = make_adapter(
     name="torchtitan",  # torchtitan's Llama (models/llama3/model.py names)
     detect=r"layers\.\d+\.attention\.wo$",
     roles=(
@@ -452,7 +387,7 @@ _TORCHTITAN = _family(
     final=r"norm$",
 )
 
-_VIT = _family(
+_VIT = make_adapter(
     name="vit",  # timm's VisionTransformer
     detect=r"blocks\.\d+\.attn\.proj$",
     roles=(
@@ -491,7 +426,7 @@ _VIT = _family(
 # twin at twice the width, give them the fixed-rank roles. A_log, D, dt_bias, dt_proj's
 # bias and the depthwise conv1d are per-channel vectors (hidden_vector): init_ keeps the
 # values Mamba draws for them (zero would stop every mixer).
-_MAMBA = _family(
+_MAMBA = make_adapter(
     name="mamba",  # Hugging Face Mamba, Mamba2
     detect=r"layers\.\d+\.mixer\.out_proj$",
     roles=(
@@ -518,7 +453,7 @@ _MAMBA = _family(
 # output, after its norm, is h_0. The masked-LM head's transform (width -> width, applied
 # once outside the stream) is an outer_weight; the decoder is the readout, its bias an
 # output_bias (BERT also keeps an unused cls.predictions.bias: no gradient, no step).
-_BERT = _family(
+_BERT = make_adapter(
     name="bert",
     detect=r"encoder\.layer\.\d+\.attention\.output\.dense$",
     roles=(
@@ -528,7 +463,10 @@ _BERT = _family(
         (r"encoder\.layer\.\d+\.[\w.]+\.weight$", "hidden_weight"),
         (r"encoder\.layer\.\d+\.[\w.]+\.bias$", "hidden_bias"),
         (r"(pooler|predictions\.transform)\.dense\.weight$", "outer_weight"),
-        (r"(pooler\.dense|predictions\.transform\.(dense|LayerNorm))\.(weight|bias)$", "outer_bias"),
+        (
+            r"(pooler\.dense|predictions\.transform\.(dense|LayerNorm))\.(weight|bias)$",
+            "outer_bias",
+        ),
         (r"predictions\.decoder\.weight$", "output_weight"),
         (r"predictions\.(decoder\.)?bias$", "output_bias"),
     ),
@@ -541,7 +479,7 @@ _BERT = _family(
     final=r"predictions\.transform$",
 )
 
-_MODERNBERT = _family(
+_MODERNBERT = make_adapter(
     name="modernbert",
     detect=r"layers\.\d+\.attn\.Wo$",
     roles=(
@@ -566,7 +504,7 @@ _MODERNBERT = _family(
 # C * p * p (input_weight, drawn init_std / sqrt(fan_in)), cls_token and the position
 # table are tables added into h_0 (the embeddings module's output); the classifier is the
 # readout, its bias an output_bias.
-_HF_VIT = _family(
+_HF_VIT = make_adapter(
     name="hf-vit",
     detect=r"layers\.\d+\.layernorm_before$",
     roles=(

@@ -27,7 +27,9 @@ def is_bias(name: str) -> bool:
     return leaf == "bias" or leaf.endswith("_bias")
 
 
-def keeps_own_values(name: str, role: str, module: nn.Module, init_std: BaseValue) -> bool:
+def keeps_own_values(
+    name: str, role: str, module: nn.Module, init_std: BaseValue
+) -> bool:
     """Whether init_ leaves the parameter as the model initialised it: a vector-like
     parameter (SSM A_log, D, dt_bias, a depthwise kernel), or one with a bias role that is
     neither a bias nor a norm's parameter, unless ``init_std`` names its role. Its own

@@ -28,6 +28,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from spectral.scaling import Rules
+
 Dims = tuple[bool, ...]
 """Per dimension of a parameter: True where its size grows with the width."""
 
@@ -68,7 +70,11 @@ def rescaled_config(config: Any, factor: int = 2) -> Any:
     fields = {"hidden_size", *config.to_dict()}
     for key in sorted(fields):
         value = getattr(config, key, None)
-        if _WIDTH_FIELDS.match(key) and isinstance(value, int) and not isinstance(value, bool):
+        if (
+            _WIDTH_FIELDS.match(key)
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+        ):
             setattr(new, key, value * factor)
     return new
 
@@ -151,7 +157,9 @@ def width_dims(model: nn.Module) -> dict[int, Dims]:
         return {}
     if top not in _RECORDED:
         config = rescaled_config(top.config)
-        twin = _on_meta(lambda: type(top)(config), f"{type(top).__name__} at twice the width")
+        twin = _on_meta(
+            lambda: type(top)(config), f"{type(top).__name__} at twice the width"
+        )
         _RECORDED[top] = _compare(top, twin)
     return _by_id(top, _RECORDED[top])
 
@@ -213,7 +221,12 @@ def _reading(grows_out: bool, grows_in: bool) -> str:
 
 
 def shaped_role(
-    name: str, p: torch.Tensor, module: nn.Module, role: str, dims: Dims | None, known: Any
+    name: str,
+    p: torch.Tensor,
+    module: nn.Module,
+    role: str,
+    dims: Dims | None,
+    known: Any,
 ) -> str:
     """The role of parameter ``name`` from where its name places it (``role``) and which
     of its dimensions grow (``dims``; None: no reading, the name's role stands).
@@ -226,7 +239,9 @@ def shaped_role(
     role it has no rule for (one generated without --all-roles)."""
     if dims is None:
         return role
-    weight = type(module).__name__ in _MATRIX_MODULES and p is getattr(module, "weight", None)
+    weight = type(module).__name__ in _MATRIX_MODULES and p is getattr(
+        module, "weight", None
+    )
     shape = tuple(p.shape)
 
     def refuse(reads: str) -> ValueError:
@@ -240,7 +255,11 @@ def shaped_role(
             raise refuse("a depthwise kernel (vector-like)")
         return _available(VECTOR, name, known) if role == "hidden_weight" else role
     if not weight:
-        if p.ndim >= 2 and role.endswith("_bias") and type(module).__name__ in _MATRIX_MODULES:
+        if (
+            p.ndim >= 2
+            and role.endswith("_bias")
+            and type(module).__name__ in _MATRIX_MODULES
+        ):
             raise refuse("a matrix")
         return role
     out_dims, in_dims = (
@@ -277,3 +296,22 @@ def _available(role: str, name: str, rules: Any) -> str:
     if rules is not None:
         rules.covered(role, f"parameter {name!r}")
     return role
+
+
+def record_shapes_at_base(
+    rules: Rules,
+    model: nn.Module,
+    base_model: nn.Module | None = None,
+    *,
+    factory: Callable[[int], nn.Module] | None = None,
+) -> dict[str, Dims]:
+    """:func:`record_base_shapes` at the config's base width and twice it (as
+    microsoft/mup's ``set_base_shapes``): which dimensions of each parameter of ``model``
+    grow with the width, read from ``base_model`` or from ``factory``. Roles then follow
+    from shapes where names and shapes disagree."""
+    return record_base_shapes(
+        model,
+        base_model,
+        factory=factory,
+        widths=(rules.base_width, 2 * rules.base_width),
+    )

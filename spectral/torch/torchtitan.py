@@ -36,8 +36,12 @@ def titan_group_values(
     """(pattern, optimizer, numbers) per group: the role's lr, weight decay and eps, moved
     by the symmetry where the group carries its layer's multiplier."""
     if rules.absorbed is None:
-        raise ValueError("torchtitan takes the hook-free form: absorb the multipliers first")
-    hp = rules.hparams(width, depth, lr=lr, weight_decay=weight_decay, eps=eps, multiplier=multiplier)
+        raise ValueError(
+            "torchtitan takes the hook-free form: absorb the multipliers first"
+        )
+    hp = rules.hparams(
+        width, depth, lr=lr, weight_decay=weight_decay, eps=eps, multiplier=multiplier
+    )
     folded = rules.folded_multipliers(width, depth, multiplier)
     out = []
     for pattern, role, layer in groups:
@@ -71,7 +75,13 @@ def param_group_configs(
 
     out = []
     for pattern, opt, values in titan_group_values(
-        rules, groups, width, depth, lr=lr, weight_decay=weight_decay, eps=eps,
+        rules,
+        groups,
+        width,
+        depth,
+        lr=lr,
+        weight_decay=weight_decay,
+        eps=eps,
         multiplier=multiplier,
     ):
         impl = rules.implementations.get(opt)
@@ -80,6 +90,10 @@ def param_group_configs(
         if "eps" in values:
             kwargs[rules.eps_places.get(opt, ("eps", None))[0]] = values["eps"]
         out.append(
-            ParamGroupConfig(pattern=pattern, optimizer_name=optimizer_names[opt], optimizer_kwargs=kwargs)
+            ParamGroupConfig(
+                pattern=pattern,
+                optimizer_name=optimizer_names[opt],
+                optimizer_kwargs=kwargs,
+            )
         )
     return out
