@@ -25,7 +25,7 @@ import statistics
 import sys
 
 import torch
-from bench_hooks import CLOCKS, time_steps  # benchmarks/ is on sys.path when run as a script
+from bench_hooks import CLOCKS, alternate  # benchmarks/ is on sys.path when run as a script
 from bench_step import add_model_args
 
 from spectral.codegen.torch import load_generated
@@ -80,17 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"losses differ: builtin {same[False]}, absorbed {same[True]}")
 
     states = {"builtin": setup(cfgs[False], args, False), "absorbed": setup(cfgs[True], args, True)}
-    for state in states.values():
-        time_steps(state, args.warmup)
-    times = {v: {c: [] for c in CLOCKS} for v in states}
-    ratios: dict[str, list[float]] = {c: [] for c in CLOCKS}
-    for r in range(args.rounds):
-        order = ("builtin", "absorbed") if r % 2 == 0 else ("absorbed", "builtin")
-        got = {v: time_steps(states[v], args.steps) for v in order}
-        for c in CLOCKS:
-            for v in states:
-                times[v][c].append(got[v][c])
-            ratios[c].append(got["absorbed"][c] / got["builtin"][c])
+    times, ratios = alternate(states, "builtin", "absorbed", args)
     result = {
         "optimizer": args.optimizer + (f"+{others}" if others else ""),
         "width": args.width,

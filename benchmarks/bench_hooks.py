@@ -83,6 +83,23 @@ def time_steps(state, n: int) -> dict[str, float]:
     return {k: (clock() - start[k]) / n for k, clock in CLOCKS.items()}
 
 
+def alternate(states: dict, base: str, other: str, args) -> tuple[dict, dict[str, list[float]]]:
+    """Warm both up, then ``args.rounds`` rounds of ``args.steps`` steps each, the order
+    alternating: per state and clock the round times, and per clock the ratios other/base."""
+    for state in states.values():
+        time_steps(state, args.warmup)
+    times = {v: {c: [] for c in CLOCKS} for v in states}
+    ratios: dict[str, list[float]] = {c: [] for c in CLOCKS}
+    for r in range(args.rounds):
+        order = (base, other) if r % 2 == 0 else (other, base)
+        got = {v: time_steps(states[v], args.steps) for v in order}
+        for c in CLOCKS:
+            for v in states:
+                times[v][c].append(got[v][c])
+            ratios[c].append(got[other][c] / got[base][c])
+    return times, ratios
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_model_args(ap, depth=8, steps=5, rounds=15)
@@ -100,17 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"losses differ: builtin {same[False]}, hooks {same[True]}")
 
     states = {"builtin": setup(cfg, args, False), "hooks": setup(cfg, args, True)}
-    for state in states.values():
-        time_steps(state, args.warmup)
-    times = {v: {c: [] for c in CLOCKS} for v in states}
-    ratios: dict[str, list[float]] = {c: [] for c in CLOCKS}
-    for r in range(args.rounds):
-        order = ("builtin", "hooks") if r % 2 == 0 else ("hooks", "builtin")
-        got = {v: time_steps(states[v], args.steps) for v in order}
-        for c in CLOCKS:
-            for v in states:
-                times[v][c].append(got[v][c])
-            ratios[c].append(got["hooks"][c] / got["builtin"][c])
+    times, ratios = alternate(states, "builtin", "hooks", args)
 
     result = {
         "optimizer": cfg.OPTIMIZERS["hidden_weight"] + (f"+{others}" if others else ""),
