@@ -39,7 +39,13 @@ from spectral.torch.classify import (
     classified,
 )
 from spectral.torch.shapes import fans
-from spectral.torch.forward_checks import _first_tensor, _rms, _run, measured_problems
+from spectral.torch.forward_checks import (
+    _first_tensor,
+    _outside,
+    _rms,
+    _run,
+    measured_problems,
+)
 from spectral.torch.hooks import (
     builtin_multipliers,
     install_multipliers,
@@ -211,7 +217,9 @@ def _measure_twin(
         def hook(module: nn.Module, args: Any, out: Any) -> None:
             y = _first_tensor(out)
             if y is not None:
-                outputs[name] = y.detach().double().clone()
+                # what the model uses: a factor its forward applies after the module (a
+                # family's config_scales, which the multiplier hook divides out) put back
+                outputs[name] = y.detach().double().clone() * _outside(module)
 
         return hook
 
@@ -341,7 +349,7 @@ def _own_outputs(
         except Exception:  # noqa: BLE001, S112 - a module that needs more than its inputs
             continue
         if y is not None:
-            out[name] = y.detach().double()
+            out[name] = y.detach().double() * _outside(module)
     return out
 
 
