@@ -51,9 +51,12 @@ def hf_model(model: nn.Module) -> nn.Module | None:
     torch.compile the model is inside a wrapper), or None."""
     for module in model.modules():
         config = getattr(module, "config", None)
-        if config is not None and hasattr(type(module), "config_class"):
-            if hasattr(config, "to_dict"):
-                return module
+        if (
+            config is not None
+            and hasattr(type(module), "config_class")
+            and hasattr(config, "to_dict")
+        ):
+            return module
     return None
 
 
@@ -63,7 +66,7 @@ def rescaled_config(config: Any, factor: int = 2) -> Any:
     new = copy.deepcopy(config)
     hidden = getattr(config, "hidden_size", None)
     if isinstance(hidden, bool) or not isinstance(hidden, int):
-        raise ValueError(
+        raise ValueError(  # noqa: TRY004 - a config the user passed: the same error as any
             f"{type(config).__name__} has no integer hidden_size to rescale; pass "
             "set_base_shapes(model, factory=...) or base_model="
         )
@@ -101,7 +104,7 @@ def _on_meta(build: Callable[[], nn.Module], what: str) -> nn.Module:
     try:
         with torch.device("meta"):
             twin = build()
-    except Exception as exc:  # the user's or transformers' code: one line, named
+    except Exception as exc:  # noqa: BLE001 - the user's or transformers' code: one line
         first = (str(exc).splitlines() or [""])[0]
         raise ValueError(
             f"could not build {what} on the meta device to read which dimensions grow "
