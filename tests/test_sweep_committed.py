@@ -63,10 +63,10 @@ CASES = {
     "gap/vocab/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", *GAP, "--log2-lrs=-6",
                                   "--data", ".cache/bpe-2048", "--vocab-size", "2048"],
     # docs/sweep/gap/gpu: benchmarks/gpu_evidence.sh on one H100 (issue 28)
-    "gap/gpu/a/muon-kimi+adamw": ["--preset", "gpu-8min", "--multiplier", "output=1", "--seeds", "0,1", "--widths",
+    "gap/gpu/a/muon-kimi+adamw": ["--preset", "gpu-8min", "--multiplier", "output=1", "--seeds", "0,1,2", "--widths",
                                   "128,1024", "--depths", "2", "--tune", "init.hidden_weight=1,2,4",
                                   "--log2-lrs=-7,-6,-5", "--sp-retune"],
-    "gap/gpu/b/muon-kimi+adamw": ["--preset", "gpu-8min", "--param", "sp", "--multiplier", "output=1", "--seeds", "0,1",
+    "gap/gpu/b/muon-kimi+adamw": ["--preset", "gpu-8min", "--param", "sp", "--multiplier", "output=1", "--seeds", "0,1,2",
                                   "--base-width", "1024", "--widths", "1024", "--width", "1024", "--depths", "2",
                                   "--tune", "init.hidden_weight=0.5,1,2", "--log2-lrs=-9,-8,-7"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
