@@ -1,7 +1,8 @@
 """A stand-in for litgpt's GPT (litgpt/model.py, 0.5.x): the same module and config names,
 written here because litgpt 0.5.13 pins huggingface-hub<1.4 while transformers 5 needs
 >=1.31, so the two do not install together. Causal attention without RoPE or a KV cache
-(what spectral reads is the names and where the residual additions are)."""
+(what spectral reads is the names and where the residual additions are); soft-capping of
+the logits and the attention scores as litgpt computes it."""
 
 from __future__ import annotations
 
@@ -42,6 +43,11 @@ class Config:
         self.intermediate_size = self.intermediate_size or 4 * self.n_embd
 
 
+def do_softcapping(x: torch.Tensor, thresh: float) -> torch.Tensor:
+    """litgpt's soft-capping (model.py): a tanh of fixed height thresh."""
+    return torch.tanh(x / thresh) * thresh
+
+
 class RMSNorm(nn.Module):
     def __init__(self, size: int, eps: float = 1e-6) -> None:
         super().__init__()
@@ -64,7 +70,14 @@ class CausalSelfAttention(nn.Module):
         B, T, _ = x.shape
         h, d = self.config.n_head, self.config.head_size
         q, k, v = self.qkv(x).view(B, T, 3, h, d).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        cap = self.config.attention_logit_softcapping
+        if cap is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # litgpt's CausalSelfAttention.scaled_dot_product_attention: SDPA has no cap
+            scores = do_softcapping(q @ k.mT / math.sqrt(d), cap)
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(diagonal=1)
+            scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
+            y = F.softmax(scores, dim=-1) @ v
         return self.proj(y.transpose(1, 2).reshape(B, T, h * d))
 
 
@@ -124,4 +137,6 @@ class GPT(nn.Module):
             x = x * torch.tensor(math.sqrt(self.config.n_embd), dtype=x.dtype)
         for block in self.transformer.h:
             x = block(x)
-        return self.lm_head(self.transformer.ln_f(x))
+        logits = self.lm_head(self.transformer.ln_f(x))
+        cap = self.config.final_logit_softcapping
+        return logits if cap is None else do_softcapping(logits, cap)  # after lm_head, as litgpt

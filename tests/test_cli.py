@@ -42,7 +42,8 @@ def bad_spec(tmp_path, body: str, name: str = "bad.toml"):
 def test_derive_prints_the_renderer_output(capsys, fmt):
     assert main(["derive", "adamw", "--k", "2", "--format", fmt]) == 0
     out = capsys.readouterr().out
-    assert out == render.render(derive("adamw", k=2), fmt)
+    # JSON lists every role; the other formats the paper's tables
+    assert out == render.render(derive("adamw", k=2, all_roles=fmt == "json"), fmt)
 
 
 def test_derive_table_default(capsys):
@@ -109,7 +110,8 @@ def test_output_file_refuses_to_overwrite(tmp_path, capsys):
     assert "exists; pass --force" in capsys.readouterr().err
     assert out.read_text(encoding="utf-8") == "keep me"
     assert main(["derive", "adamw", "--format", "json", "-o", str(out), "--force"]) == 0
-    assert out.read_text(encoding="utf-8") == render.json_text(derive("adamw", k=2))
+    expected = render.json_text(derive("adamw", k=2, all_roles=True))
+    assert out.read_text(encoding="utf-8") == expected
     assert list(tmp_path.iterdir()) == [out], "no temporary files left behind"
 
 
@@ -132,7 +134,8 @@ def test_output_into_missing_folder(tmp_path, capsys):
 
 def test_exit_codes_and_no_tracebacks(tmp_path):
     ok = run("derive", "adamw", "--format", "json")
-    assert ok.returncode == 0 and json.loads(ok.stdout) == derive("adamw", k=2).to_dict()
+    assert ok.returncode == 0
+    assert json.loads(ok.stdout) == derive("adamw", k=2, all_roles=True).to_dict()
 
     unknown = run("derive", "adamw-typo")
     assert unknown.returncode == 2

@@ -74,7 +74,9 @@ def test_cli_adamw_toml_derives_like_the_catalog(tmp_path, capsys):
     assert 'update_norm = "n_in"\n' in text and 'eps_key = "eps"\n' in text
     capsys.readouterr()
     assert main(["derive", "--spec", str(out), "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["rules"] == rules("adamw")
+    # the JSON lists every role, those placed by their dimensions too
+    expected = derive("adamw", k=2, all_roles=True).to_dict()["rules"]
+    assert json.loads(capsys.readouterr().out)["rules"] == expected
     data = json.loads(js.read_text(encoding="utf-8"))
     assert data["fits"] is True and data["update_norm"] == "n_in"
     hidden = data["roles"]["hidden_weight"]["n"]

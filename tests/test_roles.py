@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction as F
+from pathlib import Path
 
 import pytest
 
@@ -141,8 +142,53 @@ def test_cli_json_lists_the_new_roles_and_what_it_omits(capsys):
     assert "rank_up_weight" not in data["rules"]
     assert set(data["omitted"]) == {"rank_down_weight", "rank_up_weight"}
     assert "derive with k ≥ 2" in data["omitted"]["rank_up_weight"]
-    assert main(["derive", "adamw", "--format", "json"]) == 0  # default: unchanged
-    assert list(json.loads(capsys.readouterr().out)["rules"]) == list(ROLE_NAMES)
+
+
+@pytest.mark.parametrize("optimizer", sorted(HAND))
+def test_cli_json_lists_the_new_roles_by_default(optimizer, capsys):
+    """`spectral derive OPTIMIZER --format json`, without --all-roles, lists every role a
+    model may need with its hand-derived exponents, verified: the top-level flag and, with
+    --explain, every check group (their terms include the new roles'); --all-roles there is
+    a no-op, byte for byte. Muon-Kimi updates matrices only: its vectors (output_bias,
+    outer_bias, hidden_vector) are the other optimizer's in a hybrid."""
+    assert main(["derive", optimizer, "--format", "json"]) == 0
+    text = capsys.readouterr().out
+    data = json.loads(text)
+    assert data["verified"] is True and "omitted" not in data
+    listed = set(derive(optimizer, 2).roles) | set(HAND[optimizer])  # the paper's, the new
+    assert list(data["rules"]) == [r.name for r in ALL_ROLES if r.name in listed]
+    for name, hps in HAND[optimizer].items():
+        assert {
+            hp: (F(e["r_n"]), F(e["r_L"])) for hp, e in data["rules"][name].items()
+        } == {hp: (F(a), F(b)) for hp, (a, b) in hps.items()}, name
+    assert main(["derive", optimizer, "--format", "json", "--all-roles"]) == 0
+    assert capsys.readouterr().out == text
+    assert main(["derive", optimizer, "--format", "json", "--explain"]) == 0
+    explain = json.loads(capsys.readouterr().out)["explain"]
+    assert explain["checks"] and all(c["holds"] for c in explain["checks"])
+    cited = {e["role"] for e in explain["entries"] if e["condition"]}
+    assert set(HAND[optimizer]) <= cited
+
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.mark.parametrize(("optimizer", "k"), [("adamw", 2), ("muon-kimi", 1)])
+def test_cli_tables_stay_the_papers(optimizer, k, tmp_path, capsys):
+    """The human formats of `spectral derive` are byte for byte the golden files, which
+    hold the paper's roles and the router only (written before the roles placed by their
+    dimensions existed, and unchanged since)."""
+    argv = ["derive", optimizer, "--k", str(k)]
+    for fmt, suffix in (("markdown", "md"), ("latex", "tex")):
+        assert main([*argv, "--format", fmt]) == 0
+        assert capsys.readouterr().out == (GOLDEN / f"{optimizer}-k{k}.{suffix}").read_text(
+            encoding="utf-8"
+        )
+    out = tmp_path / "table.txt"  # -o: plain text at 120 columns, as the golden's console
+    assert main([*argv, "--format", "table", "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert text == (GOLDEN / f"{optimizer}-k{k}.table.txt").read_text(encoding="utf-8")
+    assert not any(r.name in text for r in EXTRA_ROLES)
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "latex"])

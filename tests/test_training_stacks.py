@@ -391,7 +391,60 @@ def test_litgpt_without_the_division_is_caught(cfg):
     assert len(problems) == 1 and f"{math.sqrt(WIDTH):.4g} x" in problems[0]
 
 
-def test_litgpt_soft_capping_is_refused(cfg):
-    model = _litgpt(final_logit_softcapping=30.0)
-    with pytest.raises(ValueError, match="final_logit_softcapping"):
-        cfg.apply_multipliers(model, WIDTH, DEPTH)
+# litgpt's Gemma-2 configs: tanh(x / c) * c on the logits (c = 30) and the scores (c = 50)
+CAPS = {"final_logit_softcapping": 30.0, "attention_logit_softcapping": 50.0}
+
+
+def test_litgpt_stand_in_caps_as_litgpt_does():
+    ids = _ids(2, 8)
+    plain = _litgpt()(ids)
+    capped = _litgpt(final_logit_softcapping=0.1)(ids)  # same seed, same weights
+    torch.testing.assert_close(capped, torch.tanh(plain / 0.1) * 0.1)
+    assert capped.abs().max() <= 0.1 < plain.abs().max()  # tanh saturates at 1 in float32
+    loose = _litgpt(attention_logit_softcapping=1e6)(ids)  # the eager scores path
+    torch.testing.assert_close(loose, plain, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(_litgpt(attention_logit_softcapping=0.01)(ids), plain)
+
+
+def test_litgpt_soft_capping_is_accepted(cfg):
+    """As Hugging Face Gemma2's: alpha_out on lm_head, before the cap; every parameter has
+    its role, and check() finds nothing (its forward checks run on the capped model)."""
+    model = _litgpt(**CAPS)
+    handle = cfg.apply_multipliers(model, WIDTH, DEPTH)
+    assert handle.modules["output"] == ["lm_head"]
+    cfg.init_(model, WIDTH, DEPTH, init_std=0.02)
+    names = {id(p): n for n, p in model.named_parameters()}
+    roles = {
+        names[id(p)]: g["role"]
+        for g in cfg.param_groups(model, WIDTH, DEPTH, lr=1e-2)
+        for p in g["params"]
+    }
+    assert set(roles) == set(names.values())
+    assert roles["lm_head.weight"] == "output_weight"
+    assert roles["transformer.wte.weight"] == "input_weight"
+    assert roles["transformer.h.0.attn.qkv.weight"] == "hidden_weight"
+    opt = cfg.build_optimizers(model, WIDTH, DEPTH, lr=1e-2)
+    assert cfg.check(model, WIDTH, DEPTH, opt) == []
+
+
+@pytest.mark.slow
+def test_litgpt_capped_logits_slopes_match_uncapped(cfg):
+    """The check across widths (64/128/256, one step) passes the capped model, and the
+    capped logits' width slopes, at init and after the step, are within 0.15 of the
+    uncapped model's."""
+    from spectral.torch.width_check import check_widths
+
+    slopes = {}
+    for name, caps in (("plain", {}), ("capped", CAPS)):
+        def build(width, caps=caps):
+            return _litgpt(width, **caps)
+
+        report = check_widths(
+            cfg.CONFIG, build(64), [64, 128, 256], factory=build, base={"lr": 1e-2}
+        )
+        assert report.problems == [], name
+        [logits] = [row for row in report.rows if row.kind == "logits"]
+        slopes[name] = (logits.init_slope, logits.step_slope)
+    assert slopes["plain"][0] == pytest.approx(-0.5, abs=0.15)  # a random readout at init
+    for plain, capped in zip(slopes["plain"], slopes["capped"], strict=True):
+        assert capped == pytest.approx(plain, abs=0.15)

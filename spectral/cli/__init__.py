@@ -100,8 +100,9 @@ def _configure_derive(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--all-roles",
         action="store_true",
-        help="also derive the roles placed by their dimensions: output_bias, outer_weight, "
-        "rank_down_weight, rank_up_weight, hidden_vector (docs/roles.md)",
+        help="table, markdown, latex: also derive the roles placed by their dimensions: "
+        "output_bias, outer_weight, outer_bias, rank_down_weight, rank_up_weight, "
+        "hidden_vector (docs/roles.md); --format json always lists them (a no-op there)",
     )
     p.add_argument(
         "--input-kind",
@@ -123,7 +124,10 @@ def _run_derive(args: argparse.Namespace) -> int:
         optimizer: Any = load_spec(args.spec)
     else:
         optimizer = args.optimizer
-    d = derive(optimizer, k=args.k, all_roles=args.all_roles)
+    # JSON is the machine-readable listing of every role a model may need, so it always
+    # carries the roles placed by their dimensions; the human formats stay the paper's
+    # tables (their golden files) unless --all-roles asks for the rest.
+    d = derive(optimizer, k=args.k, all_roles=args.all_roles or args.format == "json")
 
     from .. import render
 

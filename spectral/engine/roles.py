@@ -117,8 +117,9 @@ EXTRA_ROLES: tuple[Role, ...] = (
     Role("hidden_vector", "Hidden vectors", "hidden", True, _ONE, _N, "v"),
 )
 """Roles placed by their dimensions beyond the paper's network (``docs/roles.md``):
-derived with ``derive(..., all_roles=True)`` (``spectral derive --all-roles``) and by every
-:func:`spectral.transfer.plan`, so a generated config gives each of them its numbers."""
+derived with ``derive(..., all_roles=True)`` (``spectral derive --format json`` always,
+the other formats with ``--all-roles``) and by every :func:`spectral.transfer.plan`, so a
+generated config gives each of them its numbers."""
 
 ALL_ROLES: tuple[Role, ...] = ROLES + EXTRA_ROLES
 ALL_ROLE_NAMES: tuple[str, ...] = tuple(r.name for r in ALL_ROLES)

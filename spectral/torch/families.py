@@ -113,9 +113,6 @@ _OLMO2 = make_adapter(
     ),
 )
 
-_CAPS_LOGITS = "caps the logits with a tanh of fixed height, which the rules' alpha_out does not cover"
-_CAPS_SCORES = "caps the attention scores with a tanh of fixed height, which the rules do not cover"
-
 # Gemma2 and Gemma3 add h + post_norm(f(pre_norm(h))): OLMo2's branch ends, Gemma's
 # embedding scale and norms. Gemma2's soft-capping (tanh(x / c) * c on the logits and on the
 # attention scores, c fixed) is accepted: under muP both are Theta(1) at every width, so
@@ -342,7 +339,11 @@ _OPT = make_adapter(
 # each branch adds alpha_hidden * f(h) either way. scale_embeddings=True (Gemma configs)
 # multiplies wte's output by sqrt(n_embd) in GPT.forward: divided out as Gemma's is. Its
 # Gemma configs' RMSNorm(add_unit_offset=True) computes x_hat * (1 + w): check() names
-# those norms; pass adapter=<this adapter>._replace(norm_offset=1.0) for them.
+# those norms; pass adapter=<this adapter>._replace(norm_offset=1.0) for them. Its
+# soft-capping (final_logit_softcapping, attention_logit_softcapping: tanh(x / c) * c, c
+# fixed) is accepted as Gemma2's is: the capped logits and scores are Theta(1) at every
+# width under muP, so a cap of fixed height bends them alike at every width
+# (tests/test_training_stacks.py measures the capped logits' slopes).
 _LITGPT = make_adapter(
     name="litgpt",
     detect=r"transformer\.h\.\d+\.post_attention_norm$",
@@ -359,10 +360,6 @@ _LITGPT = make_adapter(
     output=(r"lm_head$",),
     final=r"ln_f$",
     input_scale_sqrt=("scale_embeddings", "n_embd"),
-    refuse=(
-        ("final_logit_softcapping", _CAPS_LOGITS),
-        ("attention_logit_softcapping", _CAPS_SCORES),
-    ),
 )
 
 # torchtitan 0.3.0 names the head lm_head (output before) and fuses q, k, v into
