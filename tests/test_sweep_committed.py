@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,30 @@ def test_committed_exponents_come_from_the_raw_runs(tmp_path: Path, folder: str,
     capsys.readouterr()
     for name in ("exponents.md", "exponents.json"):
         assert (dst / name).read_text(encoding="utf-8") == (src / name).read_text(encoding="utf-8"), name
+
+
+def _script(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+    )
+    return done.stdout
+
+
+@pytest.mark.parametrize("opt", ["adamw", "muon-kimi+adamw"])
+def test_held_out_seed_tables_come_from_the_raw_runs(opt: str):
+    """docs/sweep/tuned/seed2: the table printed by benchmarks/held_out_seed.py from the
+    committed runs is the one in its README, and every close row has its seed-2 runs."""
+    table = _script("benchmarks/held_out_seed.py", "report", f"docs/sweep/tuned/{opt}", "docs/sweep/tuned/seed2")
+    assert table in (ROOT / "docs/sweep/tuned/seed2/README.md").read_text(encoding="utf-8")
+    rows = [line for line in table.splitlines() if "| yes |" in line]
+    assert rows and not any("not run" in line for line in rows)
+
+
+def test_machine_check_table_comes_from_the_raw_runs():
+    """docs/sweep/tuned/machine-check: benchmarks/compare_runs.py's table is the README's."""
+    table = _script(
+        "benchmarks/compare_runs.py", "docs/sweep/tuned/machine-check/device-runs.jsonl",
+        "docs/sweep/tuned/adamw/runs.jsonl", "docs/sweep/tuned/muon-kimi+adamw/runs.jsonl",
+    )
+    assert "adamw: 18 runs matched" in table and "muon-kimi+adamw: 14 runs matched" in table
+    assert table in (ROOT / "docs/sweep/tuned/machine-check/README.md").read_text(encoding="utf-8")
