@@ -104,8 +104,10 @@ def test_adapter_places_every_parameter_and_multiplier(key, configs):
     assert handle.multipliers == want
     cfg.init_(model, width, depth, 0.02)
     opt = cfg.build_optimizers(model, width, depth, lr=1e-3, weight_decay=0.1)
-    assert cfg.check(model, width, depth, opt) == []
-    assert cfg.check(model, width, depth, opt, head_dim=HEAD_DIM) == []
+    # an image model: check cannot build its batch, so it is given one (else one line says so)
+    example = sample(case) if case.images else None
+    assert cfg.check(model, width, depth, opt, example_input=example) == []
+    assert cfg.check(model, width, depth, opt, head_dim=HEAD_DIM, example_input=example) == []
     assert cfg.check(model, width, depth, head_dim=32) == [
         f"head dimension {HEAD_DIM} differs from the base model's 32: the rules assume a "
         "fixed head dimension as the width grows (heads = width / head_dim) or 1/d "
@@ -158,7 +160,8 @@ def test_vit_head_bias_needs_a_role(configs):
     patterns = {r"(^|\.)head\.bias$": "input_bias"}
     cfg.apply_multipliers(model, 64, 2, patterns=patterns)
     opt = cfg.build_optimizers(model, 64, 2, lr=1e-3, patterns=patterns)
-    assert cfg.check(model, 64, 2, opt, patterns=patterns) == []
+    images = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    assert cfg.check(model, 64, 2, opt, patterns=patterns, example_input=images) == []
     [role] = [g["role"] for g in opt.param_groups if any(p is model.head.bias for p in g["params"])]
     assert role == "input_bias"
 

@@ -38,6 +38,8 @@ def cfgs(tmp_path_factory):
     return {
         "muon-kimi+adamw": load_generated("muon-kimi", "adamw", **kw),
         "adamw": load_generated("adamw", **kw),
+        # encoders and ViT: their heads need the outer and output-bias roles
+        "all-roles": load_generated("muon-kimi", "adamw", all_roles=True, **kw),
     }
 
 
@@ -151,6 +153,187 @@ def test_check_refuses_a_non_bool_measure(cfgs):
     _ready(cfg, model, 64, 2)
     with pytest.raises(TypeError, match="measure"):
         cfg.check(model, 64, 2, measure="no")
+
+
+# ---------------------------------------------------------------------------------------
+# check() never returns [] without having measured (issue 26)
+# ---------------------------------------------------------------------------------------
+
+
+def _bert(width: int = 64):
+    config = transformers.BertConfig(
+        vocab_size=VOCAB, hidden_size=width, num_hidden_layers=2,
+        num_attention_heads=width // 16, intermediate_size=2 * width,
+        max_position_embeddings=64, tie_word_embeddings=False,
+    )
+    torch.manual_seed(0)
+    return transformers.BertForMaskedLM(config)
+
+
+def _count_calls(module) -> list[int]:
+    calls = [0]
+    module.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    return calls
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_check_runs_bert_whose_input_is_its_embeddings_module(cfgs, given):
+    """BERT's input module holds its word, position and type tables: the example batch is
+    built from the word table inside it (before issue 26: no batch, 0 forward passes, [])."""
+    cfg = cfgs["all-roles"]
+    model = _bert()
+    opt = _ready(cfg, model, 64, 2)
+    passes = _count_calls(model.bert.embeddings)
+    example = torch.randint(0, VOCAB, (2, 8)) if given else None
+    assert cfg.check(model, 64, 2, opt, example_input=example) == []
+    assert passes[0] == 8  # 2 + (2 x 2 branches - 1) x 2 blocks (forward_checks' cost)
+
+
+def test_check_names_bert_branch_ends_on_the_wrong_modules_without_an_input(cfgs):
+    cfg = cfgs["all-roles"]
+    [bert] = [a for a in cfg.ADAPTERS if a.name == "bert"]
+    wrong = bert._replace(
+        branches=(r"layer\.\d+\.attention\.self\.query$", r"layer\.\d+\.intermediate\.dense$")
+    )
+    model = _bert()
+    _ready(cfg, model, 64, 2, adapter=wrong)
+    problems = cfg.check(model, 64, 2, adapter=wrong)
+    assert [p.split(":")[0] for p in problems] == [
+        f"bert.encoder.layer.{i}.{end}" for i in (0, 1)
+        for end in ("attention.self.query", "intermediate.dense")
+    ]
+    assert problems[0].startswith(
+        "bert.encoder.layer.0.attention.self.query: halving alpha_hidden moved "
+        "bert.encoder.layer.0's output by 0.000"
+    )
+    assert problems[1] == (
+        "bert.encoder.layer.0.intermediate.dense: hooked as a branch end (alpha_hidden), but "
+        "its output has 128 features, not bert.encoder.layer.0's 64: alpha_hidden belongs on "
+        "the last module before the residual addition (the adapter's branches)"
+    )
+
+
+def _vit():
+    config = transformers.ViTConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+        image_size=16, patch_size=4, num_labels=VOCAB,
+    )
+    torch.manual_seed(0)
+    return transformers.ViTForImageClassification(config)
+
+
+def test_check_says_it_could_not_build_an_input_and_measures_the_one_given(cfgs):
+    cfg = cfgs["all-roles"]
+    model = _vit()
+    opt = _ready(cfg, model, 64, 2)
+    assert cfg.check(model, 64, 2, opt) == [
+        "check did not run the model: its input modules (vit.embeddings) hold no token "
+        "table (nn.Embedding) or dense layer (nn.Linear) to build an example batch from; "
+        "pass example_input=... (what the model's forward takes) or measure=False"
+    ]
+    passes = _count_calls(model.vit.embeddings)
+    pixels = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    assert cfg.check(model, 64, 2, opt, example_input=pixels) == []
+    assert passes[0] == 8
+    assert cfg.check(model, 64, 2, opt, measure=False) == []  # asked not to measure
+
+
+class _Raises(torch.nn.Module):
+    """A residual MLP on token ids whose forward needs more than the ids."""
+
+    def __init__(self, width: int = 64):
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, width)
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Linear(width, width) for _ in range(2)
+        )
+        self.head = torch.nn.Linear(width, VOCAB, bias=False)
+
+    def forward(self, ids, mask=None):
+        if mask is None:
+            raise RuntimeError("needs a mask")
+        h = self.embed(ids) * mask[..., None]
+        for block in self.blocks:
+            h = h + block(h)
+        return self.head(h)
+
+
+_MLP_ADAPTER = {
+    "input": r"^embed$",
+    "branches": r"^blocks\.\d+$",
+    "output": r"^head$",
+    "branches_per_layer": 1,
+    "roles": {
+        r"^embed\.weight$": "input_weight",
+        r"^blocks\.\d+\.weight$": "hidden_weight",
+        r"^blocks\.\d+\.bias$": "hidden_bias",
+        r"^head\.weight$": "output_weight",
+    },
+}
+
+
+def test_check_says_the_model_raised_and_measures_the_input_given(cfgs):
+    cfg = cfgs["adamw"]
+    model = _Raises()
+    _ready(cfg, model, 64, 2, adapter=_MLP_ADAPTER)
+    assert cfg.check(model, 64, 2, adapter=_MLP_ADAPTER) == [
+        "check could not run the model on an example batch (RuntimeError: needs a mask); "
+        "pass example_input=... (what the model's forward takes) or measure=False"
+    ]
+    ids = torch.randint(0, VOCAB, (2, 8))
+    given = {"ids": ids, "mask": torch.ones(2, 8)}
+    assert cfg.check(model, 64, 2, adapter=_MLP_ADAPTER, example_input=given) == []
+
+
+class _Opaque(torch.nn.Module):
+    """A dense input, branch ends that are whole blocks (the residual addition is in the
+    model's forward, around no module) and an output that is a dict: nothing to compare."""
+
+    def __init__(self, width: int = 64):
+        super().__init__()
+        self.embed = torch.nn.Linear(16, width)
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Linear(width, width) for _ in range(2)
+        )
+        self.head = torch.nn.Linear(width, VOCAB, bias=False)
+
+    def forward(self, x):
+        h = self.embed(x)
+        for block in self.blocks:
+            h = h + block(h)
+        return {"scores": self.head(h)}
+
+
+def test_check_says_it_ran_the_model_but_measured_nothing(cfgs):
+    cfg = cfgs["adamw"]
+    adapter = {**_MLP_ADAPTER, "roles": {**_MLP_ADAPTER["roles"], r"^embed\.bias$": "input_bias"}}
+    model = _Opaque()
+    _ready(cfg, model, 64, 2, adapter=adapter)
+    assert cfg.check(model, 64, 2, adapter=adapter) == [
+        "check ran the model on an example batch but could verify none of its multipliers "
+        "(hooked: embed, blocks.0, blocks.1, head): no input module is an embedding to "
+        "compare with its rows, no residual block encloses a branch end, and the model's "
+        "output holds no tensor to halve alpha_out on; measure=False reads names and values "
+        "only"
+    ]
+
+
+def test_measuring_without_an_adapter_or_on_a_sharded_model_says_so(cfgs, monkeypatch):
+    """Neither is reached through check() in one process (check refuses a model no adapter
+    recognises before measuring; a sharded model needs a process group): the lines as the
+    measuring function gives them."""
+    from spectral.torch import forward_checks
+
+    cfg = cfgs["adamw"]
+    model = _hf("llama", 64, 2)
+    _ready(cfg, model, 64, 2)
+    if not forward_checks.our_hooks(model):  # the --vendor form's hooks are its own
+        pytest.skip("the vendored form's hooks are not spectral.torch's")
+    assert forward_checks.measured_problems(model, None) == [
+        "check did not run the model: no adapter recognises it, so its hooked modules "
+        "cannot be placed; pass adapter=... (as given to apply_multipliers) or "
+        "measure=False"
+    ]
 
 
 # ---------------------------------------------------------------------------------------

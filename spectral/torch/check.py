@@ -285,6 +285,10 @@ def check_model(
     end's multiplier reaches the residual stream, alpha_out reaches the output, every norm
     has gain 1 at init, a compiled model computes what its module does. It costs a few
     forward passes (spectral.torch.forward_checks); measure=False reads names and values only.
+    It never returns [] unmeasured: a batch it cannot build, a model that raises on it, a
+    sharded model or a run with nothing to compare is one line saying what was not measured.
+    (Multipliers built into the model or folded into its weights have no hooks to perturb:
+    their values are read.)
 
     widths=[w1, w2, w3, ...] also checks across widths (spectral.torch.width_check): small
     twins of the model (rebuilt from a Hugging Face config, or factory(width)) are set up

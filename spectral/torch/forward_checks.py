@@ -2,13 +2,14 @@
 
 Names can lie (Gemma's modules are called as Llama's; Gemma2 normalises a branch again after
 the module the adapter hooks), so on top of reading names, check() runs the model on a small
-example batch (built from its input embedding, or the user's) and measures, with the
-multiplier hooks' factors changed for one forward pass at a time:
+example batch (built from the token table in its input modules, or the user's) and
+measures, with the multiplier hooks' factors changed for one forward pass at a time:
 
 * the embedding output: h_0, the input of the first residual block, is the sum of the
   hooked input modules' outputs (an extra scale such as Gemma's sqrt(n) shows as a ratio);
 * every checked branch end reaches the residual stream: halving its multiplier halves its
-  contribution to the block's output (a norm after the hooked module leaves it unchanged);
+  contribution to the block's output (a norm after the hooked module leaves it unchanged),
+  and its output has the block's features (BERT's intermediate.dense does not);
 * the readout: halving alpha_out halves the logits;
 * every norm's effective gain, with the gain parameter at the value init_ writes, is 1
   (a norm computing x * (1 + w) has gain 2 there);
@@ -17,7 +18,8 @@ multiplier hooks' factors changed for one forward pass at a time:
 
 Cost: 2 + (2 branches_per_layer - 1) x (blocks checked) forward passes of a batch of
 2 x 8 tokens (the first and the last block are checked: 8 for a transformer), two more for
-a compiled model, and one call of each norm.
+a compiled model, and one call of each norm. What could not be run (no batch to build, a
+model that raises, a sharded model) or compared is one line, never a silent [].
 """
 
 from __future__ import annotations
@@ -62,22 +64,46 @@ def _first_tensor(out: Any) -> torch.Tensor | None:
     return None
 
 
+def _features(t: torch.Tensor) -> int:
+    return int(t.shape[-1]) if t.ndim else 0
+
+
 def _rms(t: torch.Tensor) -> float:
     return float(t.detach().double().pow(2).mean().sqrt())
 
 
+def _token_table(model: nn.Module, tables: list[nn.Embedding]) -> nn.Embedding:
+    """The table token ids index: the model's own get_input_embeddings() (Hugging Face)
+    when it is one of ``tables``, else the largest of them (a position table is no larger
+    than a real vocabulary)."""
+    get = getattr(model, "get_input_embeddings", None)
+    try:
+        own = get() if callable(get) else None
+    except (AttributeError, NotImplementedError):  # a model without one
+        own = None
+    if any(own is t for t in tables):
+        return own  # type: ignore[return-value]
+    return max(tables, key=lambda t: t.num_embeddings)
+
+
 def example_batch(model: nn.Module, family: Adapter) -> Any:
-    """A small input the model takes: token ids below its smallest input table (2 x 8), or
-    a standard normal batch for a dense input layer; None when neither is recognisable
-    (then only a user's ``example_input`` is measured)."""
+    """A small input the model takes: 2 x 8 token ids below its token table, found in its
+    input modules or inside them (BERT's embeddings module holds its word, position and
+    type tables), fewer tokens where a hooked table is shorter; or a standard normal batch
+    for a dense input layer; None when neither is recognisable (then only a user's
+    ``example_input`` can be measured)."""
     inputs = placements(model, family)["input"]
     gen = torch.Generator().manual_seed(0)
-    tables = [m for _, m in inputs if isinstance(m, nn.Embedding)]
+    hooked = [m for _, m in inputs if isinstance(m, nn.Embedding)]
+    tables = [
+        sub for _, m in inputs for sub in m.modules() if isinstance(sub, nn.Embedding)
+    ]
     if tables:
-        vocab = max(t.num_embeddings for t in tables)
-        length = min(8, min(t.num_embeddings for t in tables))
-        device = tables[0].weight.device
-        return torch.randint(0, vocab, (2, length), generator=gen).to(device)
+        table = _token_table(model, tables)
+        length = min(8, *(t.num_embeddings for t in hooked)) if hooked else 8
+        device = table.weight.device
+        ids = torch.randint(0, table.num_embeddings, (2, length), generator=gen)
+        return ids.to(device)
     dense = [m for _, m in inputs if isinstance(m, nn.Linear)]
     if dense:
         w = dense[0].weight
@@ -210,11 +236,13 @@ def _input_problems(
     blocks: list[Any],
     base: dict[str, Any],
     after: float = 1.0,
+    measured: list[str] | None = None,
 ) -> list[str]:
     """An embedding's output is alpha_in times its lookup, and h_0 (the first block's
     input) the sum of the input modules' outputs. after: a factor the model's forward
     multiplies in after the input modules (litgpt's scale_embeddings), which their hooks
-    divide out beforehand."""
+    divide out beforehand. measured: what was compared is appended to it."""
+    measured = [] if measured is None else measured
     problems = []
     outs = []
     for name, module in inputs:
@@ -248,6 +276,8 @@ def _input_problems(
             ratio = _rms(out) / max(_rms(lookup), 1e-30)
             # only an output proportional to the lookup is judged: a module that looks up
             # other rows (OPT's positions, offset by 2) says nothing about a scale
+            if cosine > 0.999:
+                measured.append(f"{name}'s lookup")
             if cosine > 0.999 and abs(ratio - 1.0) > EXACT_TOLERANCE:
                 problems.append(
                     f"{name}: its output is {ratio:.4g} x alpha_in times its table's rows: "
@@ -269,6 +299,7 @@ def _input_problems(
     if expected.shape != h0.shape:
         return []
     ratio = _rms(h0) / max(_rms(expected), 1e-30)
+    measured.append("h_0")
     if abs(ratio - 1.0) <= EXACT_TOLERANCE:
         return []
     names = ", ".join(n for n, _ in inputs)
@@ -287,12 +318,15 @@ def _branch_problems(
     blocks: list[Any],
     rec: _Recorder,
     base: dict[str, Any],
+    measured: list[str],
 ) -> list[str]:
     """Halving one branch end's multiplier moves its block's output by half the branch's
     output: its contribution reaches the residual stream. A norm after the hooked module
     (Gemma2's post-norms) leaves the block's output unchanged instead. The branches after
     it in the block are switched off (multiplier 0) while it is measured, so that they do
-    not answer its change through their inputs."""
+    not answer its change through their inputs. A branch end whose output has other
+    features than its block's (it is not on the residual stream) is named; what was
+    measured is appended to ``measured``."""
     problems = []
     for block_name, _, ends in blocks:
         for i, (end_name, hook) in enumerate(ends):
@@ -306,13 +340,24 @@ def _branch_problems(
                 values.get(f"block:{block_name}"),
                 values.get(f"end:{end_name}"),
             )
-            if full is None or branch is None or branch.shape != full.shape:
+            if full is None or branch is None:
                 continue
+            if branch.shape[-1:] != full.shape[-1:]:
+                problems.append(
+                    f"{end_name}: hooked as a branch end (alpha_hidden), but its output "
+                    f"has {_features(branch)} features, not {block_name}'s "
+                    f"{_features(full)}: alpha_hidden belongs on the last module before "
+                    "the residual addition (the adapter's branches)"
+                )
+                continue
+            if branch.shape != full.shape:
+                continue  # the same features otherwise laid out (an MoE's flat tokens)
             with _scaled(later, 0.0), _scaled([hook], 0.5):
                 half = rec.run(model, example).get(f"block:{block_name}")
             expected = _rms(0.5 * branch) * hook.keywords.get("outside", 1.0)
             if half is None or expected == 0.0:
                 continue
+            measured.append(end_name)
             ratio = _rms(full - half) / expected
             if abs(ratio - 1.0) > BRANCH_TOLERANCE:
                 problems.append(
@@ -325,7 +370,11 @@ def _branch_problems(
 
 
 def _readout_problems(
-    model: nn.Module, example: Any, rec: _Recorder, base: dict[str, Any]
+    model: nn.Module,
+    example: Any,
+    rec: _Recorder,
+    base: dict[str, Any],
+    measured: list[str],
 ) -> list[str]:
     hooks = [
         (name, hook)
@@ -340,6 +389,7 @@ def _readout_problems(
     if half is None:
         return []
     ratio = _rms(half) / _rms(full)
+    measured.append("alpha_out")
     if abs(ratio - 0.5) <= EXACT_TOLERANCE * 10:
         return []
     names = ", ".join(n for n, _ in hooks)
@@ -431,19 +481,42 @@ def _compiled_problems(model: nn.Module, example: Any) -> list[str]:
 def measured_problems(
     model: nn.Module, family: Adapter | None, example_input: Any = None
 ) -> list[str]:
-    """What the forward pass shows; [] when there is nothing to measure (no hooks, built-in
-    multipliers, a sharded model) or everything holds."""
-    if family is None or not our_hooks(model):
+    """What the forward pass shows: [] only when it ran, measured, and everything holds.
+    When the model could not be run (no adapter places its hooks, a sharded model, no
+    example batch to build, the model raised) or a run measured nothing, one line says what
+    was not measured and how to measure it. A model without multiplier hooks has nothing
+    here to perturb (its multipliers are built in: check reads their values): []."""
+    if not our_hooks(model):
         return []
+    if family is None:
+        return [
+            (
+                "check did not run the model: no adapter recognises it, so its hooked "
+                "modules cannot be placed; pass adapter=... (as given to "
+                "apply_multipliers) or measure=False"
+            )
+        ]
     if any(type(p).__name__ == "DTensor" for p in model.parameters()):
-        return []  # a sharded model: a forward pass is a collective; measured unsharded
+        # a forward pass of a sharded model is a collective: one rank's check would hang
+        return [
+            (
+                "check did not run the sharded model (DTensor parameters: its forward "
+                "pass is a collective every rank would have to join): check the unsharded "
+                "model after apply_multipliers, or pass measure=False"
+            )
+        ]
     example = (
         example_input if example_input is not None else example_batch(model, family)
     )
     if example is None:
-        # no token or dense input to build one from (a vision model's patch embedding):
-        # measured only with the user's example_input
-        return []
+        names = ", ".join(n for n, _ in placements(model, family)["input"]) or "none"
+        return [
+            (
+                f"check did not run the model: its input modules ({names}) hold no "
+                "token table (nn.Embedding) or dense layer (nn.Linear) to build an "
+                f"example batch from; {MEASURE_FIX}"
+            )
+        ]
     eager = getattr(model, "_orig_mod", model)  # a compiled model: perturb its module
     try:
         # in the model's own mode, gradients on: the compiled code training runs (a call
@@ -454,6 +527,7 @@ def measured_problems(
     was_training = model.training
     model.eval()
     rec: _Recorder | None = None
+    measured: list[str] = []
     try:
         with torch.no_grad():
             inputs = placements(eager, family)["input"]
@@ -463,9 +537,9 @@ def measured_problems(
             rec = _Recorder(inputs, blocks)
             base = rec.run(eager, example)
             after = scale_after_input(eager, family)
-            problems = _input_problems(inputs, blocks, base, after)
-            problems += _branch_problems(eager, example, blocks, rec, base)
-            problems += _readout_problems(eager, example, rec, base)
+            problems = _input_problems(inputs, blocks, base, after, measured)
+            problems += _branch_problems(eager, example, blocks, rec, base, measured)
+            problems += _readout_problems(eager, example, rec, base, measured)
             rec.remove()
             rec = None
         problems += _norm_problems(eager, family)
@@ -475,12 +549,26 @@ def measured_problems(
         if rec is not None:
             rec.remove()
         model.train(was_training)
+    if not measured and not problems:
+        # it ran, but nothing was comparable: no embedding lookup, no residual block
+        # around a branch end (a whole block hooked), an output that holds no tensor
+        hooked = ", ".join(name or "the model" for name, _, _, _ in our_hooks(eager))
+        problems.append(
+            "check ran the model on an example batch but could verify none of its "
+            f"multipliers (hooked: {hooked}): no input module is an embedding to compare "
+            "with its rows, no residual block encloses a branch end, and the model's "
+            "output holds no tensor to halve alpha_out on; measure=False reads names and "
+            "values only"
+        )
     return compiled + problems
+
+
+MEASURE_FIX = "pass example_input=... (what the model's forward takes) or measure=False"
 
 
 def _could_not_run(exc: Exception) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return (
         f"check could not run the model on an example batch ({type(exc).__name__}: "
-        f"{text}); pass example_input=... (what the model's forward takes) or measure=False"
+        f"{text}); {MEASURE_FIX}"
     )

@@ -44,6 +44,7 @@ from spectral.torch.forward_checks import (
     _outside,
     _rms,
     _run,
+    example_batch,
     measured_problems,
 )
 from spectral.torch.hooks import (
@@ -134,24 +135,6 @@ def _tracked(
     return out
 
 
-def _batch(model: nn.Module, family: Adapter, example_input: Any) -> Any:
-    """The user's example input, or 2 x 8 token ids below the largest table of the input
-    modules (BERT's embeddings module holds its word, position and type tables)."""
-    if example_input is not None:
-        return example_input
-    tables = [
-        sub
-        for _, module in placements(model, family)["input"]
-        for sub in module.modules()
-        if isinstance(sub, nn.Embedding)
-    ]
-    if not tables:
-        return None
-    vocab = max(t.num_embeddings for t in tables)
-    gen = torch.Generator().manual_seed(SEED)
-    return torch.randint(0, vocab, (2, 8), generator=gen)
-
-
 def _loss(out: torch.Tensor) -> torch.Tensor:
     """Cross-entropy against fixed labels (the same at every width: they index the
     output's last dimension, which does not grow)."""
@@ -205,11 +188,14 @@ def _measure_twin(
     roles = {id(p): role for _, p, role, _ in roles_list}
     hooked = _hooked(twin)
     tracked = _tracked(twin, family, roles)
-    batch = _batch(twin, family, example_input)
+    # the user's input, or one built as check() builds it: 2 x 8 token ids below the
+    # token table (the same at every width), or a normal batch for a dense input layer
+    batch = example_input if example_input is not None else example_batch(twin, family)
     if batch is None:
         raise ValueError(
-            "no token input to build a batch from (the input modules hold no nn.Embedding): "
-            "pass example_input=... (what the model's forward takes, the same at every width)"
+            "no token table (nn.Embedding) or dense layer (nn.Linear) in the input modules "
+            "to build a batch from: pass example_input=... (what the model's forward "
+            "takes, the same at every width)"
         )
     outputs: dict[str, torch.Tensor] = {}
 
