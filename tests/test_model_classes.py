@@ -5,8 +5,9 @@ downloaded). Which dimension of each parameter grows with the width is read from
 at twice the width on the meta device (spectral.torch.shapes); names only place the
 parameter (input, branch, readout). The slow tests measure, over widths 64/128/256 at
 depth 2 under the Muon-Kimi + AdamW config, the width slopes of h_0, the logits at init,
-their one-step change and each branch's one-step change (tests/width_slopes.py), and
-assert each within 0.15 of a Llama control measured the same way.
+their one-step change and each branch's one-step change, with the library's check across
+widths (spectral.torch.width_check: each twin set up the documented way, stepped once on
+one fixed batch), and assert each within 0.15 of a Llama control measured the same way.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from torch import nn  # noqa: E402
 
-import width_slopes  # noqa: E402
 from spectral.codegen import load_generated  # noqa: E402
+from spectral.torch.width_check import check_widths  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 pytestmark = [
@@ -28,6 +29,11 @@ pytestmark = [
 
 VOCAB, HEAD_DIM = 128, 16
 T = transformers
+WIDTHS = [64, 128, 256]
+DEPTH = 2
+LR = 1e-2
+TOLERANCE = 0.15
+"""How far a class's slope may be from the Llama control's (issue 26's bar)."""
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +159,7 @@ def vit(w: int, d: int) -> nn.Module:
 
 def token_batch() -> dict:
     ids = torch.randint(0, VOCAB, (8, 32), generator=torch.Generator().manual_seed(1))
-    return {"input_ids": ids, "labels": ids}
+    return {"input_ids": ids, "labels": ids}  # the step is on the model's own loss
 
 
 def image_batch() -> dict:
@@ -179,20 +185,67 @@ CLASSES = {
 }
 
 
+def measured_slopes(cfg, build, batch: dict) -> tuple[dict, list[str]]:
+    """Quantity -> its width slope (h0, logits, dlogits, branch:<name>), as the check
+    across widths measures it, and the check's own lines."""
+    report = check_widths(
+        cfg.CONFIG,
+        build(WIDTHS[0], DEPTH),
+        WIDTHS,
+        factory=lambda width: build(width, DEPTH),
+        example_input=batch,
+        base={"lr": LR},
+        timeout=None,
+    )
+    assert report.widths == WIDTHS, report.problems
+    return report.slopes(), report.problems
+
+
+def off_control(slopes: dict, control: dict) -> dict:
+    """Quantity -> slope minus the control's (a branch against the control's mean branch:
+    the classes' branches are named and counted differently)."""
+    branches = [v for k, v in control.items() if k.startswith("branch:")]
+    mean_branch = sum(branches) / len(branches)
+    return {
+        key: value - (mean_branch if key.startswith("branch:") else control[key])
+        for key, value in slopes.items()
+    }
+
+
 @pytest.fixture(scope="module")
 def control(cfg):
-    return width_slopes.measure(cfg, llama, token_batch())
+    return measured_slopes(cfg, llama, token_batch())[0]
+
+
+OFF_THE_CONTROL = {
+    # measured with dropout off (the check across widths runs the twins in eval mode):
+    # layer 1's attention.output.dense changes as n^-0.10 in one step, 0.16 below the
+    # control's mean branch (+0.06); tests/width_slopes.py passed BERT (-0.09 off) only
+    # because its hidden_dropout_prob 0.1 was on in both passes, and gives the same -0.16
+    # with it off
+    "bert": "post-LN BERT: one branch's one-step change 0.16 off the control (bar 0.15)",
+}
+"""Classes measured outside the bar: strict, so that a fix shows as an unexpected pass."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(CLASSES))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OFF_THE_CONTROL[n]))
+        if n in OFF_THE_CONTROL
+        else n
+        for n in CLASSES
+    ],
+)
 def test_width_slopes_match_the_llama_control(cfg, control, name):
     build, batch = CLASSES[name]
-    slopes = width_slopes.measure(cfg, build, batch())
-    off = width_slopes.off_control(slopes, control)
-    assert {"h0", "logits", "dlogits"} < set(off) and len(off) > 3
-    bad = {k: round(v, 3) for k, v in off.items() if abs(v) > width_slopes.TOLERANCE}
-    assert not bad, f"{name}: slopes off the Llama control {bad}; slopes {slopes}"
+    slopes, problems = measured_slopes(cfg, build, batch())
+    assert {"h0", "logits", "dlogits"} < set(slopes) and len(slopes) > 3, problems
+    assert None not in slopes.values(), f"{name}: a quantity is 0 at some width {slopes}"
+    off = off_control(slopes, control)
+    bad = {k: round(v, 3) for k, v in off.items() if abs(v) > TOLERANCE}
+    assert not bad, f"{name}: slopes off the Llama control {bad}; slopes {slopes}; {problems}"
 
 
 def roles_of(cfg, model: nn.Module) -> dict[str, str]:

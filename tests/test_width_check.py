@@ -72,6 +72,31 @@ def test_slope_is_the_log_log_least_squares_fit():
     assert slope([64, 128, 256], [0.0, 1.0, 1.0]) is None
 
 
+def test_report_slopes_are_the_quantities_mup_keeps_flat():
+    """h0 from the first input module at init, logits at init and their one-step change,
+    each branch end's whole one-step change (its input's change included)."""
+    from spectral.torch.width_check import WidthReport, WidthRow
+
+    def row(name, kind, init=(), step=(), total=()):
+        return WidthRow(name, kind, "", init=list(init), step=list(step), total=list(total))
+
+    report = WidthReport(
+        [64, 128, 256],
+        [
+            row("embed", "input", init=[1.0, 1.0, 1.0]),
+            row("pos", "input", init=[1.0, 2.0, 4.0]),
+            row("layers.0.o", "branch", step=[9.0, 9.0, 9.0], total=[1.0, 0.5, 0.25]),
+            row("layers.0.q", "linear", init=[1.0, 2.0, 4.0]),
+            row("logits", "logits", init=[4.0, 2.0, 1.0], step=[1.0, 2.0, 4.0]),
+        ],
+        [],
+    )
+    assert report.slopes() == pytest.approx(
+        {"h0": 0.0, "logits": -1.0, "dlogits": 1.0, "branch:layers.0.o": -1.0}
+    )
+    assert WidthReport([64, 128, 256], [], ["not measured"]).slopes() == {}
+
+
 def test_role_dimensions_and_step_exponent_are_the_engines():
     """The runtime's copy of each weight role's dimensions is the engine's, and every
     condition term's target has width exponent STEP_EXPONENT."""

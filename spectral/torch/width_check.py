@@ -135,9 +135,13 @@ def _tracked(
     return out
 
 
-def _loss(out: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy against fixed labels (the same at every width: they index the
-    output's last dimension, which does not grow)."""
+def _loss(out: torch.Tensor, own: Any = None) -> torch.Tensor:
+    """The model's own loss where its output carries one (a Hugging Face model given
+    labels in example_input: its shift, its masking), else cross-entropy against fixed
+    labels (the same at every width: they index the output's last dimension, which does
+    not grow)."""
+    if isinstance(own, torch.Tensor) and own.ndim == 0 and own.requires_grad:
+        return own
     classes = out.shape[-1]
     gen = torch.Generator().manual_seed(SEED + 1)
     flat = out.reshape(-1, classes).float()
@@ -231,11 +235,12 @@ def _measure_twin(
     }
     twin.eval()  # dropout off: the same function before and after the step
     try:
-        logits = _first_tensor(_run(twin, batch))
+        out = _run(twin, batch)
+        logits = _first_tensor(out)
         if logits is None:
             raise ValueError("the model's output holds no tensor to take a loss of")
         before = {**outputs, "logits": logits.detach().double().clone()}
-        _loss(logits).backward()
+        _loss(logits, getattr(out, "loss", None)).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         with torch.no_grad():

@@ -91,6 +91,26 @@ class WidthReport:
     rows: list[WidthRow]
     problems: list[str]
 
+    def slopes(self) -> dict[str, float | None]:
+        """The width exponents that muP keeps flat, by quantity, fitted on the rows:
+        ``"h0"`` the first input module's output at init (h_0, alpha_in applied),
+        ``"logits"`` the logits at init, ``"dlogits"`` their one-step change, and
+        ``"branch:<name>"`` each branch end's whole one-step change (what it adds to the
+        residual stream, its input's change included). None where a value was 0; {} when
+        nothing was measured (the problems say why)."""
+        out: dict[str, float | None] = {}
+        first = next((r for r in self.rows if r.kind == "input"), None)
+        if first is not None:
+            out["h0"] = slope(self.widths, first.init)
+        logits = next((r for r in self.rows if r.kind == "logits"), None)
+        if logits is not None:
+            out["logits"] = slope(self.widths, logits.init)
+            out["dlogits"] = slope(self.widths, logits.step)
+        for row in self.rows:
+            if row.kind == "branch":
+                out[f"branch:{row.name}"] = slope(self.widths, row.total)
+        return out
+
 
 def slope(widths: list[int], values: list[float]) -> float | None:
     """Least-squares slope of log(value) on log(width); None where a value is 0."""
