@@ -151,6 +151,47 @@ def test_says_what_it_did_not_measure(cfg):
     assert line == "check across widths needs 3 or more widths, got [64, 128]"
 
 
+def test_seeds_pool_the_draws_before_the_fit(cfg, monkeypatch):
+    """seeds=2: every value is the mean of the twins drawn with init seeds 0 and 1, the
+    same twins that seeds=1 draws with SEED 0 and with SEED 1."""
+    import spectral.torch.width_check as width_check
+
+    widths = [32, 48, 64]
+
+    def tiny(width):
+        return transformers.LlamaForCausalLM(
+            transformers.LlamaConfig(
+                vocab_size=64, hidden_size=width, intermediate_size=width,
+                num_hidden_layers=1, num_attention_heads=width // 16,
+                num_key_value_heads=width // 16, head_dim=16, tie_word_embeddings=False,
+            )
+        )
+
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(5))
+    batch = {"input_ids": ids, "labels": ids}  # not drawn from SEED, unlike the default batch
+
+    def run(**kw):
+        report = check_widths(
+            cfg.CONFIG, tiny(32), widths, factory=tiny, base=BASE, example_input=batch, **kw
+        )
+        return rows_by_name(report)
+
+    pooled = run(seeds=2)
+    alone = [run()]
+    monkeypatch.setattr(width_check, "SEED", 1)
+    alone.append(run())
+    for name, row in pooled.items():
+        for field in ("init", "step"):
+            first, second = getattr(alone[0][name], field), getattr(alone[1][name], field)
+            want = [(a + b) / 2 for a, b in zip(first, second, strict=True)]
+            assert getattr(row, field) == pytest.approx(want, rel=1e-9, abs=1e-12), (name, field)
+    assert pooled["logits"].step != alone[0]["logits"].step  # two different draws
+    for bad in (0, -1, 1.5, True):
+        report = check_widths(cfg.CONFIG, tiny(32), widths, factory=tiny, base=BASE, seeds=bad)
+        [line] = report.problems
+        assert line == f"seeds must be a whole number of 1 or more, got {bad!r}"
+
+
 # --------------------------------------------------------------------------------------
 # the control: a Llama set up the documented way
 # --------------------------------------------------------------------------------------

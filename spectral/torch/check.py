@@ -264,6 +264,7 @@ def check_model(
     widths: Sequence[int] | None = None,
     factory: Callable[[int], nn.Module] | None = None,
     timeout: float | None = 120.0,
+    seeds: int = 1,
     **base: Any,
 ) -> list[str]:
     """Problems found on the real model (and optimizer); [] when all is right.
@@ -294,7 +295,9 @@ def check_model(
     twins of the model (rebuilt from a Hugging Face config, or factory(width)) are set up
     with these rules, stepped once on a fixed batch, and every module whose output slope
     against the width, at init or after the step, is more than 0.2 off the rules' exponent is
-    named; a dead module (exactly 0 before and after the step) too. timeout: seconds for it.
+    named; a dead module (exactly 0 before and after the step) too. timeout: seconds for it;
+    seeds: twins per width, their values averaged (one draw's slopes scatter by about 0.1 at a
+    few heads of width; more seeds cost proportionally more time).
     """
     if not isinstance(measure, bool):
         raise TypeError(f"measure must be True or False, got {measure!r}")
@@ -336,5 +339,6 @@ def check_model(
             example_input=example_input,
             timeout=timeout,
             base=base or getattr(optimizer, "base", {}),
+            seeds=seeds,
         ).problems
     return problems

@@ -309,6 +309,21 @@ def _measure_twin(
     return rows, batch
 
 
+def _pooled(drawn: list[dict[str, WidthRow]]) -> dict[str, WidthRow]:
+    """One width's rows over its seeds: the first draw's rows, each measured value the mean
+    over the draws (a module missing from a draw is left out)."""
+    pooled: dict[str, WidthRow] = {}
+    for name, row in drawn[0].items():
+        if not all(name in rows for rows in drawn[1:]):
+            continue
+        for field in ("init", "step", "total"):
+            values = [getattr(rows[name], field) for rows in drawn]
+            if all(len(v) == 1 for v in values):
+                setattr(row, field, [sum(v[0] for v in values) / len(values)])
+        pooled[name] = row
+    return pooled
+
+
 def _detached(value: Any) -> Any:
     """Tensors in (nested) args and kwargs detached, so the step does not change them."""
     if isinstance(value, torch.Tensor):
@@ -367,13 +382,21 @@ def check_widths(
     example_input: Any = None,
     timeout: float | None = 120.0,
     base: Mapping[str, Any] | None = None,
+    seeds: int = 1,
 ) -> WidthReport:
     """Twins of ``model`` at ``widths`` measured; the report's problems are [] only when
     every module was measured at every width and is within SLOPE_TOLERANCE of its rules.
 
     ``timeout``: seconds for the whole check, looked at between twins (a twin that would
-    start after it is not built: the widths left are named as not measured)."""
+    start after it is not built: the widths left are named as not measured). ``seeds``:
+    twins drawn per width (init seeds 0, 1, ...); each RMS is their mean before the slope
+    is fitted. At a few heads of width one draw's branch slopes scatter by about 0.1 from
+    seed to seed, so a check near the tolerance wants several (the cost grows with them)."""
     base = dict(base or {})
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        return WidthReport(
+            [], [], [f"seeds must be a whole number of 1 or more, got {seeds!r}"]
+        )
     try:
         sizes = sorted({int(w) for w in widths})
     except (TypeError, ValueError):
@@ -410,29 +433,34 @@ def check_widths(
                     f"{timeout:g} s was reached"
                 )
                 break
-            torch.manual_seed(SEED)
-            twin = build(width)
-            twin_family = family or as_adapter(None, twin)
-            if twin_family is None:
-                raise ValueError("no adapter recognises the model: pass adapter=...")
-            rows, batch = _measure_twin(
-                rules,
-                twin,
-                width,
-                twin_family,
-                patterns,
-                multiplier,
-                example_input,
-                base,
-            )
-            if width == sizes[len(sizes) // 2]:
-                problems += [
-                    f"at width {width}: {line}"
-                    for line in measured_problems(twin, twin_family, batch)
-                ]
-            per_width.append(rows)
+            drawn: list[dict[str, WidthRow]] = []
+            for seed in range(seeds):
+                torch.manual_seed(SEED + seed)
+                twin = build(width)
+                twin_family = family or as_adapter(None, twin)
+                if twin_family is None:
+                    raise ValueError(
+                        "no adapter recognises the model: pass adapter=..."
+                    )
+                rows, batch = _measure_twin(
+                    rules,
+                    twin,
+                    width,
+                    twin_family,
+                    patterns,
+                    multiplier,
+                    example_input,
+                    base,
+                )
+                if seed == 0 and width == sizes[len(sizes) // 2]:
+                    problems += [
+                        f"at width {width}: {line}"
+                        for line in measured_problems(twin, twin_family, batch)
+                    ]
+                drawn.append(rows)
+                del twin
+            per_width.append(_pooled(drawn))
             measured.append(width)
-            del twin
     except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         at = f" at width {sizes[len(measured)]}" if len(measured) < len(sizes) else ""
