@@ -217,23 +217,6 @@ def off_control(slopes: dict, control: dict) -> dict:
     }
 
 
-@pytest.fixture(scope="module")
-def control(cfg):
-    return measured_slopes(cfg, llama, token_batch())[0]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(CLASSES))
-def test_width_slopes_match_the_llama_control(cfg, control, name):
-    build, batch = CLASSES[name]
-    slopes, problems = measured_slopes(cfg, build, batch())
-    assert {"h0", "logits", "dlogits"} < set(slopes) and len(slopes) > 3, problems
-    assert None not in slopes.values(), f"{name}: a quantity is 0 at some width {slopes}"
-    off = off_control(slopes, control)
-    bad = {k: round(v, 3) for k, v in off.items() if abs(v) > TOLERANCE}
-    assert not bad, f"{name}: slopes off the Llama control {bad}; slopes {slopes}; {problems}"
-
-
 def roles_of(cfg, model: nn.Module) -> dict[str, str]:
     cfg.apply_multipliers(model, 64, 2)
     groups = cfg.param_groups(model, 64, 2, lr=1e-3)

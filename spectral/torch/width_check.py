@@ -316,10 +316,10 @@ def _pooled(drawn: list[dict[str, WidthRow]]) -> dict[str, WidthRow]:
     for name, row in drawn[0].items():
         if not all(name in rows for rows in drawn[1:]):
             continue
-        for field in ("init", "step", "total"):
-            values = [getattr(rows[name], field) for rows in drawn]
+        for quantity in ("init", "step", "total"):
+            values = [getattr(rows[name], quantity) for rows in drawn]
             if all(len(v) == 1 for v in values):
-                setattr(row, field, [sum(v[0] for v in values) / len(values)])
+                setattr(row, quantity, [sum(v[0] for v in values) / len(values)])
         pooled[name] = row
     return pooled
 
