@@ -1,6 +1,6 @@
 """The same sweep runs trained on two machines: how far apart are their losses?
 
-    python benchmarks/compare_runs.py OTHER.jsonl REFERENCE.jsonl [REFERENCE.jsonl ...]
+    .venv/bin/python benchmarks/compare_runs.py OTHER.jsonl REFERENCE.jsonl [REFERENCE.jsonl ...]
 
 Matches the runs of OTHER with those of the references by key (a key hashes everything
 that determines a run, so equal keys are the same run: same model, data, seed, optimizer
@@ -11,25 +11,17 @@ docs/sweep/tuned (the lent device's CPU cores against this repository's developm
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
-
-def load(path: str) -> list[dict]:
-    return [
-        json.loads(line)
-        for line in Path(path).read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+from spectral.sweep.records import read_runs
 
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    other = load(argv[0])
-    reference = {r["key"]: r for path in argv[1:] for r in load(path)}
+    other = read_runs(argv[0])
+    reference = {r["key"]: r for path in argv[1:] for r in read_runs(path)}
     print("| optimizer | n | L | seed | log2 η | reference | other | other − reference |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     diffs: dict[str, list[float]] = {}

@@ -1,7 +1,7 @@
 """A third seed where μP and re-tuned SP are within twice their seed spread (issue 28).
 
-    python benchmarks/held_out_seed.py plan   SWEEP_DIR SEED_DIR   # the sweep commands to run
-    python benchmarks/held_out_seed.py report SWEEP_DIR SEED_DIR   # the table, once they ran
+    .venv/bin/python benchmarks/held_out_seed.py plan   SWEEP_DIR SEED_DIR   # the sweep commands to run
+    .venv/bin/python benchmarks/held_out_seed.py report SWEEP_DIR SEED_DIR   # the table, once they ran
 
 SWEEP_DIR is one optimizer's folder of a `spectral sweep --tune` run with SP re-tuned at every
 size (its `retuned.json`, `sweep.json` and `runs.jsonl`, seeds 0 and 1); SEED_DIR the folder the
@@ -20,24 +20,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from spectral.sweep.records import read_runs
+
 SEED = 2
-
-
-def _runs(folder: Path) -> list[dict]:
-    path = folder / "runs.jsonl"
-    if not path.is_file():
-        return []
-    return [
-        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
-    ]
-
-
-def _size(run: dict, axis: str, base: dict) -> int | None:
-    if axis == "width" and run["depth"] == base["base_depth"]:
-        return run["width"]
-    if axis == "depth" and run["width"] == base["base_width"]:
-        return run["depth"]
-    return None
 
 
 def _cells(sweep: Path) -> tuple[dict, list[dict]]:
@@ -45,7 +30,7 @@ def _cells(sweep: Path) -> tuple[dict, list[dict]]:
     cfg = json.loads((sweep / "sweep.json").read_text(encoding="utf-8"))["config"]
     winner = cfg["multiplier"]["output"]
     losses: dict[tuple, dict[int, float]] = defaultdict(dict)
-    for r in _runs(sweep):
+    for r in read_runs(sweep / "runs.jsonl"):
         out = r["settings"]["multiplier"]["output"]
         key = (r["parameterization"], out, r["width"], r["depth"], r["log2_lr"])
         losses[key][r["settings"]["seed"]] = r["val_loss"]
@@ -118,7 +103,7 @@ def plan(sweep: Path, out: Path) -> int:
 def report(sweep: Path, out: Path) -> int:
     cfg, rows = _cells(sweep)
     third: dict[tuple, float] = {}
-    for r in _runs(out / cfg["optimizer"]):
+    for r in read_runs(out / cfg["optimizer"] / "runs.jsonl"):
         if r["settings"]["seed"] == SEED:
             key = (
                 r["parameterization"],
