@@ -278,13 +278,13 @@ def _input_problems(
             # other rows (OPT's positions, offset by 2) says nothing about a scale
             if cosine > 0.999:
                 measured.append(f"{name}'s lookup")
-            if cosine > 0.999 and abs(ratio - 1.0) > EXACT_TOLERANCE:
-                problems.append(
-                    f"{name}: its output is {ratio:.4g} x alpha_in times its table's rows: "
-                    "the embedding scales its lookup (e.g. Gemma's sqrt(hidden_size)), so "
-                    "h_0 grows with the width; use the adapter of this family, which "
-                    "divides it out"
-                )
+                if abs(ratio - 1.0) > EXACT_TOLERANCE:
+                    problems.append(
+                        f"{name}: its output is {ratio:.4g} x alpha_in times its table's "
+                        "rows: the embedding scales its lookup (e.g. Gemma's "
+                        "sqrt(hidden_size)), so h_0 grows with the width; use the adapter "
+                        "of this family, which divides it out"
+                    )
     if problems or not blocks or f"h:{blocks[0][0]}" not in base:
         return problems
     h0 = base[f"h:{blocks[0][0]}"]
@@ -566,9 +566,14 @@ def measured_problems(
 MEASURE_FIX = "pass example_input=... (what the model's forward takes) or measure=False"
 
 
-def _could_not_run(exc: Exception) -> str:
+def _exception_line(exc: Exception) -> str:
+    """The user's exception in one line: its type and its message's first line."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"
+
+
+def _could_not_run(exc: Exception) -> str:
     return (
-        f"check could not run the model on an example batch ({type(exc).__name__}: "
-        f"{text}); {MEASURE_FIX}"
+        f"check could not run the model on an example batch ({_exception_line(exc)}); "
+        f"{MEASURE_FIX}"
     )

@@ -40,6 +40,7 @@ from spectral.torch.classify import (
 )
 from spectral.torch.shapes import fans
 from spectral.torch.forward_checks import (
+    _exception_line,
     _first_tensor,
     _outside,
     _rms,
@@ -462,14 +463,13 @@ def check_widths(
             per_width.append(_pooled(drawn))
             measured.append(width)
     except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         at = f" at width {sizes[len(measured)]}" if len(measured) < len(sizes) else ""
         return WidthReport(
             measured,
             [],
             problems
             + [
-                f"check across widths did not measure the model{at} ({type(exc).__name__}: {text})"
+                f"check across widths did not measure the model{at} ({_exception_line(exc)})"
             ],
         )
     if len(measured) < MIN_WIDTHS:
