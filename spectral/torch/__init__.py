@@ -24,12 +24,12 @@ The modules, in the order they build on one another:
 
 from spectral.optimizers.entry import TorchImpl
 from spectral.scaling import BIAS_ROLES, LAYER_OF, BaseValue, Rules
-from spectral.torch.classify import ADAPTERS, DEFAULT_PATTERNS, Adapter, classify
-from spectral.torch.composite import CompositeOptimizer, unwrap_optimizer
+from spectral.torch.model.classify import ADAPTERS, DEFAULT_PATTERNS, Adapter, classify
+from spectral.torch.optim.composite import CompositeOptimizer, unwrap_optimizer
 from spectral.torch.config import Config
-from spectral.torch.factories import TorchFactory
-from spectral.torch.hooks import MultiplierHandle, final_module, multipliers_applied
-from spectral.torch.sharded import CheckpointState, GatheredOptimizer
+from spectral.torch.optim.factories import TorchFactory
+from spectral.torch.apply.hooks import MultiplierHandle, final_module, multipliers_applied
+from spectral.torch.optim.sharded import CheckpointState, GatheredOptimizer
 
 __all__ = [
     "ADAPTERS",

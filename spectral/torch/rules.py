@@ -10,7 +10,7 @@ import torch
 
 from spectral.optimizers.entry import TorchImpl
 from spectral.scaling import BaseValue, Rules
-from spectral.torch.factories import TorchFactory
+from spectral.torch.optim.factories import TorchFactory
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class TorchRules(Rules):
     implementations: Mapping[str, TorchImpl] = field(default_factory=dict)
     """Optimizer name -> the implementation record (a user's declaration has none)."""
     absorbed: Mapping[str, tuple[float, float | None]] | None = None
-    """The hook-free form (spectral.torch.absorb): optimizer name -> (p, q), the degrees of
+    """The hook-free form (spectral.torch.apply.absorb): optimizer name -> (p, q), the degrees of
     its update and eps in the gradient; None for the hooked form."""
 
     def factories(self) -> dict[str, Callable[..., torch.optim.Optimizer]]:
@@ -64,7 +64,7 @@ class TorchRules(Rules):
         """Role -> multiplier, init_std, lr, weight_decay (and eps) at this width and depth
         (see spectral.scaling.Rules.hparams). In the hook-free form every multiplier is 1,
         and these are the numbers of the parameters that carry none; the modules that
-        carry one have theirs from spectral.torch.absorb.parameter_hparams."""
+        carry one have theirs from spectral.torch.apply.absorb.parameter_hparams."""
         out = super().hparams(width, depth, **base)
         if self.absorbed is not None:
             for values in out.values():

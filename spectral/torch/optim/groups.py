@@ -11,16 +11,16 @@ from torch import nn
 
 from spectral.scaling import BaseValue
 from spectral.patterns import Patterns
-from spectral.torch.classify import AdapterLike, classified, unwrap_model
-from spectral.torch.shapes import fans
-from spectral.torch.absorb import absorbed_values, carriers_of, scales_in_forward
-from spectral.torch.hooks import multipliers_applied
-from spectral.torch.ties import tied_to_output, tied_values_agree
+from spectral.torch.model.classify import AdapterLike, classified, unwrap_model
+from spectral.torch.model.shapes import fans
+from spectral.torch.apply.absorb import absorbed_values, carriers_of, scales_in_forward
+from spectral.torch.apply.hooks import multipliers_applied
+from spectral.torch.model.ties import tied_to_output, tied_values_agree
 from spectral.optimizers.entry import TorchImpl
-from spectral.torch.composite import CompositeOptimizer
-from spectral.torch.experts import SlicedFactory, expert_fans, expert_layout
+from spectral.torch.optim.composite import CompositeOptimizer
+from spectral.torch.optim.experts import SlicedFactory, expert_fans, expert_layout
 from spectral.torch.rules import TorchRules
-from spectral.torch.sharded import build_part
+from spectral.torch.optim.sharded import build_part
 
 
 def _compensation(
@@ -51,7 +51,7 @@ def _compensation(
 
 def _whole_matrix(rules: TorchRules, opt_name: str) -> bool:
     """Whether an optimizer's step reads a whole matrix (not entry by entry): fused
-    experts are then stepped one expert matrix at a time (spectral.torch.experts)."""
+    experts are then stepped one expert matrix at a time (spectral.torch.optim.experts)."""
     impl = rules.implementations.get(opt_name)
     if rules.matrix_only[opt_name]:
         return True
@@ -87,7 +87,7 @@ def role_param_groups(
     which then does not recompile as the lr changes) gives every group a tensor lr of its
     own, of that dtype and device. In the hook-free form the parameters of each module a
     multiplier scaled get groups of their own, with the numbers that carry it
-    (spectral.torch.absorb).
+    (spectral.torch.apply.absorb).
     """
     model = unwrap_model(model)
     lr_tensor = _tensor_lr(lr)

@@ -1,15 +1,37 @@
 """Model families: which parameter has which role and where the block multipliers go.
 
-An :class:`Adapter` names one family's modules and parameters by regular expressions; the
-families the runtime knows are :data:`ADAPTERS`, tried in order (a family that has another's
-names comes before it). Data only: :mod:`spectral.torch.classify` applies them.
+One module per family (an :class:`~spectral.families.adapter.Adapter`, data only, no
+torch); :data:`ADAPTERS` lists them in the order they are tried (a family that has
+another's names comes before it). :mod:`spectral.torch.model` applies them.
 """
 
 from __future__ import annotations
 
-from spectral.torch.adapter import Adapter
-from spectral.patterns import anchored
-from spectral.torch.adapter import make_adapter
+from spectral.families.adapter import Adapter
+from spectral.families.bert import BERT
+from spectral.families.bloom import BLOOM
+from spectral.families.falcon import FALCON
+from spectral.families.gemma import GEMMA
+from spectral.families.gemma2 import GEMMA2
+from spectral.families.gpt2 import GPT2
+from spectral.families.gptj import GPTJ
+from spectral.families.granite import GRANITE
+from spectral.families.hf_vit import HF_VIT
+from spectral.families.litgpt import LITGPT
+from spectral.families.llama import LLAMA
+from spectral.families.mamba import MAMBA
+from spectral.families.modernbert import MODERNBERT
+from spectral.families.moe import MOE
+from spectral.families.neox import NEOX
+from spectral.families.olmo2 import OLMO2
+from spectral.families.opt import OPT
+from spectral.families.phi import PHI
+from spectral.families.residual_mlp import RESIDUAL_MLP
+from spectral.families.torchtitan import TORCHTITAN
+from spectral.families.vit import VIT
+
+__all__ = ["ADAPTERS", "DEFAULT_PATTERNS", "Adapter"]
+
 
 # ---------------------------------------------------------------------------------------
 # model families: which parameter is which role, where the multipliers go
@@ -17,7 +39,7 @@ from spectral.torch.adapter import make_adapter
 # Names may carry a prefix: "module." (DDP), "_orig_mod." (torch.compile), "transformer." or
 # "model." (Hugging Face), "_fsdp_wrapped_module." (FSDP1 with use_orig_params=True), so
 # every pattern starts at a dot or at the start of the name: the families below are written
-# without that anchor and make_adapter (spectral.torch.adapter) puts it in front
+# without that anchor and make_adapter (spectral.families.adapter) puts it in front
 # (spectral.patterns.anchored).
 #
 # Parameters the paper does not cover, and the role each gets on purpose:
@@ -34,11 +56,50 @@ from spectral.torch.adapter import make_adapter
 # * An output bias (lm_head.bias in Phi-2 and GPT-J, a classifier's bias): output_bias.
 #   alpha_out scales the readout's whole output, bias included (docs/roles.md).
 # Tied input/output embeddings are accepted where the config's rules allow them (every HP
-# but the multiplier equal: spectral.torch.ties); the tied matrix has the role input_weight
+# but the multiplier equal: spectral.torch.model.ties); the tied matrix has the role input_weight
+# and alpha_out stays a hook on the logits. Any other shared parameter is refused.
+
+"""Model families: which parameter has which role and where the block multipliers go.
+
+An :class:`Adapter` names one family's modules and parameters by regular expressions; the
+families the runtime knows are :data:`ADAPTERS`, tried in order (a family that has another's
+names comes before it). Data only: :mod:`spectral.torch.model.classify` applies them.
+"""
+
+from __future__ import annotations
+
+from spectral.families.adapter import Adapter
+from spectral.patterns import anchored
+from spectral.families.adapter import make_adapter
+
+# ---------------------------------------------------------------------------------------
+# model families: which parameter is which role, where the multipliers go
+# ---------------------------------------------------------------------------------------
+# Names may carry a prefix: "module." (DDP), "_orig_mod." (torch.compile), "transformer." or
+# "model." (Hugging Face), "_fsdp_wrapped_module." (FSDP1 with use_orig_params=True), so
+# every pattern starts at a dot or at the start of the name: the families below are written
+# without that anchor and make_adapter (spectral.families.adapter) puts it in front
+# (spectral.patterns.anchored).
+#
+# Parameters the paper does not cover, and the role each gets on purpose:
+# * LayerNorm/RMSNorm gains and biases inside a residual block: hidden_bias. They are
+#   width-sized vectors with Theta(1) entries that feed the branch, as the block's first
+#   bias b^(1) does: a Theta(1) change moves the branch input by Theta(1) and the residual
+#   stream by alpha_l = Theta(1/L).
+# * The final norm before the head: input_bias. It sits on the residual stream outside
+#   every branch (no 1/L multiplier), as b_0 does, and its gradient has the scale of b_0's.
+# * Position embeddings (and ViT's cls_token): input_weight. A table looked up by one-hot
+#   positions is an input layer of fixed fan-in, exactly like the token embedding.
+# * init_ sets norm gains to 1 and norm biases to 0 (not random): that keeps each
+#   normalised feature at RMS 1, the Theta(1) scale the bias conditions ask for.
+# * An output bias (lm_head.bias in Phi-2 and GPT-J, a classifier's bias): output_bias.
+#   alpha_out scales the readout's whole output, bias included (docs/roles.md).
+# Tied input/output embeddings are accepted where the config's rules allow them (every HP
+# but the multiplier equal: spectral.torch.model.ties); the tied matrix has the role input_weight
 # and alpha_out stays a hook on the logits. Any other shared parameter is refused.
 
 
-_GPT2 = make_adapter(
+GPT2 = make_adapter(
     name="gpt2",  # nanoGPT's model.py, Hugging Face GPT-2, spectral.models.GPT
     detect=r"h\.\d+\.attn\.c_proj$",
     roles=(
@@ -64,7 +125,7 @@ _GPT2 = make_adapter(
 # hidden matrices like the others), Cohere / Command-R (attention and MLP in parallel on
 # one norm: still two branch ends per layer; its logit_scale is a fixed factor on the
 # logits, the same at every width), StableLM, and others with these names.
-_LLAMA = make_adapter(
+LLAMA = make_adapter(
     name="llama",
     detect=r"layers\.\d+\.self_attn\.o_proj$",
     roles=(
@@ -91,8 +152,8 @@ _LLAMA = make_adapter(
 # Gemma's forward multiplies the embedding output by sqrt(hidden_size) (the embedding
 # module's embed_scale), which would make h_0 grow with the width; the alpha_in hook
 # divides it out. Its RMSNorm computes x_hat * (1 + w), so init_ sets w = 0.
-_GEMMA = make_adapter(
-    _LLAMA,
+GEMMA = make_adapter(
+    LLAMA,
     name="gemma",  # Hugging Face Gemma: Llama's names, its own norm class
     detect_type=r"^GemmaRMSNorm$",
     input_scale=("scalar_embed_scale", "embed_scale"),
@@ -103,8 +164,8 @@ _GEMMA = make_adapter(
 # o_proj / down_proj would normalise a multiplier placed there away, so alpha_hidden scales
 # the post-norms' outputs and each branch adds alpha_hidden * f(h). Plain embeddings and
 # x_hat * w norms.
-_OLMO2 = make_adapter(
-    _LLAMA,
+OLMO2 = make_adapter(
+    LLAMA,
     name="olmo2",  # Hugging Face OLMo2, OLMo3 (and Llama-named models with these post-norms)
     detect=r"layers\.\d+\.post_feedforward_layernorm$",
     branches=(
@@ -118,12 +179,12 @@ _OLMO2 = make_adapter(
 # attention scores, c fixed) is accepted: under muP both are Theta(1) at every width, so
 # the cap bends them the same way at every width (tests/test_model_classes.py measures the
 # capped logits' slopes).
-_GEMMA2 = make_adapter(
-    _OLMO2,
+GEMMA2 = make_adapter(
+    OLMO2,
     name="gemma2",  # Hugging Face Gemma2, Gemma3 (text)
     detect=r"layers\.\d+\.pre_feedforward_layernorm$",
-    input_scale=_GEMMA.input_scale,
-    norm_offset=_GEMMA.norm_offset,
+    input_scale=GEMMA.input_scale,
+    norm_offset=GEMMA.norm_offset,
 )
 
 # Granite: Llama's names and its own norm class; its forward multiplies h_0 by
@@ -132,8 +193,8 @@ _GEMMA2 = make_adapter(
 # size). The hooks divide all three out, so the rules' multipliers are the whole factors;
 # attention_multiplier scales the attention scores with the head dimension fixed, the same
 # at every width.
-_GRANITE = make_adapter(
-    _LLAMA,
+GRANITE = make_adapter(
+    LLAMA,
     name="granite",  # Hugging Face Granite (dense)
     detect_type=r"^GraniteRMSNorm$",
     config_scales=(
@@ -145,7 +206,7 @@ _GRANITE = make_adapter(
 
 # Phi-2 (Hugging Face Phi): attention and MLP in parallel on one norm (two branch ends per
 # layer), biases everywhere, and a bias on the readout: output_bias.
-_PHI = make_adapter(
+PHI = make_adapter(
     name="phi",
     detect=r"layers\.\d+\.self_attn\.dense$",
     roles=(
@@ -168,7 +229,7 @@ _PHI = make_adapter(
 
 # GPT-J: GPT-2's names with separate q/k/v/out projections, attention and MLP in parallel
 # on ln_1, and a bias on the readout: output_bias.
-_GPTJ = make_adapter(
+GPTJ = make_adapter(
     name="gptj",
     detect=r"h\.\d+\.attn\.out_proj$",
     roles=(
@@ -186,7 +247,7 @@ _GPTJ = make_adapter(
     final=r"ln_f$",
 )
 
-_FALCON = make_adapter(
+FALCON = make_adapter(
     name="falcon",  # Hugging Face Falcon (parallel attention/MLP, or sequential)
     detect=r"h\.\d+\.self_attention\.dense$",
     roles=(
@@ -213,20 +274,20 @@ _FALCON = make_adapter(
 # Its ALiBi slopes 2^(-8i/heads) take the same spread of values at every head count (the
 # share of heads with a slope in any range stays put as the heads grow with the width);
 # tests/test_model_classes.py measures BLOOM's slopes (and Falcon's with alibi=True).
-_BLOOM = make_adapter(
-    _FALCON,
+BLOOM = make_adapter(
+    FALCON,
     name="bloom",  # Hugging Face BLOOM
     detect=r"word_embeddings_layernorm$",
     input=(r"word_embeddings_layernorm$",),
 )
-_BLOOM = _BLOOM._replace(
+BLOOM = BLOOM._replace(
     roles=(
         *anchored(((r"word_embeddings_layernorm\.(weight|bias)$", "input_bias"),)),
-        *_FALCON.roles,
+        *FALCON.roles,
     )
 )
 
-_MOE = make_adapter(
+MOE = make_adapter(
     # Hugging Face mixtures of experts with Llama's names (transformers 5): Mixtral, Qwen2-MoE,
     # Qwen3-MoE, OLMoE, DeepSeek-V3; before "llama", whose detect matches them too.
     name="moe",
@@ -237,7 +298,7 @@ _MOE = make_adapter(
         (r"layers\.\d+\.(mlp|block_sparse_moe)\.gate\.weight$", "router_weight"),
         (r"layers\.\d+\.mlp\.shared_expert_gate\.weight$", "router_weight"),
         # fused experts (E, 2I, n) / (E, n, I), or transformers 4's lists of Linear: hidden
-        # matrices, stepped one expert matrix at a time (spectral.torch.experts)
+        # matrices, stepped one expert matrix at a time (spectral.torch.optim.experts)
         (
             (
                 r"layers\.\d+\.(mlp|block_sparse_moe)\.experts\."
@@ -267,7 +328,7 @@ _MOE = make_adapter(
     final=r"norm$",
 )
 
-_RESIDUAL_MLP = make_adapter(
+RESIDUAL_MLP = make_adapter(
     name="residual-mlp",  # spectral.models.ResidualMLP
     detect=r"blocks\.\d+\.layers\.\d+$",
     roles=(
@@ -284,7 +345,7 @@ _RESIDUAL_MLP = make_adapter(
     branches_per_layer=1,
 )
 
-_NEOX = make_adapter(
+NEOX = make_adapter(
     name="neox",  # Hugging Face GPT-NeoX (Pythia)
     detect=r"layers\.\d+\.attention\.dense$",
     roles=(
@@ -306,7 +367,7 @@ _NEOX = make_adapter(
     final=r"final_layer_norm$",
 )
 
-_OPT = make_adapter(
+OPT = make_adapter(
     name="opt",  # Hugging Face OPT
     detect=r"layers\.\d+\.self_attn\.out_proj$",
     roles=(
@@ -344,7 +405,7 @@ _OPT = make_adapter(
 # fixed) is accepted as Gemma2's is: the capped logits and scores are Theta(1) at every
 # width under muP, so a cap of fixed height bends them alike at every width
 # (tests/test_training_stacks.py measures the capped logits' slopes).
-_LITGPT = make_adapter(
+LITGPT = make_adapter(
     name="litgpt",
     detect=r"transformer\.h\.\d+\.post_attention_norm$",
     roles=(
@@ -364,7 +425,7 @@ _LITGPT = make_adapter(
 
 # torchtitan 0.3.0 names the head lm_head (output before) and fuses q, k, v into
 # attention.qkv_linear.wqkv: both namings are placed.
-_TORCHTITAN = make_adapter(
+TORCHTITAN = make_adapter(
     name="torchtitan",  # torchtitan's Llama (models/llama3/model.py names)
     detect=r"layers\.\d+\.attention\.wo$",
     roles=(
@@ -384,7 +445,7 @@ _TORCHTITAN = make_adapter(
     final=r"norm$",
 )
 
-_VIT = make_adapter(
+VIT = make_adapter(
     name="vit",  # timm's VisionTransformer
     detect=r"blocks\.\d+\.attn\.proj$",
     roles=(
@@ -423,7 +484,7 @@ _VIT = make_adapter(
 # twin at twice the width, give them the fixed-rank roles. A_log, D, dt_bias, dt_proj's
 # bias and the depthwise conv1d are per-channel vectors (hidden_vector): init_ keeps the
 # values Mamba draws for them (zero would stop every mixer).
-_MAMBA = make_adapter(
+MAMBA = make_adapter(
     name="mamba",  # Hugging Face Mamba, Mamba2
     detect=r"layers\.\d+\.mixer\.out_proj$",
     roles=(
@@ -450,7 +511,7 @@ _MAMBA = make_adapter(
 # output, after its norm, is h_0. The masked-LM head's transform (width -> width, applied
 # once outside the stream) is an outer_weight; the decoder is the readout, its bias an
 # output_bias (BERT also keeps an unused cls.predictions.bias: no gradient, no step).
-_BERT = make_adapter(
+BERT = make_adapter(
     name="bert",
     detect=r"encoder\.layer\.\d+\.attention\.output\.dense$",
     roles=(
@@ -476,7 +537,7 @@ _BERT = make_adapter(
     final=r"predictions\.transform$",
 )
 
-_MODERNBERT = make_adapter(
+MODERNBERT = make_adapter(
     name="modernbert",
     detect=r"layers\.\d+\.attn\.Wo$",
     roles=(
@@ -501,7 +562,7 @@ _MODERNBERT = make_adapter(
 # C * p * p (input_weight, drawn init_std / sqrt(fan_in)), cls_token and the position
 # table are tables added into h_0 (the embeddings module's output); the classifier is the
 # readout, its bias an output_bias.
-_HF_VIT = make_adapter(
+HF_VIT = make_adapter(
     name="hf-vit",
     detect=r"layers\.\d+\.layernorm_before$",
     roles=(
@@ -523,29 +584,29 @@ _HF_VIT = make_adapter(
 )
 
 ADAPTERS: tuple[Adapter, ...] = (
-    _GPT2,
-    _LITGPT,
-    _GRANITE,  # before Llama, whose names it has
+    GPT2,
+    LITGPT,
+    GRANITE,  # before Llama, whose names it has
     # Gemma2 before OLMo2 before Gemma and Llama: each has the names of those after it
-    _GEMMA2,
-    _OLMO2,
-    _GEMMA,
-    _MOE,
-    _LLAMA,
-    _BLOOM,  # before Falcon, whose names it has
-    _FALCON,
-    _RESIDUAL_MLP,
-    _NEOX,
-    _OPT,
-    _TORCHTITAN,
-    _VIT,
-    _MAMBA,
-    _BERT,
-    _MODERNBERT,
-    _HF_VIT,
+    GEMMA2,
+    OLMO2,
+    GEMMA,
+    MOE,
+    LLAMA,
+    BLOOM,  # before Falcon, whose names it has
+    FALCON,
+    RESIDUAL_MLP,
+    NEOX,
+    OPT,
+    TORCHTITAN,
+    VIT,
+    MAMBA,
+    BERT,
+    MODERNBERT,
+    HF_VIT,
     # last: their generic patterns must not come before the others' in DEFAULT_PATTERNS
-    _PHI,
-    _GPTJ,
+    PHI,
+    GPTJ,
 )
 """Known families, tried in order (the first that recognises the model wins, so a family
 comes before those whose names it shares); pass adapter= for any other model."""

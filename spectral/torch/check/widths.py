@@ -3,7 +3,7 @@
 check() on one model at one width can only read names and measure ratios; a parameter whose
 dimensions are not the ones its role assumes (a fixed-rank projection treated as width by
 width), a built-in constant that grows with the width, or a mixer that init_ zeroed look right
-there. Here the model is rebuilt at three or more widths (:mod:`spectral.torch.twins`), each
+there. Here the model is rebuilt at three or more widths (:mod:`spectral.torch.check.twins`), each
 twin set up the documented way (apply_multipliers, init_, build_optimizers from the same
 rules and base values), run on one fixed batch, stepped once and run again. For every module
 that matters (the input modules: h_0; every branch end; the readout and the logits; every
@@ -31,15 +31,15 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue
-from spectral.torch.classify import (
+from spectral.torch.model.classify import (
     Adapter,
     AdapterLike,
     Patterns,
     as_adapter,
     classified,
 )
-from spectral.torch.shapes import fans
-from spectral.torch.forward_checks import (
+from spectral.torch.model.shapes import fans
+from spectral.torch.check.forward import (
     _exception_line,
     _first_tensor,
     _outside,
@@ -48,17 +48,17 @@ from spectral.torch.forward_checks import (
     example_batch,
     measured_problems,
 )
-from spectral.torch.hooks import (
+from spectral.torch.apply.hooks import (
     builtin_multipliers,
     install_multipliers,
     our_hooks,
     placements,
 )
-from spectral.torch.init import init_by_role
-from spectral.torch.optim import build_composite
+from spectral.torch.apply.init import init_by_role
+from spectral.torch.optim.groups import build_composite
 from spectral.torch.rules import TorchRules
-from spectral.torch.twins import twin_builder, twin_depth
-from spectral.torch.width_verdict import (
+from spectral.torch.check.twins import twin_builder, twin_depth
+from spectral.torch.check.verdict import (
     FAN_IN_GROWS,
     FAN_OUT_GROWS,
     SLOPE_TOLERANCE,

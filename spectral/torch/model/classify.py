@@ -1,6 +1,6 @@
 """A model's parameters classified: its family found, each parameter's role, ties decided.
 
-The families are data (:mod:`spectral.torch.families`); this module applies them. It finds
+The families are data (:mod:`spectral.families`); this module applies them. It finds
 a model's family by its module names and types (:data:`ADAPTERS`, tried in order) or checks
 the one a user gives (:func:`as_adapter`), refuses the config flags the family's rules do
 not cover (:func:`refusals`), and gives every parameter its role (:func:`classify`, the
@@ -25,9 +25,9 @@ from spectral.patterns import (
     unplaced_error,
 )
 from spectral.scaling import unknown_role
-from spectral.torch.families import ADAPTERS, DEFAULT_PATTERNS, Adapter
-from spectral.torch.shapes import shaped_role, width_dims
-from spectral.torch.ties import tie_problem
+from spectral.families import ADAPTERS, DEFAULT_PATTERNS, Adapter
+from spectral.torch.model.shapes import shaped_role, width_dims
+from spectral.torch.model.ties import tie_problem
 
 AdapterLike = Adapter | Mapping[str, Any] | str
 

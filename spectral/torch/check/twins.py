@@ -16,7 +16,7 @@ from typing import Any
 
 from torch import nn
 
-from spectral.torch.classify import model_config
+from spectral.torch.model.classify import model_config
 
 _WIDTH_KEYS = ("hidden_size", "n_embd", "d_model")
 _HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads")

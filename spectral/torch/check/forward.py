@@ -31,15 +31,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from spectral.torch.classify import Adapter
-from spectral.torch.hooks import (
+from spectral.torch.model.classify import Adapter
+from spectral.torch.apply.hooks import (
     STALE_FIX,
     our_hooks,
     placements,
     scale_after_input,
     stale_compiled,
 )
-from spectral.torch.shapes import is_norm
+from spectral.torch.model.shapes import is_norm
 
 BRANCH_TOLERANCE = 0.05
 """Halving a branch end's multiplier must move its block's output by half the branch's

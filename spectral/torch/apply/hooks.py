@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue, Rules
-from spectral.torch.classify import (
+from spectral.torch.model.classify import (
     ADAPTERS,
     Adapter,
     AdapterLike,

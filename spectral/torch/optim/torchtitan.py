@@ -5,7 +5,7 @@ a list of ``ParamGroupConfig(pattern, optimizer_name, optimizer_kwargs)``: each 
 goes to the first pattern that matches its name, and a pattern that matches nothing raises.
 A module written by ``spectral codegen --framework torchtitan`` holds the patterns (one per
 role and per carrier of a multiplier, carriers first) and binds :func:`param_group_configs`
-to them; the multipliers are absorbed (:mod:`spectral.torch.absorb`), so the model is not
+to them; the multipliers are absorbed (:mod:`spectral.torch.apply.absorb`), so the model is not
 changed. torchtitan is imported only when the configs are built.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spectral.scaling import BaseValue
-from spectral.torch.absorb import absorbed_values
+from spectral.torch.apply.absorb import absorbed_values
 from spectral.torch.rules import TorchRules
 
 GroupPattern = tuple[str, str, str | None]

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from spectral.optimizers.entry import TorchImpl
-from spectral.torch.factories import TorchFactory
+from spectral.torch.optim.factories import TorchFactory
 
 Groups = list[dict[str, Any]]
 DTensorLike = Any

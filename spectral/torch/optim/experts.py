@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from spectral.torch.sharded import InnerOptimizer
+from spectral.torch.optim.sharded import InnerOptimizer
 
 TRANSPOSED_EXPERTS = frozenset({"Llama4TextExperts"})
 """Expert modules that compute x @ W[e] (weights (E, in, out)) without saying so; the

@@ -10,26 +10,26 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue
-from spectral.torch.classify import (
+from spectral.torch.model.classify import (
     AdapterLike,
     Patterns,
     as_adapter,
     classified,
     unwrap_model,
 )
-from spectral.torch.shapes import fans, is_norm
-from spectral.torch.hooks import (
+from spectral.torch.model.shapes import fans, is_norm
+from spectral.torch.apply.hooks import (
     builtin_multipliers,
     our_hooks,
     placement_problems,
     placements,
 )
-from spectral.torch.composite import lr_ratio_problem, unwrap_optimizer
-from spectral.torch.forward_checks import measured_problems
-from spectral.torch.optim import role_param_groups
-from spectral.torch.absorb import absorbed_problems
+from spectral.torch.optim.composite import lr_ratio_problem, unwrap_optimizer
+from spectral.torch.check.forward import measured_problems
+from spectral.torch.optim.groups import role_param_groups
+from spectral.torch.apply.absorb import absorbed_problems
 from spectral.torch.rules import TorchRules
-from spectral.torch.width_check import check_widths
+from spectral.torch.check.widths import check_widths
 
 
 def _close(a: float, b: float) -> bool:
@@ -285,13 +285,13 @@ def check_model(
     the real forward pass: h_0 is the multiplied embedding output, every checked branch
     end's multiplier reaches the residual stream, alpha_out reaches the output, every norm
     has gain 1 at init, a compiled model computes what its module does. It costs a few
-    forward passes (spectral.torch.forward_checks); measure=False reads names and values only.
+    forward passes (spectral.torch.check.forward); measure=False reads names and values only.
     It never returns [] unmeasured: a batch it cannot build, a model that raises on it, a
     sharded model or a run with nothing to compare is one line saying what was not measured.
     (Multipliers built into the model or folded into its weights have no hooks to perturb:
     their values are read.)
 
-    widths=[w1, w2, w3, ...] also checks across widths (spectral.torch.width_check): small
+    widths=[w1, w2, w3, ...] also checks across widths (spectral.torch.check.widths): small
     twins of the model (rebuilt from a Hugging Face config, or factory(width)) are set up
     with these rules, stepped once on a fixed batch, and every module whose output slope
     against the width, at init or after the step, is more than 0.2 off the rules' exponent is

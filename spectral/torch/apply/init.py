@@ -8,16 +8,16 @@ import torch
 from torch import nn
 
 from spectral.scaling import BIAS_ROLES, BaseValue, Rules, keeps_own_init
-from spectral.torch.classify import (
+from spectral.torch.model.classify import (
     AdapterLike,
     Patterns,
     as_adapter,
     classified,
     is_table,
 )
-from spectral.torch.shapes import fans, is_norm
-from spectral.torch.absorb import carriers_of
-from spectral.torch.sharded import normal_
+from spectral.torch.model.shapes import fans, is_norm
+from spectral.torch.apply.absorb import carriers_of
+from spectral.torch.optim.sharded import normal_
 
 
 def is_bias(name: str) -> bool:
@@ -67,7 +67,7 @@ def init_by_role(
     one-hot (language) inputs and sigma^2/d_0 for dense ones. In the hook-free form (a
     config generated with --absorb-multipliers) the parameters of each module a multiplier
     scaled carry it: their std, and a norm's gain, times the multiplier
-    (spectral.torch.absorb).
+    (spectral.torch.apply.absorb).
     """
     family = as_adapter(adapter, model)
     factors = carriers_of(rules, model, width, depth, multiplier, family)

@@ -1,6 +1,6 @@
 """The verdict of the check across widths: slopes against the rules, one line per module off.
 
-:mod:`spectral.torch.width_check` measures each module of the twins (a :class:`WidthRow`);
+:mod:`spectral.torch.check.widths` measures each module of the twins (a :class:`WidthRow`);
 here its slopes are fitted and judged. A module more than :data:`SLOPE_TOLERANCE` off the
 exponent the rules predict is named with both exponents and what to change; a module whose
 own dimensions fit its role but that follows a named one says so.

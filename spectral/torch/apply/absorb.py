@@ -19,14 +19,14 @@ from typing import Any
 from torch import nn
 
 from spectral.scaling import BaseValue, Rules
-from spectral.torch.classify import (
+from spectral.torch.model.classify import (
     AdapterLike,
     Patterns,
     as_adapter,
     classified,
 )
-from spectral.torch.shapes import is_norm
-from spectral.torch.hooks import (
+from spectral.torch.model.shapes import is_norm
+from spectral.torch.apply.hooks import (
     built_in_scale,
     our_hooks,
     placement_problems,

@@ -2,7 +2,7 @@
 
 :class:`Adapter` holds a family's patterns and what its forward pass does that the rules
 must undo; :func:`make_adapter` builds one (or a variant of another) with every name pattern
-anchored. The families themselves are data in :mod:`spectral.torch.families`.
+anchored. The families themselves are data in :mod:`spectral.families`.
 """
 
 from __future__ import annotations
