@@ -5,7 +5,7 @@
 
 Two optimizers over the same numbers: (a) fused, 2 x layers 3-D parameters (E, 2I, n) and
 (E, n, I) (Hugging Face Mixtral's gate_up_proj / down_proj), stepped by
-spectral.torch.experts.SlicedOptimizer over the real implementation (one leaf view per
+spectral.torch.optim.experts.SlicedOptimizer over the real implementation (one leaf view per
 expert matrix, gradients pointed at the slices); (b) separate, the same E x 2 x layers
 matrices as 2-D parameters given to the real implementation directly (a list of
 nn.Linear). Gradients are fixed random tensors, so only the optimizer step is timed. The
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from spectral.torch.experts import SlicedOptimizer
+from spectral.torch.optim.experts import SlicedOptimizer
 
 IMPLEMENTATIONS = {
     "muon-kimi": lambda groups: torch.optim.Muon(

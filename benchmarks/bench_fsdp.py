@@ -33,7 +33,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
-from spectral.torch.sharded import full_tensor
+from spectral.torch.optim.sharded import full_tensor
 
 WORLD = 2
 warnings.filterwarnings("ignore", message=".*DTensor random operators.*")

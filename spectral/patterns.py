@@ -1,6 +1,6 @@
 """Parameter names → roles: the name anchor and the first-match loop both runtimes share.
 
-A model family (:mod:`spectral.torch.families`, :mod:`spectral.jax.labels`) lists
+A model family (:mod:`spectral.families`, :mod:`spectral.jax.labels`) lists
 ``(pattern, role)`` pairs; a parameter's role is the role of the first pattern that its name
 matches (:func:`role_of`). Names may carry a wrapper's prefix (``module.`` from DDP,
 ``_orig_mod.`` from torch.compile, ``model.`` from Hugging Face), so a family's patterns are

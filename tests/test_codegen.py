@@ -25,7 +25,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from spectral.models import GPT, ResidualMLP  # noqa: E402
-from spectral.torch.ties import tie_differences  # noqa: E402
+from spectral.torch.model.ties import tie_differences  # noqa: E402
 
 pytestmark = pytest.mark.generated  # also run on the --vendor form
 
@@ -295,7 +295,7 @@ def test_tied_embeddings_where_the_rules_allow_them(configs):
 
 
 def test_the_runtime_allows_ties_exactly_where_the_engine_does(configs):
-    """The runtime decides a tie from the config's numbers (spectral.torch.ties); the engine
+    """The runtime decides a tie from the config's numbers (spectral.torch.model.ties); the engine
     from the derivation (Derivation.tie_allowed, of the optimizer training both embeddings).
     They agree for every generated config."""
     for lab, cfg in configs.items():

@@ -1,6 +1,6 @@
 """A generated config's functions are the runtime's own: bound as they are, never re-declared.
 
-``CONFIG.init_`` is ``spectral.torch.init.init_by_role`` with the config as its first
+``CONFIG.init_`` is ``spectral.torch.apply.init.init_by_role`` with the config as its first
 argument, so the signature and the documentation a user sees are the function's own (no
 forwarding method that could drift from it, no ``__doc__`` patched at import). Checked on the
 generated module, the importing form and (``SPECTRAL_TEST_VENDOR=1``) the --vendor form.
@@ -22,13 +22,13 @@ pytestmark = pytest.mark.generated  # also run on the --vendor form
 
 BOUND = {
     "torch": {
-        "apply_multipliers": ("spectral.torch.hooks", "install_multipliers"),
-        "init_": ("spectral.torch.init", "init_by_role"),
-        "param_groups": ("spectral.torch.optim", "role_param_groups"),
-        "build_optimizers": ("spectral.torch.optim", "build_composite"),
-        "check": ("spectral.torch.check", "check_model"),
-        "fold_multipliers": ("spectral.torch.export", "fold_into_weights"),
-        "set_base_shapes": ("spectral.torch.shapes", "record_shapes_at_base"),
+        "apply_multipliers": ("spectral.torch.apply.hooks", "install_multipliers"),
+        "init_": ("spectral.torch.apply.init", "init_by_role"),
+        "param_groups": ("spectral.torch.optim.groups", "role_param_groups"),
+        "build_optimizers": ("spectral.torch.optim.groups", "build_composite"),
+        "check": ("spectral.torch.check.model", "check_model"),
+        "fold_multipliers": ("spectral.torch.apply.export", "fold_into_weights"),
+        "set_base_shapes": ("spectral.torch.model.shapes", "record_shapes_at_base"),
     },
     "jax": {
         "init": ("spectral.jax.init", "init_params"),

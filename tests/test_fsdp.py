@@ -96,7 +96,7 @@ def tables():
     from types import SimpleNamespace
 
     from spectral.catalog import modules
-    from spectral.torch.sharded import ENTRY_MIXING_OPTIONS
+    from spectral.torch.optim.sharded import ENTRY_MIXING_OPTIONS
 
     def named(how):
         return {m.SPEC.name for m in modules() if m.TORCH.sharding == how}

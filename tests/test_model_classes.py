@@ -2,11 +2,11 @@
 
 Each class is the real ``transformers`` model built from a tiny config (nothing
 downloaded). Which dimension of each parameter grows with the width is read from a twin
-at twice the width on the meta device (spectral.torch.shapes); names only place the
+at twice the width on the meta device (spectral.torch.model.shapes); names only place the
 parameter (input, branch, readout). The slow tests measure, over widths 64/128/256 at
 depth 2 under the Muon-Kimi + AdamW config, the width slopes of h_0, the logits at init,
 their one-step change and each branch's one-step change, with the library's check across
-widths (spectral.torch.width_check: each twin set up the documented way, stepped once on
+widths (spectral.torch.check.widths: each twin set up the documented way, stepped once on
 one fixed batch), and assert each within 0.15 of a Llama control measured the same way.
 """
 
@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers")
 from torch import nn  # noqa: E402
 
 from spectral.codegen import load_generated  # noqa: E402
-from spectral.torch.width_check import check_widths  # noqa: E402
+from spectral.torch.check.widths import check_widths  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 pytestmark = [

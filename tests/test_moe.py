@@ -2,7 +2,7 @@
 
 The router has the router_weight role (docs/router.md), the fused experts are hidden
 matrices that a whole-matrix optimizer (Muon-Kimi) steps one expert matrix at a time
-(spectral.torch.experts), the MoE block's output is the branch end alpha_hidden scales.
+(spectral.torch.optim.experts), the MoE block's output is the branch end alpha_hidden scales.
 Tiny models from config objects, CPU, nothing downloaded.
 """
 

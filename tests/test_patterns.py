@@ -46,7 +46,7 @@ def test_no_match_and_an_unknown_role_are_errors_that_name_them():
 @pytest.mark.parametrize(
     ("module", "fields"),
     [
-        ("spectral.torch.families", ("detect", "input", "branches", "output", "final", "embeddings")),
+        ("spectral.families", ("detect", "input", "branches", "output", "final", "embeddings")),
         ("spectral.jax.labels", ("detect", "embeddings")),
     ],
 )

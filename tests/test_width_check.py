@@ -1,4 +1,4 @@
-"""The check across widths (spectral.torch.width_check, ``spectral check``) names the wrong module.
+"""The check across widths (spectral.torch.check.widths, ``spectral check``) names the wrong module.
 
 Hugging Face models are built from config objects (tiny, CPU, nothing downloaded); twins at
 widths 64, 128, 256 with 2 layers, one step on 2 x 8 tokens. Each wrong setup below is one
@@ -22,8 +22,8 @@ transformers = pytest.importorskip("transformers")
 from torch import nn  # noqa: E402
 
 from spectral.codegen import load_generated  # noqa: E402
-from spectral.torch.twins import twin_config  # noqa: E402
-from spectral.torch.width_check import (  # noqa: E402
+from spectral.torch.check.twins import twin_config  # noqa: E402
+from spectral.torch.check.widths import (  # noqa: E402
     FAN_IN_GROWS,
     FAN_OUT_GROWS,
     STEP_EXPONENT,
@@ -75,7 +75,7 @@ def test_slope_is_the_log_log_least_squares_fit():
 def test_report_slopes_are_the_quantities_mup_keeps_flat():
     """h0 from the first input module at init, logits at init and their one-step change,
     each branch end's whole one-step change (its input's change included)."""
-    from spectral.torch.width_check import WidthReport, WidthRow
+    from spectral.torch.check.widths import WidthReport, WidthRow
 
     def row(name, kind, init=(), step=(), total=()):
         return WidthRow(name, kind, "", init=list(init), step=list(step), total=list(total))
@@ -154,7 +154,7 @@ def test_says_what_it_did_not_measure(cfg):
 def test_seeds_pool_the_draws_before_the_fit(cfg, monkeypatch):
     """seeds=2: every value is the mean of the twins drawn with init seeds 0 and 1, the
     same twins that seeds=1 draws with SEED 0 and with SEED 1."""
-    import spectral.torch.width_check as width_check
+    import spectral.torch.check.widths as width_check
 
     widths = [32, 48, 64]
 
@@ -493,7 +493,7 @@ def test_check_command_on_a_config_file_and_a_factory(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "models.py").write_text(
         "from transformers import GraniteConfig, GraniteForCausalLM\n\n"
-        "from spectral.torch.families import ADAPTERS\n\n"
+        "from spectral.families import ADAPTERS\n\n"
         "# hooked as a Llama: the granite adapter would divide logits_scaling out\n"
         "LLAMA = next(a for a in ADAPTERS if a.name == 'llama')\n\n\n"
         "def granite(width):\n"

@@ -1,5 +1,5 @@
 """``spectral check``: a model's twins at three or more widths, each module's slopes against
-the rules (:mod:`spectral.torch.width_check`), as a table; exit code 1 when a module is off.
+the rules (:mod:`spectral.torch.check.widths`), as a table; exit code 1 when a module is off.
 
 Registered in :data:`spectral.cli.COMMANDS`. torch, transformers and rich are imported inside
 the handler only, so ``spectral derive`` never imports them.

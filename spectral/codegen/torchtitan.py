@@ -4,21 +4,19 @@ The module written holds the numbers of the torch config in the hook-free form (
 multiplier absorbed, :mod:`spectral.engine.absorb`) and the parameter-name patterns of
 torchtitan's Llama3, one per role and per carrier of a multiplier (carriers first, since
 torchtitan gives a parameter to the first pattern that matches). The patterns come from the
-``torchtitan`` adapter (:mod:`spectral.torch.families`), kept only where they match a
+``torchtitan`` adapter (:mod:`spectral.families`), kept only where they match a
 parameter torchtitan 0.3.0's Llama3 has (:data:`LLAMA3_PARAMETERS`): torchtitan raises on a
-pattern that matches nothing. The runtime :mod:`spectral.torch.torchtitan` turns them into
+pattern that matches nothing. The runtime :mod:`spectral.torch.optim.torchtitan` turns them into
 ``ParamGroupConfig`` objects. Neither torch nor torchtitan is imported here.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from typing import Any
 
 from ..errors import SpecError
 from ..transfer import Plan
-from .vendor import module_path
 
 __all__ = ["LLAMA3_PARAMETERS", "OPTIMIZER_NAMES", "group_patterns", "render_torchtitan"]
 
@@ -46,13 +44,11 @@ _LAYERS = (("input", "input"), ("hidden", "branches"), ("output", "output"))
 
 
 def _adapter() -> Any:
-    """The torchtitan adapter, read from spectral/torch/families.py without importing the
-    spectral.torch package (which imports torch)."""
-    spec = importlib.util.spec_from_file_location("_spectral_families", module_path("spectral.torch.families"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return next(a for a in module.ADAPTERS if a.name == "torchtitan")
+    """The torchtitan adapter (spectral.families is data only: importing it imports no
+    torch)."""
+    from spectral.families.torchtitan import TORCHTITAN
+
+    return TORCHTITAN
 
 
 def group_patterns(names: tuple[str, ...] = LLAMA3_PARAMETERS) -> list[tuple[str, str, str | None]]:

@@ -2,7 +2,7 @@
 
 The runtime packages (:mod:`spectral.torch`, :mod:`spectral.jax`) are written so that their
 modules can be laid end to end: each imports the others only at the top, by absolute name
-(``from spectral.torch.hooks import apply_multipliers``), never under an alias, and no two of
+(``from spectral.torch.apply.hooks import apply_multipliers``), never under an alias, and no two of
 them define the same top-level name. :func:`assemble` drops those intra-package imports
 (and each module's docstring and ``__all__``), hoists the remaining top-level imports (the
 standard library, torch, jax, optax) above everything, and concatenates the bodies in the

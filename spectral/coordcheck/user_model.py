@@ -61,7 +61,7 @@ def inspect_user_model(cfg: CoordCheckConfig) -> dict[str, Any]:
     finds h_L: the input of ``final_module(model)``, else the logits, and the vocabulary of
     the random token batch.
     """
-    from spectral.torch.check import head_dims
+    from spectral.torch.check.model import head_dims
 
     mod = config_module(cfg, "mup")
     depth = cfg.base_depth

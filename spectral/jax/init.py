@@ -2,7 +2,7 @@
 
 Flax stores a Dense kernel as (in, out) and an Embed table as (vocab, features): the
 fan-in of a kernel is the product of every axis but the last. Biases and norm gains follow
-the PyTorch runtime (spectral.torch.init): norm gains 1, biases 0 unless their role is
+the PyTorch runtime (spectral.torch.apply.init): norm gains 1, biases 0 unless their role is
 named in init_std, since the paper's base bias variance is 0.
 """
 

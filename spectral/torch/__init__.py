@@ -5,31 +5,29 @@ is built): importing it imports neither sympy nor pydantic, jinja2 or rich. A ge
 module holds the numbers (``CONFIG = Config(...)``) and binds the API to them; ``spectral
 codegen --vendor`` copies these modules' sources into one standalone file instead.
 
-The modules, in the order they build on one another:
+Laid out along the pipeline, each folder building on those before it:
 
-* ``families`` / ``adapters``: model families (:class:`Adapter`, :data:`ADAPTERS`) and
-  parameter roles by name (:func:`classify`)
-* ``shapes``: which dimensions of each parameter grow with the width, read from a twin
-  at another width on the meta device (:func:`record_base_shapes`), and the role a
-  parameter's shape gives it where its name placed it
-* ``hooks``: the block multipliers as forward hooks (:func:`apply_multipliers`)
-* ``init``: initialisation by role (:func:`init_`)
-* ``factories`` / ``sharded`` / ``composite``: real optimizers, FSDP2, one Optimizer over them
-* ``optim``: param groups with each role's numbers (:func:`build_optimizers`)
-* ``measure`` / ``check``: the model and optimizer against the rules, measured on the
-  forward pass too (:func:`check`)
-* ``export``: the multipliers folded into the weights, for saving (:func:`fold_multipliers`)
+* :mod:`spectral.families` (data, no torch): model families, one module each
+* ``model/``: reading a model once — its family, each parameter's role and growing
+  dimensions, ties — into a :class:`Placement`
+* ``rules``: the config's numbers with their torch implementations (:class:`TorchRules`)
+* ``apply/``: the block multipliers as hooks, init by role, the hook-free form, export
+* ``optim/``: real optimizers, FSDP2, one Optimizer over several, param groups by role
+* ``check/``: the model and optimizer against the rules, at one width and across widths
 * ``config``: :class:`Config`, the numbers with the functions bound to them
 """
 
 from spectral.optimizers.entry import TorchImpl
 from spectral.scaling import BIAS_ROLES, LAYER_OF, BaseValue, Rules
+from spectral.torch.apply.absorb import parameter_hparams
+from spectral.torch.apply.hooks import MultiplierHandle, final_module, multipliers_applied
+from spectral.torch.check.widths import check_widths
+from spectral.torch.config import Config
 from spectral.torch.model.classify import ADAPTERS, DEFAULT_PATTERNS, Adapter, classify
 from spectral.torch.optim.composite import CompositeOptimizer, unwrap_optimizer
-from spectral.torch.config import Config
 from spectral.torch.optim.factories import TorchFactory
-from spectral.torch.apply.hooks import MultiplierHandle, final_module, multipliers_applied
 from spectral.torch.optim.sharded import CheckpointState, GatheredOptimizer
+from spectral.torch.optim.torchtitan import param_group_configs
 
 __all__ = [
     "ADAPTERS",
@@ -46,8 +44,11 @@ __all__ = [
     "Rules",
     "TorchFactory",
     "TorchImpl",
+    "check_widths",
     "classify",
     "final_module",
     "multipliers_applied",
+    "param_group_configs",
+    "parameter_hparams",
     "unwrap_optimizer",
 ]

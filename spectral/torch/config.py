@@ -9,13 +9,13 @@ as its first argument, so ``CONFIG.init_(model, ...)`` is ``init_by_role(CONFIG,
 
 from __future__ import annotations
 
-from spectral.torch.check.model import check_model
 from spectral.torch.apply.export import fold_into_weights
 from spectral.torch.apply.hooks import install_multipliers
 from spectral.torch.apply.init import init_by_role
+from spectral.torch.check.model import check_model
+from spectral.torch.model.shapes import record_shapes_at_base
 from spectral.torch.optim.groups import build_composite, role_param_groups
 from spectral.torch.rules import TorchRules
-from spectral.torch.model.shapes import record_shapes_at_base
 
 
 class Config(TorchRules):

@@ -19,6 +19,12 @@ from typing import Any
 from torch import nn
 
 from spectral.scaling import BaseValue, Rules
+from spectral.torch.apply.hooks import (
+    built_in_scale,
+    our_hooks,
+    placement_problems,
+    placements,
+)
 from spectral.torch.model.classify import (
     AdapterLike,
     Patterns,
@@ -26,12 +32,6 @@ from spectral.torch.model.classify import (
     classified,
 )
 from spectral.torch.model.shapes import is_norm
-from spectral.torch.apply.hooks import (
-    built_in_scale,
-    our_hooks,
-    placement_problems,
-    placements,
-)
 
 _LINEAR_TYPES = (nn.Linear, nn.Embedding, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 

@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue, Rules
+from spectral.torch.apply.hooks import builtin_multipliers, our_hooks
 from spectral.torch.model.classify import AdapterLike, as_adapter
 from spectral.torch.model.shapes import is_norm
-from spectral.torch.apply.hooks import builtin_multipliers, our_hooks
 
 
 def _foldable(module: nn.Module) -> bool:

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from spectral.scaling import BIAS_ROLES, BaseValue, Rules, keeps_own_init
+from spectral.torch.apply.absorb import carriers_of
 from spectral.torch.model.classify import (
     AdapterLike,
     Patterns,
@@ -16,7 +17,6 @@ from spectral.torch.model.classify import (
     is_table,
 )
 from spectral.torch.model.shapes import fans, is_norm
-from spectral.torch.apply.absorb import carriers_of
 from spectral.torch.optim.sharded import normal_
 
 

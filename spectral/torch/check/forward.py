@@ -31,7 +31,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from spectral.torch.model.classify import Adapter
 from spectral.torch.apply.hooks import (
     STALE_FIX,
     our_hooks,
@@ -39,6 +38,7 @@ from spectral.torch.apply.hooks import (
     scale_after_input,
     stale_compiled,
 )
+from spectral.torch.model.classify import Adapter
 from spectral.torch.model.shapes import is_norm
 
 BRANCH_TOLERANCE = 0.05

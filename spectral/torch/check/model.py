@@ -10,6 +10,15 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue
+from spectral.torch.apply.absorb import absorbed_problems
+from spectral.torch.apply.hooks import (
+    builtin_multipliers,
+    our_hooks,
+    placement_problems,
+    placements,
+)
+from spectral.torch.check.forward import measured_problems
+from spectral.torch.check.widths import check_widths
 from spectral.torch.model.classify import (
     AdapterLike,
     Patterns,
@@ -18,18 +27,9 @@ from spectral.torch.model.classify import (
     unwrap_model,
 )
 from spectral.torch.model.shapes import fans, is_norm
-from spectral.torch.apply.hooks import (
-    builtin_multipliers,
-    our_hooks,
-    placement_problems,
-    placements,
-)
 from spectral.torch.optim.composite import lr_ratio_problem, unwrap_optimizer
-from spectral.torch.check.forward import measured_problems
 from spectral.torch.optim.groups import role_param_groups
-from spectral.torch.apply.absorb import absorbed_problems
 from spectral.torch.rules import TorchRules
-from spectral.torch.check.widths import check_widths
 
 
 def _close(a: float, b: float) -> bool:

@@ -31,14 +31,13 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue
-from spectral.torch.model.classify import (
-    Adapter,
-    AdapterLike,
-    Patterns,
-    as_adapter,
-    classified,
+from spectral.torch.apply.hooks import (
+    builtin_multipliers,
+    install_multipliers,
+    our_hooks,
+    placements,
 )
-from spectral.torch.model.shapes import fans
+from spectral.torch.apply.init import init_by_role
 from spectral.torch.check.forward import (
     _exception_line,
     _first_tensor,
@@ -48,15 +47,6 @@ from spectral.torch.check.forward import (
     example_batch,
     measured_problems,
 )
-from spectral.torch.apply.hooks import (
-    builtin_multipliers,
-    install_multipliers,
-    our_hooks,
-    placements,
-)
-from spectral.torch.apply.init import init_by_role
-from spectral.torch.optim.groups import build_composite
-from spectral.torch.rules import TorchRules
 from spectral.torch.check.twins import twin_builder, twin_depth
 from spectral.torch.check.verdict import (
     FAN_IN_GROWS,
@@ -69,6 +59,16 @@ from spectral.torch.check.verdict import (
     judge,
     slope,
 )
+from spectral.torch.model.classify import (
+    Adapter,
+    AdapterLike,
+    Patterns,
+    as_adapter,
+    classified,
+)
+from spectral.torch.model.shapes import fans
+from spectral.torch.optim.groups import build_composite
+from spectral.torch.rules import TorchRules
 
 __all__ = [
     "FAN_IN_GROWS",

@@ -17,6 +17,7 @@ from typing import Any
 
 from torch import nn
 
+from spectral.families import ADAPTERS, DEFAULT_PATTERNS, Adapter
 from spectral.patterns import (
     Patterns,
     checked_pattern,
@@ -25,7 +26,6 @@ from spectral.patterns import (
     unplaced_error,
 )
 from spectral.scaling import unknown_role
-from spectral.families import ADAPTERS, DEFAULT_PATTERNS, Adapter
 from spectral.torch.model.shapes import shaped_role, width_dims
 from spectral.torch.model.ties import tie_problem
 

@@ -9,18 +9,18 @@ from typing import Any
 import torch
 from torch import nn
 
-from spectral.scaling import BaseValue
+from spectral.optimizers.entry import TorchImpl
 from spectral.patterns import Patterns
-from spectral.torch.model.classify import AdapterLike, classified, unwrap_model
-from spectral.torch.model.shapes import fans
+from spectral.scaling import BaseValue
 from spectral.torch.apply.absorb import absorbed_values, carriers_of, scales_in_forward
 from spectral.torch.apply.hooks import multipliers_applied
+from spectral.torch.model.classify import AdapterLike, classified, unwrap_model
+from spectral.torch.model.shapes import fans
 from spectral.torch.model.ties import tied_to_output, tied_values_agree
-from spectral.optimizers.entry import TorchImpl
 from spectral.torch.optim.composite import CompositeOptimizer
 from spectral.torch.optim.experts import SlicedFactory, expert_fans, expert_layout
-from spectral.torch.rules import TorchRules
 from spectral.torch.optim.sharded import build_part
+from spectral.torch.rules import TorchRules
 
 
 def _compensation(
