@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 __all__ = [
     "BIAS_ROLES",
     "BaseValue",
+    "BaseValues",
     "EXTRA_ROLES",
     "KEEP_INIT_ROLES",
     "LAYER_OF",
@@ -50,6 +52,46 @@ __all__ = [
 
 BaseValue = float | Mapping[str, float]
 """One number, or role / optimizer / "default" -> number (see base_value)."""
+
+
+@dataclass(frozen=True)
+class BaseValues:
+    """The base values tuned at (base_width, base_depth), as every rule entry point takes
+    them (the module docstring says how each reaches each role). The functions users call
+    take them as keywords (``hparams(width, depth, lr=3e-3, weight_decay=0.1)``) and read
+    them through :meth:`of`, so the names, defaults and checks live here only."""
+
+    lr: BaseValue | None = None
+    """No default: every role needs one where numbers for training are asked for."""
+    init_std: BaseValue = 0.02
+    weight_decay: BaseValue = 0.0
+    eps: BaseValue | None = None
+    """None: each implementation's default (``default_eps``)."""
+    multiplier: BaseValue = 1.0
+    d_in: int | None = None
+    """The fan-in of a dense input layer, whose std is ``init_std / sqrt(d_in)``."""
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any], what: str = "base values") -> BaseValues:
+        """The keywords a user gave, checked: an unknown name is one line naming the known
+        ones (a typo such as ``weight_deacy=`` must not be dropped silently)."""
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise TypeError(
+                f"{what}: unknown keyword(s) {', '.join(unknown)}; the base values are "
+                f"{', '.join(known)}"
+            )
+        return cls(**values)
+
+    def given(self) -> dict[str, Any]:
+        """The values that differ from the defaults, as keywords (lr always)."""
+        defaults = BaseValues()
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name == "lr" or getattr(self, f.name) != getattr(defaults, f.name)
+        }
 
 LAYER_OF: dict[str, str] = {
     "input_weight": "input",
@@ -213,20 +255,18 @@ def scale_rules(
     base_depth: float,
     width: float,
     depth: float,
-    *,
-    lr: BaseValue,
-    init_std: BaseValue = 0.02,
-    weight_decay: BaseValue = 0.0,
-    eps: BaseValue | None = None,
-    multiplier: BaseValue = 1.0,
-    d_in: int | None = None,
+    base: BaseValues,
     default_eps: Mapping[str, float] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Role -> multiplier, init_std, lr, weight_decay (and eps) at (width, depth).
 
     `optimizers` maps role -> optimizer name, `rules` role -> HP -> (a, b). Base values
-    as described in the module docstring; d_in: the fan-in of a dense input layer.
+    as described in the module docstring (:class:`BaseValues`).
     """
+    if base.lr is None:
+        raise TypeError("missing the base value lr (the learning rate tuned at the base size)")
+    lr, init_std, weight_decay = base.lr, base.init_std, base.weight_decay
+    eps, multiplier, d_in = base.eps, base.multiplier, base.d_in
     r_n, r_L = ratios(width, depth, base_width, base_depth)
     if d_in is not None and (
         isinstance(d_in, bool) or not isinstance(d_in, int) or d_in < 1
@@ -302,25 +342,18 @@ class Rules:
     """Optimizer -> (param-group key holding its eps, index in a tuple or None)."""
 
     def hparams(
-        self,
-        width: float,
-        depth: float,
-        *,
-        lr: BaseValue,
-        init_std: BaseValue = 0.02,
-        weight_decay: BaseValue = 0.0,
-        eps: BaseValue | None = None,
-        multiplier: BaseValue = 1.0,
-        d_in: int | None = None,
+        self, width: float, depth: float, **base: Any
     ) -> dict[str, dict[str, float]]:
         """Role -> multiplier, init_std, lr, weight_decay (and eps) at this width and depth.
 
-        Base values are tuned at (base_width, base_depth): one number, or a dict keyed by
-        role ("hidden_weight"), optimizer ("adamw") or "default" (see base_value).
-        weight_decay and init_std reach biases and norm gains only when their role is named.
-        eps=None takes each implementation's default. d_in: the fan-in of a dense input
-        layer, whose std is init_std / sqrt(d_in) (init_ reads it from the layer; an
-        embedding has none). Every number here is the one init_ and build_optimizers apply.
+        Base values (:class:`BaseValues`: ``lr``, ``init_std``, ``weight_decay``, ``eps``,
+        ``multiplier``, ``d_in``) are tuned at (base_width, base_depth): one number, or a
+        dict keyed by role ("hidden_weight"), optimizer ("adamw") or "default" (see
+        base_value). weight_decay and init_std reach biases and norm gains only when their
+        role is named. eps=None takes each implementation's default. d_in: the fan-in of a
+        dense input layer, whose std is init_std / sqrt(d_in) (init_ reads it from the
+        layer; an embedding has none). Every number here is the one init_ and
+        build_optimizers apply.
         """
         return scale_rules(
             self.optimizers,
@@ -329,13 +362,8 @@ class Rules:
             self.base_depth,
             width,
             depth,
-            lr=lr,
-            init_std=init_std,
-            weight_decay=weight_decay,
-            eps=eps,
-            multiplier=multiplier,
-            d_in=d_in,
-            default_eps=self.default_eps,
+            BaseValues.of(base, "hparams"),
+            self.default_eps,
         )
 
     def multipliers(

@@ -23,13 +23,14 @@ needs them raises, naming the role and suggesting ``others="adamw"``).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Any
 from dataclasses import dataclass, field
 
 from .catalog import catalog as builtin_catalog
 from .errors import SpecError
 from .engine.result import Derivation, Exponent
 from .engine.roles import ALL_ROLE_NAMES, ROLE_NAMES, role
-from .scaling import BaseValue, scale_rules
+from .scaling import BaseValues, scale_rules
 from .catalog import derive
 from .spec import OptimizerSpec
 
@@ -190,16 +191,11 @@ def hparams(
     base_depth: float,
     width: float,
     depth: float,
-    *,
-    lr: BaseValue,
-    init_std: BaseValue = 0.02,
-    weight_decay: BaseValue = 0.0,
-    eps: BaseValue | None = None,
-    multiplier: BaseValue = 1.0,
-    d_in: int | None = None,
+    **base: Any,
 ) -> dict[str, dict[str, float]]:
     """:func:`scale_rules` for a :class:`Plan`: what ``spectral transfer --format json`` prints
-    and what the generated module's ``hparams`` returns (base values: :mod:`spectral.scaling`)."""
+    and what the generated module's ``hparams`` returns (base values:
+    :class:`spectral.scaling.BaseValues`)."""
     return scale_rules(
         p.optimizers,
         p.exponents(),
@@ -207,11 +203,6 @@ def hparams(
         base_depth,
         width,
         depth,
-        lr=lr,
-        init_std=init_std,
-        weight_decay=weight_decay,
-        eps=eps,
-        multiplier=multiplier,
-        d_in=d_in,
-        default_eps=DEFAULT_EPS,
+        BaseValues.of(base, "hparams"),
+        DEFAULT_EPS,
     )

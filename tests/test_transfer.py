@@ -10,6 +10,7 @@ import pytest
 from spectral import derive
 from spectral.catalog import catalog
 from spectral.errors import SpecError
+from spectral.scaling import BaseValues
 from spectral.transfer import DEFAULT_EPS, hparams, plan, scale_rules
 
 PAIRS = [(256, 4), (512, 4), (2048, 32), (96, 3), (1000, 7)]
@@ -115,13 +116,24 @@ def test_paper_example_muon_kimi_adamw():
 
 def test_bad_sizes_and_missing_eps_default():
     with pytest.raises(ValueError, match="positive"):
-        scale_rules({}, {}, 256, 4, 0, 4, lr=1.0, init_std=1.0)
+        scale_rules({}, {}, 256, 4, 0, 4, BaseValues(lr=1.0, init_std=1.0))
     rules = {
         "hidden_weight": {
             hp: (0.0, 0.0) for hp in ("multiplier", "init_var", "lr", "weight_decay", "eps")
         }
     }
     with pytest.raises(ValueError, match="pass eps"):
-        scale_rules({"hidden_weight": "mine"}, rules, 1, 1, 2, 2, lr=1.0, init_std=1.0)
-    out = scale_rules({"hidden_weight": "mine"}, rules, 1, 1, 2, 2, lr=1.0, init_std=1.0, eps=1e-3)
+        scale_rules({"hidden_weight": "mine"}, rules, 1, 1, 2, 2, BaseValues(lr=1.0, init_std=1.0))
+    out = scale_rules(
+        {"hidden_weight": "mine"}, rules, 1, 1, 2, 2, BaseValues(lr=1.0, init_std=1.0, eps=1e-3)
+    )
     assert out["hidden_weight"]["eps"] == 1e-3
+
+
+def test_base_values_are_one_checked_object():
+    assert BaseValues.of({"lr": 0.1}).given() == {"lr": 0.1}
+    assert BaseValues.of({"lr": 0.1, "weight_decay": 0.2}).weight_decay == 0.2
+    with pytest.raises(TypeError, match="unknown keyword.s. weight_deacy; the base values are lr"):
+        BaseValues.of({"lr": 0.1, "weight_deacy": 0.1}, "hparams")
+    with pytest.raises(TypeError, match="missing the base value lr"):
+        scale_rules({}, {}, 1, 1, 1, 1, BaseValues())

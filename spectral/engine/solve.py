@@ -18,6 +18,7 @@ The order follows the paper (Sec. 4, App. C, D):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 
 import sympy as sp
@@ -129,23 +130,22 @@ def _gated_scales(c: Condition, alpha: dict[str, Theta], norm: dict[str, Theta])
     return ", ".join(parts)
 
 
-def derive_spec(spec: OptimizerSpec, k: int = 2, *, all_roles: bool = False) -> Derivation:
-    """Derive and verify the HP rules of a declaration for residual blocks of ``k`` maps.
+@dataclass(frozen=True)
+class _Solved:
+    """What steps 1-3 fix for every role: its init variance and weight norm, each layer's
+    multiplier (and the term that set it), each role's required update size (and term)."""
 
-    Names are looked up one layer up, by :func:`spectral.catalog.derive` (the public
-    ``spectral.derive``), which calls this. ``all_roles`` adds the roles placed by their
-    dimensions (:data:`~spectral.engine.roles.EXTRA_ROLES`, ``docs/roles.md``); one that
-    blocks of ``k`` maps cannot hold is left out and named in ``Derivation.omitted``.
-    """
-    if not isinstance(spec, OptimizerSpec):
-        raise SpecError(f"expected an OptimizerSpec, got {type(spec).__name__}")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise SpecError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
-    wanted = tuple(r for r in (ALL_ROLES if all_roles else ROLES) if spec.applies_to_biases or not r.is_bias)
-    roles = tuple(r for r in wanted if r.min_k <= k)
-    omitted = tuple((r.name, f"not derived at k = {k}: {r.why_min_k}") for r in wanted if r.min_k > k)
-    # Solving needs one init term per layer and one first-order term per role; the
-    # higher-order terms are left to verification.
+    var: dict[str, Theta]
+    norm: dict[str, Theta]
+    alpha: dict[str, Theta]
+    alpha_cond: dict[str, Condition]
+    target: dict[str, Theta]
+    target_cond: dict[str, Condition]
+
+
+def _solve(k: int, roles: tuple[Role, ...]) -> _Solved:
+    """Steps 1-3: one init term per layer fixes its multiplier, one first-order term per
+    role its update size (the higher-order terms are left to verification)."""
     chain_list = list(chains(k, roles))
     var = {r.name: init_variance(r) for r in roles}
     norm = {r.name: weight_norm(r, var[r.name]) for r in roles}
@@ -165,80 +165,112 @@ def derive_spec(spec: OptimizerSpec, k: int = 2, *, all_roles: bool = False) -> 
             c = init_term(chain)
             alpha[c.layer] = c.target / product(c, False)
             alpha_cond[c.layer] = c
-    # 3. required update size from each role's first first-order term
+    # 3. required update size from each role's first first-order term; a factor from
+    # another layer (a router's gate in a block) carries its own multiplier
     target: dict[str, Theta] = {}
     target_cond: dict[str, Condition] = {}
-    # a factor from another layer (a router's gate in a block) carries its own multiplier
-    gain: dict[str, Theta] = {}
     for r in roles:
         c = first_order_term(chain_list, r.name)
-        gain[r.name] = alpha[r.layer] if r.layer != c.layer else Theta.one()
-        target[r.name] = c.target / (alpha[c.layer] * gain[r.name] * product(c, True))
+        gain = alpha[r.layer] if r.layer != c.layer else Theta.one()
+        target[r.name] = c.target / (alpha[c.layer] * gain * product(c, True))
         target_cond[r.name] = c
+    return _Solved(var, norm, alpha, alpha_cond, target, target_cond)
 
+
+def _why(
+    spec: OptimizerSpec, r: Role, s: _Solved, grad: Theta, direction: Theta
+) -> dict[str, tuple[str, str]]:
+    """HP -> (the condition term that sets it, the one-line reason --explain prints)."""
+    name, c, ac = r.name, s.target_cond[r.name], s.alpha_cond[r.layer]
+    return {
+        "multiplier": (
+            ac.label,
+            f"{ac.label} {ac} with ‖{role(ac.factors[0].role).symbol}‖ = Θ({s.norm[ac.factors[0].role]})"
+            + ("; the largest α it allows (Depth-μP choice)" if ac.relation == "≤" else "")
+            + ("; a bias shares the multiplier of its layer" if r.is_bias else "")
+            + (
+                "; its own multiplier: α_l scales the gated block output, not the logits"
+                if r.gate
+                else ""
+            ),
+        ),
+        "init_var": ("init", _init_why(r, s.norm[name])),
+        "lr": (
+            c.label,
+            f"{c.label} {c} with "
+            + (
+                f"α = Θ({s.alpha[r.layer]}), ‖W‖ = Θ({s.norm[name]})"
+                if c.layer == r.layer
+                else _gated_scales(c, s.alpha, s.norm)
+            )
+            + f" ⇒ ‖Δ{r.symbol}‖ = Θ({s.target[name]}); ‖A‖ = Θ({direction}) from "
+            f"update_norm = {show(spec.update_norm)} with G = Θ({grad})",
+        ),
+        "weight_decay": (
+            "Δ2",
+            f"Δ2 ‖λ{r.symbol}‖ = Θ(‖A‖) with ‖A‖ = Θ({direction}), ‖{r.symbol}‖ = Θ({s.norm[name]})",
+        ),
+        "eps": (
+            "C.4",
+            f"C.4 ε = Θ({show(spec.eps)}) with G = ‖∇{r.symbol}‖_2 = Θ({grad}) from loss sensitivity "
+            f"ΔL = Θ({s.target_cond[name].target}) (App. C.4)",
+        ),
+    }
+
+
+def _role_rules(spec: OptimizerSpec, r: Role, s: _Solved) -> tuple[list[Entry], RoleScales]:
+    """Step 4 for one role: its gradient scale from the loss sensitivity, the update
+    direction's size from the declaration, and every HP's rule with its reason."""
+    name = r.name
+    loss_change = s.target_cond[name].target
+    # 4. loss sensitivity: ΔL = ‖ΔW‖_2 ‖∇W‖_2 with ‖ΔW‖_2 = sqrt(n_out/n_in) ‖ΔW‖_R
+    grad = loss_change * (r.n_in / r.n_out) ** _HALF / s.target[name]
+    env = {n_in: r.n_in, n_out: r.n_out, L: _L, G: grad}
+    direction = _theta(spec, "update_norm", spec.update_norm, env)
+    values: dict[str, Theta] = {
+        "multiplier": s.alpha[r.layer],
+        "init_var": s.var[name],
+        "lr": s.target[name] / direction,
+        "weight_decay": direction / s.norm[name],
+    }
+    if spec.eps is not None:
+        values["eps"] = _theta(spec, "eps", spec.eps, env)
+    why = _why(spec, r, s, grad, direction)
+    entries = []
+    for hp in HPS:
+        if hp not in values:
+            continue
+        label, text = why[hp]
+        exp = _monomial(values[hp], r, hp, spec)
+        entries.append(Entry(name, hp, exp, label, f"{hp}({name}) = Θ({values[hp]}): {text}"))
+    scales = RoleScales(
+        name, s.alpha[r.layer], s.norm[name], s.target[name], loss_change, grad, direction
+    )
+    return entries, scales
+
+
+def derive_spec(spec: OptimizerSpec, k: int = 2, *, all_roles: bool = False) -> Derivation:
+    """Derive and verify the HP rules of a declaration for residual blocks of ``k`` maps.
+
+    Names are looked up one layer up, by :func:`spectral.catalog.derive` (the public
+    ``spectral.derive``), which calls this. ``all_roles`` adds the roles placed by their
+    dimensions (:data:`~spectral.engine.roles.EXTRA_ROLES`, ``docs/roles.md``); one that
+    blocks of ``k`` maps cannot hold is left out and named in ``Derivation.omitted``.
+    """
+    if not isinstance(spec, OptimizerSpec):
+        raise SpecError(f"expected an OptimizerSpec, got {type(spec).__name__}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise SpecError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
+    wanted = tuple(r for r in (ALL_ROLES if all_roles else ROLES) if spec.applies_to_biases or not r.is_bias)
+    roles = tuple(r for r in wanted if r.min_k <= k)
+    omitted = tuple((r.name, f"not derived at k = {k}: {r.why_min_k}") for r in wanted if r.min_k > k)
+    solved = _solve(k, roles)
     entries: list[Entry] = []
     scales: list[RoleScales] = []
     for r in roles:
-        name = r.name
-        c = target_cond[name]
-        loss_change = c.target
-        # 4. loss sensitivity: ΔL = ‖ΔW‖_2 ‖∇W‖_2 with ‖ΔW‖_2 = sqrt(n_out/n_in) ‖ΔW‖_R
-        grad = loss_change * (r.n_in / r.n_out) ** _HALF / target[name]
-        env = {n_in: r.n_in, n_out: r.n_out, L: _L, G: grad}
-        direction = _theta(spec, "update_norm", spec.update_norm, env)
-        lr = target[name] / direction
-        wd = direction / norm[name]
-        values: dict[str, Theta] = {
-            "multiplier": alpha[r.layer],
-            "init_var": var[name],
-            "lr": lr,
-            "weight_decay": wd,
-        }
-        if spec.eps is not None:
-            values["eps"] = _theta(spec, "eps", spec.eps, env)
-        ac = alpha_cond[r.layer]
-        why = {
-            "multiplier": (
-                ac.label,
-                f"{ac.label} {ac} with ‖{role(ac.factors[0].role).symbol}‖ = Θ({norm[ac.factors[0].role]})"
-                + ("; the largest α it allows (Depth-μP choice)" if ac.relation == "≤" else "")
-                + ("; a bias shares the multiplier of its layer" if r.is_bias else "")
-                + (
-                    "; its own multiplier: α_l scales the gated block output, not the logits"
-                    if r.gate
-                    else ""
-                ),
-            ),
-            "init_var": ("init", _init_why(r, norm[name])),
-            "lr": (
-                c.label,
-                f"{c.label} {c} with "
-                + (
-                    f"α = Θ({alpha[r.layer]}), ‖W‖ = Θ({norm[name]})"
-                    if c.layer == r.layer
-                    else _gated_scales(c, alpha, norm)
-                )
-                + f" ⇒ ‖Δ{r.symbol}‖ = Θ({target[name]}); ‖A‖ = Θ({direction}) from "
-                f"update_norm = {show(spec.update_norm)} with G = Θ({grad})",
-            ),
-            "weight_decay": (
-                "Δ2",
-                f"Δ2 ‖λ{r.symbol}‖ = Θ(‖A‖) with ‖A‖ = Θ({direction}), ‖{r.symbol}‖ = Θ({norm[name]})",
-            ),
-            "eps": (
-                "C.4",
-                f"C.4 ε = Θ({show(spec.eps)}) with G = ‖∇{r.symbol}‖_2 = Θ({grad}) from loss sensitivity "
-                f"ΔL = Θ({loss_change}) (App. C.4)",
-            ),
-        }
-        for hp in HPS:
-            if hp not in values:
-                continue
-            label, text = why[hp]
-            exp = _monomial(values[hp], r, hp, spec)
-            entries.append(Entry(name, hp, exp, label, f"{hp}({name}) = Θ({values[hp]}): {text}"))
-        scales.append(RoleScales(name, alpha[r.layer], norm[name], target[name], loss_change, grad, direction))
-
+        role_entries, role_scales = _role_rules(spec, r, solved)
+        entries += role_entries
+        scales.append(role_scales)
     hps = tuple(hp for hp in HPS if hp != "eps" or spec.eps is not None)
     result = Derivation(
         optimizer=spec.name,
@@ -254,4 +286,3 @@ def derive_spec(spec: OptimizerSpec, k: int = 2, *, all_roles: bool = False) -> 
     )
     checks = verify(result)  # raises VerificationError on any failing term
     return Derivation(**{**result.__dict__, "checks": checks, "verified": True})
-

@@ -18,7 +18,7 @@ from typing import Any
 
 from torch import nn
 
-from spectral.scaling import BaseValue, Rules
+from spectral.scaling import BaseValue, BaseValues, Rules
 from spectral.torch.apply.hooks import (
     built_in_scale,
     our_hooks,
@@ -28,9 +28,8 @@ from spectral.torch.apply.hooks import (
 from spectral.torch.model.classify import (
     AdapterLike,
     Patterns,
-    as_adapter,
-    classified,
 )
+from spectral.torch.model.placement import place
 from spectral.torch.model.shapes import is_norm
 
 _LINEAR_TYPES = (nn.Linear, nn.Embedding, nn.Conv1d, nn.Conv2d, nn.Conv3d)
@@ -84,7 +83,7 @@ def carrier_factors(
     module), a placement the adapter does not find, and a parameter shared with a module
     that does not carry the same factor (tied embeddings with alpha_in != alpha_out).
     """
-    family = as_adapter(adapter, model)
+    family = place(model, rules, adapter=adapter).family
     if family is None:
         raise ValueError(
             "no adapter recognises this model: pass adapter= (the multipliers are absorbed "
@@ -168,30 +167,20 @@ def parameter_hparams(
     width: float,
     depth: float,
     *,
-    lr: BaseValue,
-    init_std: BaseValue = 0.02,
-    weight_decay: BaseValue = 0.0,
-    eps: BaseValue | None = None,
-    multiplier: BaseValue = 1.0,
     patterns: Patterns | None = None,
     adapter: AdapterLike | None = None,
+    **base: Any,
 ) -> dict[str, dict[str, Any]]:
     """Parameter name -> role, optimizer, carrier factor and the numbers init_ and
     build_optimizers give it (init_std before a dense input layer's 1/sqrt(d_in); a norm's
     gain starts at the carrier factor, or 1, whatever init_std says)."""
-    hp = rules.hparams(
-        width,
-        depth,
-        lr=lr,
-        init_std=init_std,
-        weight_decay=weight_decay,
-        eps=eps,
-        multiplier=multiplier,
-    )
+    given = BaseValues.of(base, "parameter_hparams")
+    multiplier = given.multiplier
+    hp = rules.hparams(width, depth, **given.given())
     factors = carriers_of(rules, model, width, depth, multiplier, adapter)
     degrees = getattr(rules, "absorbed", None) or {}
     out: dict[str, dict[str, Any]] = {}
-    for name, p, role, _ in classified(model, patterns, adapter, rules):
+    for name, p, role, _ in place(model, rules, patterns=patterns, adapter=adapter):
         rules.covered(role, f"parameter {name!r}")
         opt = rules.optimizers[role]
         values: dict[str, Any] = dict(hp[role])

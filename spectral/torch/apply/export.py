@@ -15,7 +15,8 @@ from torch import nn
 
 from spectral.scaling import BaseValue, Rules
 from spectral.torch.apply.hooks import builtin_multipliers, our_hooks
-from spectral.torch.model.classify import AdapterLike, as_adapter
+from spectral.torch.model.classify import AdapterLike
+from spectral.torch.model.placement import place
 from spectral.torch.model.shapes import is_norm
 
 
@@ -56,7 +57,7 @@ def fold_into_weights(
     if not hooks:
         raise ValueError("no multiplier hooks to fold: call apply_multipliers first")
     want = rules.multipliers(width, depth, multiplier)
-    offset = float(getattr(as_adapter(adapter, model), "norm_offset", 0.0))
+    offset = float(getattr(place(model, rules, adapter=adapter).family, "norm_offset", 0.0))
     users: dict[int, list[str]] = {}
     for name, module in model.named_modules(remove_duplicate=False):
         for p in module.parameters(recurse=False):

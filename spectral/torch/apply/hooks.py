@@ -20,13 +20,13 @@ import torch
 from torch import nn
 
 from spectral.scaling import BaseValue, Rules
+from spectral.torch.model.placement import place
 from spectral.torch.model.classify import (
     ADAPTERS,
     Adapter,
     AdapterLike,
     Patterns,
     as_adapter,
-    classified,
     model_config,
 )
 
@@ -317,7 +317,8 @@ def install_multipliers(
             "build_optimizers put them into the parameters' numbers, so no hook is needed; "
             "hooks would apply them twice"
         )
-    family = as_adapter(adapter, model)
+    placement = place(model, rules, patterns=patterns, adapter=adapter)
+    family = placement.family
     if family is None:
         sample = [n for n, _ in model.named_modules() if n][:6]
         raise ValueError(
@@ -326,7 +327,7 @@ def install_multipliers(
             f"{', '.join(a.name for a in ADAPTERS)}. Pass adapter=Adapter(...) or "
             "adapter={'input': [...], 'branches': [...], 'output': [...], 'roles': {...}}"
         )
-    classified(model, patterns, family, rules)  # every parameter placed, ties allowed
+    placement.roles()  # every parameter placed, ties allowed (read once per model)
     placed = placements(model, family)
     problems = placement_problems(placed, family, depth)
     if problems:

@@ -12,10 +12,9 @@ from spectral.torch.apply.absorb import carriers_of
 from spectral.torch.model.classify import (
     AdapterLike,
     Patterns,
-    as_adapter,
-    classified,
     is_table,
 )
+from spectral.torch.model.placement import place
 from spectral.torch.model.shapes import fans, is_norm
 from spectral.torch.optim.sharded import normal_
 
@@ -69,9 +68,10 @@ def init_by_role(
     scaled carry it: their std, and a norm's gain, times the multiplier
     (spectral.torch.apply.absorb).
     """
-    family = as_adapter(adapter, model)
+    placement = place(model, rules, patterns=patterns, adapter=adapter)
+    family = placement.family
     factors = carriers_of(rules, model, width, depth, multiplier, family)
-    for name, p, role, module in classified(model, patterns, family, rules):
+    for name, p, role, module in placement:
         s = factors.get(id(p), 1.0)
         if is_norm(module):
             if name.endswith("bias"):

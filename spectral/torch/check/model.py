@@ -20,12 +20,12 @@ from spectral.torch.apply.hooks import (
 from spectral.torch.check.forward import measured_problems
 from spectral.torch.check.widths import check_widths
 from spectral.torch.model.classify import (
+    Adapter,
     AdapterLike,
     Patterns,
-    as_adapter,
-    classified,
     unwrap_model,
 )
+from spectral.torch.model.placement import Placement, place
 from spectral.torch.model.shapes import fans, is_norm
 from spectral.torch.optim.composite import lr_ratio_problem, unwrap_optimizer
 from spectral.torch.optim.groups import role_param_groups
@@ -63,16 +63,10 @@ def head_dims(model: nn.Module) -> set[int]:
     return dims
 
 
-def _size_problems(
-    rules: TorchRules,
-    model: nn.Module,
-    width: float,
-    patterns: Patterns | None,
-    adapter: AdapterLike | None,
-) -> list[str]:
+def _size_problems(placement: Placement, width: float) -> list[str]:
     """The width given against the model's: the fan-out of its input weights."""
     found: dict[int, str] = {}
-    for name, p, role, module in classified(model, patterns, adapter, rules):
+    for name, p, role, module in placement:
         if role == "input_weight" and p.ndim == 2 and not is_norm(module):
             found.setdefault(fans(module, p)[0], name)
     if not found or width in found:
@@ -94,7 +88,7 @@ def _multiplier_problems(
     width: float,
     depth: float,
     multiplier: BaseValue,
-    adapter: Any,
+    family: Adapter | None,
 ) -> list[str]:
     problems = []
     hooks = our_hooks(model)
@@ -124,7 +118,6 @@ def _multiplier_problems(
                 f"width {width}, depth {depth} (apply_multipliers for another size?)"
             )
     if hooks:
-        family = as_adapter(adapter, model)
         if family is not None:
             placed = placements(model, family)
             problems += placement_problems(placed, family, depth)
@@ -303,13 +296,14 @@ def check_model(
         raise TypeError(f"measure must be True or False, got {measure!r}")
     model = unwrap_model(model)
     try:
-        classified(model, patterns, adapter, rules)
+        placement = place(model, rules, patterns=patterns, adapter=adapter)
+        placement.roles()  # every parameter placed, ties allowed
     except ValueError as exc:
         return [str(exc)]
-    problems = _size_problems(rules, model, width, patterns, adapter)
+    problems = _size_problems(placement, width)
     if rules.absorbed is None:
         problems += _multiplier_problems(
-            rules, model, width, depth, multiplier, adapter
+            rules, model, width, depth, multiplier, placement.family
         )
     else:  # hook-free form: no hooks, and every multiplier sits in parameters
         problems += absorbed_problems(rules, model, width, depth, multiplier, adapter)
@@ -326,7 +320,7 @@ def check_model(
             rules, model, width, depth, optimizer, base, patterns, adapter
         )
     if measure and not problems:
-        problems += measured_problems(model, as_adapter(adapter, model), example_input)
+        problems += measured_problems(model, placement.family, example_input)
     if widths is not None:
         problems += check_widths(
             rules,

@@ -63,9 +63,8 @@ from spectral.torch.model.classify import (
     Adapter,
     AdapterLike,
     Patterns,
-    as_adapter,
-    classified,
 )
+from spectral.torch.model.placement import place
 from spectral.torch.model.shapes import fans
 from spectral.torch.optim.groups import build_composite
 from spectral.torch.rules import TorchRules
@@ -163,7 +162,7 @@ def _measure_twin(
     base: Mapping[str, Any],
 ) -> tuple[dict[str, WidthRow], Any]:
     """One twin set up, run, stepped once and run again: its rows (one value each)."""
-    roles_list = classified(twin, patterns, family, rules)
+    roles_list = place(twin, rules, patterns=patterns, adapter=family).entries
     depth = twin_depth(
         twin, len(placements(twin, family)["hidden"]), family.branches_per_layer
     )
@@ -425,7 +424,8 @@ def check_widths(
     measured: list[int] = []
     try:
         build = twin_builder(model, factory)
-        family = as_adapter(adapter, model)
+        placement = place(model, rules, patterns=patterns, adapter=adapter)
+        family, patterns = placement.family, placement.patterns  # given once, kept
         for width in sizes:
             if deadline is not None and time.monotonic() > deadline:
                 left = ", ".join(str(w) for w in sizes if w not in measured)
@@ -438,7 +438,7 @@ def check_widths(
             for seed in range(seeds):
                 torch.manual_seed(SEED + seed)
                 twin = build(width)
-                twin_family = family or as_adapter(None, twin)
+                twin_family = family or place(twin, rules, patterns=patterns).family
                 if twin_family is None:
                     raise ValueError(
                         "no adapter recognises the model: pass adapter=..."

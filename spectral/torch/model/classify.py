@@ -4,7 +4,7 @@ The families are data (:mod:`spectral.families`); this module applies them. It f
 a model's family by its module names and types (:data:`ADAPTERS`, tried in order) or checks
 the one a user gives (:func:`as_adapter`), refuses the config flags the family's rules do
 not cover (:func:`refusals`), and gives every parameter its role (:func:`classify`, the
-first pattern that matches, :func:`spectral.patterns.role_of`; :func:`classified` for a
+first pattern that matches, :func:`spectral.patterns.role_of`; :func:`classify_parameters` for a
 whole model, with tied embeddings decided by the rules). It also reads what the hooks and
 init need from a module: fans, norms, lookup tables. No rule, no number here.
 """
@@ -156,20 +156,19 @@ def classify(
     return role_of(name, (*pairs, *DEFAULT_PATTERNS), param)
 
 
-def classified(
+def classify_parameters(
     model: nn.Module,
-    patterns: Patterns | None,
-    adapter: AdapterLike | None = None,
+    pairs: list[tuple[str, str]],
+    family: Adapter | None,
     rules: Any = None,
 ) -> list[tuple[str, nn.Parameter, str, nn.Module]]:
-    """(name, parameter, role, owning module) for every parameter; one error names every
-    parameter that no pattern places. A tied input/output embedding is one entry (role
-    input_weight) where ``rules`` (the config) allow it; any other tie is refused."""
-    pairs = role_pairs(patterns)
+    """(name, parameter, role, owning module) for every parameter of ``model`` (already
+    unwrapped, its family found); one error names every parameter that no pattern places.
+    A tied input/output embedding is one entry (role input_weight) where ``rules`` (the
+    config) allow it; any other tie is refused. :func:`spectral.torch.model.placement.place`
+    calls it once per model and keeps the result."""
     for pattern, _ in pairs:
         checked_pattern(pattern, "patterns")
-    model = unwrap_model(model)
-    family = as_adapter(adapter, model)
     for pattern, role in (*pairs, *(family.roles if family is not None else ())):
         problem = unknown_role(pattern, role)  # a typo, not "matches no role pattern"
         if problem is not None:

@@ -38,6 +38,14 @@ _RECORDED: weakref.WeakKeyDictionary[nn.Module, dict[str, Dims]] = (
 )
 """Model -> parameter name -> Dims: set_base_shapes' record, or a learnt HF reading."""
 
+_RECORDS = [0]
+"""How many records set_base_shapes has made: a placement read before a record is stale."""
+
+
+def records_made() -> int:
+    """How many times :func:`record_base_shapes` has recorded (a placement's staleness)."""
+    return _RECORDS[0]
+
 # config fields that are the width, an intermediate (MLP / expert / SSM inner) size or a
 # head count; all else is kept. The head dimension stays put: heads = width / head_dim.
 _WIDTH_FIELDS = re.compile(
@@ -146,6 +154,7 @@ def record_base_shapes(
             f"counterpart of the same rank in the other width: {', '.join(missing[:5])}"
         )
     _RECORDED[model] = dims
+    _RECORDS[0] += 1
     return dims
 
 

@@ -11,10 +11,11 @@ from torch import nn
 
 from spectral.optimizers.entry import TorchImpl
 from spectral.patterns import Patterns
-from spectral.scaling import BaseValue
+from spectral.scaling import BaseValues
 from spectral.torch.apply.absorb import absorbed_values, carriers_of, scales_in_forward
 from spectral.torch.apply.hooks import multipliers_applied
-from spectral.torch.model.classify import AdapterLike, classified, unwrap_model
+from spectral.torch.model.classify import AdapterLike, unwrap_model
+from spectral.torch.model.placement import place
 from spectral.torch.model.shapes import fans
 from spectral.torch.model.ties import tied_to_output, tied_values_agree
 from spectral.torch.optim.composite import CompositeOptimizer
@@ -64,13 +65,9 @@ def role_param_groups(
     width: float,
     depth: float,
     *,
-    lr: BaseValue,
-    weight_decay: BaseValue = 0.0,
-    eps: BaseValue | None = None,
-    init_std: BaseValue | None = None,
-    multiplier: BaseValue = 1.0,
     patterns: Patterns | None = None,
     adapter: AdapterLike | None = None,
+    **base: Any,
 ) -> list[dict[str, Any]]:
     """Torch param groups, one per (optimizer, role, compensation), with scaled HPs.
 
@@ -90,18 +87,17 @@ def role_param_groups(
     (spectral.torch.apply.absorb).
     """
     model = unwrap_model(model)
+    values = BaseValues.of(base, "param_groups")
+    lr, multiplier = values.lr, values.multiplier
     lr_tensor = _tensor_lr(lr)
     hp = rules.hparams(
         width,
         depth,
-        lr=lr if lr_tensor is None else float(lr_tensor),
-        weight_decay=weight_decay,
-        eps=eps,
-        multiplier=multiplier,
+        **{**values.given(), "lr": lr if lr_tensor is None else float(lr_tensor)},
     )
     factors = carriers_of(rules, model, width, depth, multiplier, adapter)
     groups: dict[tuple[str, str, float, str | None, float], dict[str, Any]] = {}
-    for name, p, role, module in classified(model, patterns, adapter, rules):
+    for name, p, role, module in place(model, rules, patterns=patterns, adapter=adapter):
         if not p.requires_grad:
             continue
         rules.covered(role, f"parameter {name!r}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from spectral.scaling import BaseValue
+from spectral.scaling import BaseValues
 from spectral.torch.apply.absorb import absorbed_values
 from spectral.torch.rules import TorchRules
 
@@ -27,11 +27,7 @@ def titan_group_values(
     groups: Sequence[GroupPattern],
     width: float,
     depth: float,
-    *,
-    lr: BaseValue,
-    weight_decay: BaseValue = 0.0,
-    eps: BaseValue | None = None,
-    multiplier: BaseValue = 1.0,
+    **base: Any,
 ) -> list[tuple[str, str, dict[str, Any]]]:
     """(pattern, optimizer, numbers) per group: the role's lr, weight decay and eps, moved
     by the symmetry where the group carries its layer's multiplier."""
@@ -39,9 +35,9 @@ def titan_group_values(
         raise ValueError(
             "torchtitan takes the hook-free form: absorb the multipliers first"
         )
-    hp = rules.hparams(
-        width, depth, lr=lr, weight_decay=weight_decay, eps=eps, multiplier=multiplier
-    )
+    given = BaseValues.of(base, "torchtitan param groups")
+    multiplier = given.multiplier
+    hp = rules.hparams(width, depth, **given.given())
     folded = rules.folded_multipliers(width, depth, multiplier)
     out = []
     for pattern, role, layer in groups:
@@ -59,11 +55,7 @@ def param_group_configs(
     optimizer_names: Mapping[str, str],
     width: float,
     depth: float,
-    *,
-    lr: BaseValue,
-    weight_decay: BaseValue = 0.0,
-    eps: BaseValue | None = None,
-    multiplier: BaseValue = 1.0,
+    **base: Any,
 ) -> list[Any]:
     """torchtitan's ``ParamGroupConfig`` list for ``OptimizersContainer.Config.param_groups``.
 
@@ -74,16 +66,7 @@ def param_group_configs(
     from torchtitan.components.optimizer import ParamGroupConfig
 
     out = []
-    for pattern, opt, values in titan_group_values(
-        rules,
-        groups,
-        width,
-        depth,
-        lr=lr,
-        weight_decay=weight_decay,
-        eps=eps,
-        multiplier=multiplier,
-    ):
+    for pattern, opt, values in titan_group_values(rules, groups, width, depth, **base):
         impl = rules.implementations.get(opt)
         kwargs: dict[str, Any] = dict(impl.fixed) if impl is not None else {}
         kwargs.update(lr=values["lr"], weight_decay=values["weight_decay"])

@@ -1,0 +1,148 @@
+"""A model placed once: its family, each parameter's role, what grows, which ties hold.
+
+:func:`place` reads a model the way every entry point needs it — the family (found by its
+module names, or the adapter given), every parameter's role (its name, then its shape), the
+ties the rules allow — and keeps the :class:`Placement` with the model, so that
+``apply_multipliers``, ``init_``, ``param_groups``, ``build_optimizers``, ``check`` and
+``fold_multipliers`` on the same model read it once between them. A placement is reused
+while nothing it was read from has changed: the same ``patterns=``, adapter and rules, the
+same parameter objects under the same names, and no new record of which dimensions grow
+(``set_base_shapes``). Anything else places the model again.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from spectral.families import Adapter
+from spectral.patterns import Patterns, role_pairs
+from spectral.torch.model.classify import (
+    AdapterLike,
+    as_adapter,
+    classify_parameters,
+    unwrap_model,
+)
+from spectral.torch.model.shapes import records_made
+
+Entry = tuple[str, nn.Parameter, str, nn.Module]
+"""(name, parameter, role, owning module)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Placement:
+    """Where the rules meet one model: made by :func:`place`, read by every entry point.
+
+    The family is found when the placement is made; the roles are read the first time
+    they are asked for (so an entry point can refuse a model with no family before it
+    reads a role). Iterating yields ``(name, parameter, role, owning module)`` for every
+    parameter, a tied input/output embedding once (as ``input_weight``).
+    """
+
+    family: Adapter | None
+    """The model's family (module patterns for hooks, carriers and checks), or None."""
+    patterns: tuple[tuple[str, str], ...]
+    """The user's (pattern, role) pairs, tried before the family's."""
+    rules: Any
+    """The config whose roles and ties the placement was read against (None: any)."""
+    model_ref: weakref.ref[nn.Module]
+    """The (unwrapped) model, weakly: the placement is kept in a table keyed by it."""
+
+    @functools.cached_property
+    def _entries(self) -> tuple[tuple[str, nn.Parameter, str, nn.Module | None], ...]:
+        model = self._model()
+        placed = classify_parameters(model, list(self.patterns), self.family, self.rules)
+        # the root module is held weakly (through model_ref): the table keeps placements
+        # while their model lives, and a placement holding its own key would keep it forever
+        return tuple(
+            (name, p, role, None if module is model else module)
+            for name, p, role, module in placed
+        )
+
+    def _model(self) -> nn.Module:
+        model = self.model_ref()
+        if model is None:
+            raise ReferenceError("the model of this placement no longer exists")
+        return model
+
+    @property
+    def entries(self) -> tuple[Entry, ...]:
+        """Every parameter: (name, parameter, role, owning module)."""
+        root = self._model()
+        return tuple(
+            (name, p, role, root if module is None else module)
+            for name, p, role, module in self._entries
+        )
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def roles(self) -> dict[str, str]:
+        """Parameter name -> role."""
+        return {name: role for name, _, role, _ in self._entries}
+
+
+_PLACED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[Any, ...], Adapter | None, Placement]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Model -> (its parameters and records when placed, the adapter given, the placement)."""
+
+
+def _state(model: nn.Module) -> tuple[Any, ...]:
+    """What a placement was read from in the model: the parameter objects under their
+    names and shapes, and how many records of growing dimensions exist."""
+    params = tuple(
+        (name, id(p), tuple(p.shape))
+        for name, p in model.named_parameters(remove_duplicate=False)
+    )
+    return params, records_made()
+
+
+def place(
+    model: nn.Module,
+    rules: Any = None,
+    *,
+    patterns: Patterns | None = None,
+    adapter: AdapterLike | None = None,
+) -> Placement:
+    """The model's :class:`Placement`: read once, kept with the model while it holds.
+
+    ``patterns`` (regular expression -> role, tried first) and ``adapter`` (an Adapter, a
+    family name or a dict of its fields; found from the module names when None) say where
+    the rules meet the model; ``rules`` (the config) decides which roles and ties it
+    covers. Reading the roles raises one error naming every parameter nothing places.
+
+    What one call gives is remembered for the model: a later call without ``patterns``,
+    ``adapter`` or ``rules`` reads the model as the earlier one did, so ``patterns=``
+    need be given once (to the first call). A call that gives another value, or a model
+    whose parameters changed since, is placed again.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"expected an nn.Module, got {type(model).__name__}")
+    model = unwrap_model(model)
+    pairs = tuple(role_pairs(patterns))
+    given = as_adapter(adapter)  # a name or a dict checked, without reading the model
+    state = _state(model)
+    kept = _PLACED.get(model)
+    if kept is not None and kept[0] == state:
+        old = kept[2]
+        pairs = pairs or old.patterns
+        given = given if given is not None else kept[1]
+        same_rules = rules is None or rules == old.rules
+        if pairs == old.patterns and given == kept[1] and same_rules:
+            return old
+        rules = old.rules if rules is None else rules
+    family = given if given is not None else as_adapter(None, model)
+    placement = Placement(
+        family=family, patterns=pairs, rules=rules, model_ref=weakref.ref(model)
+    )
+    _PLACED[model] = (state, given, placement)
+    return placement
