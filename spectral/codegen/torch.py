@@ -62,6 +62,7 @@ TORCH_RUNTIME = (
     "spectral.families",
     "spectral.torch.model.shapes",
     "spectral.torch.model.classify",
+    "spectral.torch.model.placement",
     "spectral.torch.optim.factories",
     "spectral.torch.optim.sharded",
     "spectral.torch.rules",
