@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Self
 
 __all__ = [
     "BIAS_ROLES",
@@ -72,7 +72,7 @@ class BaseValues:
     """The fan-in of a dense input layer, whose std is ``init_std / sqrt(d_in)``."""
 
     @classmethod
-    def of(cls, values: Mapping[str, Any], what: str = "base values") -> BaseValues:
+    def of(cls, values: Mapping[str, Any], what: str = "base values") -> Self:
         """The keywords a user gave, checked: an unknown name is one line naming the known
         ones (a typo such as ``weight_deacy=`` must not be dropped silently)."""
         known = [f.name for f in fields(cls)]
