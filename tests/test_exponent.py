@@ -270,10 +270,10 @@ def test_fit_exponent_key_syntax_is_an_argparse_error(tmp_path: Path, capsys):
 
 
 def test_gpu_exponent_preset_fits_the_hidden_lr_with_two_seeds():
-    from spectral.cli.sweep import _check_fit_args, _log2_factors, _seeds, configs_from_args, configure_parser
+    from spectral.cli.sweep import _check_fit_args, _log2_factors, _seeds, configs_from_args, configure_sweep
 
     p = argparse.ArgumentParser()
-    configure_parser(p)
+    configure_sweep(p)
     args = p.parse_args(["--preset", "gpu-exponent", "--out", "x", "--device", "cpu"])
     assert [k.text for k in _check_fit_args(args)] == ["lr.hidden_weight", "lr.output_weight"]
     assert _seeds(args) == (0, 1) and _log2_factors(args) == (-3, -2, -1, 0, 1, 2, 3, 4)

@@ -564,10 +564,10 @@ def test_output_multiplier_reaches_every_parameterization_and_the_key():
 def test_multiplier_flag_is_parsed_into_the_configs():
     import argparse
 
-    from spectral.cli.sweep import configs_from_args, configure_parser
+    from spectral.cli.sweep import configs_from_args, configure_sweep
 
     p = argparse.ArgumentParser()
-    configure_parser(p)
+    configure_sweep(p)
     args = p.parse_args(["--out", "x", "--device", "cpu", "--multiplier", "output=0.5,hidden=2",
                          "-O", "adamw", "-O", "muon-kimi+adamw"])
     cfgs = configs_from_args(args)

@@ -187,10 +187,10 @@ def test_experts_enter_a_runs_settings_only_when_set():
 def test_sp_retune_is_on_by_default_and_off_in_gpu_8min():
     import argparse
 
-    from spectral.cli.sweep import _sp_retune, configure_parser
+    from spectral.cli.sweep import _sp_retune, configure_sweep
 
     p = argparse.ArgumentParser()
-    configure_parser(p)
+    configure_sweep(p)
     base = ["--out", "x", "--device", "cpu"]
     assert _sp_retune(p.parse_args(base))
     assert not _sp_retune(p.parse_args([*base, "--no-sp-retune"]))

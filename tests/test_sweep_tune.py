@@ -17,7 +17,7 @@ from spectral.sweep.tune import base_configs, candidates, choose, label, mean_ce
 torch = pytest.importorskip("torch")
 
 from spectral.sweep.data import stdlib_bytes  # noqa: E402
-from spectral.cli.sweep import configs_from_args, configure_parser  # noqa: E402
+from spectral.cli.sweep import configs_from_args, configure_sweep  # noqa: E402
 from spectral.sweep import RUNS_FILE, PRESETS, SweepConfig, read_runs  # noqa: E402
 from spectral.sweep.report import Table, mean_tables  # noqa: E402
 
@@ -214,7 +214,7 @@ def test_tune_then_transfer_in_one_command(tmp_path: Path, text: Path, monkeypat
 
 def _args(out: Path, text: Path, *words: str) -> argparse.Namespace:
     p = argparse.ArgumentParser()
-    configure_parser(p)
+    configure_sweep(p)
     return p.parse_args(["--device", "cpu", "--out", str(out), "--data", str(text), "--widths", "32,64", "--depth", "1",
                          "--depths", "1,2", "--width", "32", "--base-width", "32", "--base-depth", "1",
                          "--log2-lrs=-8,-6", "--steps", "3", "--batch-size", "2", "--block-size", "8",
@@ -282,7 +282,7 @@ def test_estimate_counts_the_runs_the_sweep_would_train(tmp_path: Path, text: Pa
 
 def test_gpu_preset_names_the_comparison():
     p = argparse.ArgumentParser()
-    configure_parser(p)
+    configure_sweep(p)
     args = p.parse_args(["--out", "x", "--device", "cpu", "--preset", "gpu-8min"])
     (cfg,) = configs_from_args(args)
     g = PRESETS["gpu-8min"]

@@ -21,7 +21,7 @@ from .common import write_json as _write_json
 
 __all__ = [
     "configure_coord_check",
-    "run_coord_check_cmd",
+    "run_coord_check",
 ]
 
 
@@ -243,7 +243,7 @@ def _coord_table(result: dict[str, Any]):
     return t
 
 
-def run_coord_check_cmd(args: argparse.Namespace) -> int:
+def run_coord_check(args: argparse.Namespace) -> int:
     import contextlib
     import sys
 

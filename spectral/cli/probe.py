@@ -20,7 +20,7 @@ from .coord_check import _add_user_optimizer_options, _check_outputs
 from .common import progress as _progress
 from .common import write_json as _write_json
 
-__all__ = ["configure_probe", "probe_markdown", "run_probe_cmd"]
+__all__ = ["configure_probe", "probe_markdown", "run_probe"]
 
 
 
@@ -173,7 +173,7 @@ def _user_optimizer(args: argparse.Namespace, names: list[str]) -> tuple[Any, An
     return (spec if spec is not None else resolve(names[0])), factory
 
 
-def run_probe_cmd(args: argparse.Namespace) -> int:
+def run_probe(args: argparse.Namespace) -> int:
     from ..catalog import catalog, resolve
     from .common import console
     from ..measure.probe import PROBE_BUILDERS, probe

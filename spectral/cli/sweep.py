@@ -40,14 +40,14 @@ from ..text import for_terminal
 from . import options
 from .common import wrote
 
-__all__ = ["configs_from_args", "configure_parser", "main", "run_from_args"]
+__all__ = ["configs_from_args", "configure_sweep", "main", "run_sweep"]
 
 
 _SIZES = options.integers(1, 65536, at_most=32)
 _COUNTS = options.integers(1, 4096, at_most=32)
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
+def configure_sweep(p: argparse.ArgumentParser) -> None:
     """The ``sweep`` arguments; defaults come from the cpu/gpu preset unless given."""
     p.add_argument("--optimizer", "-O", action="append", choices=OPTIMIZERS,
                    help="optimizer or hybrid; repeat for several (default: adamw)")
@@ -252,7 +252,7 @@ def _make_dirs(dirs: list[Path]) -> None:
             raise SpecError(f"--out: cannot create {str(d)!r} ({exc.strerror or exc})") from None
 
 
-def run_from_args(args: argparse.Namespace, argv: Iterable[str] | None = None) -> int:
+def run_sweep(args: argparse.Namespace, argv: Iterable[str] | None = None) -> int:
     import shlex
     import sys
 
@@ -470,6 +470,6 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     p = argparse.ArgumentParser(prog="spectral sweep", description=sweep_package.__doc__.splitlines()[0])
-    configure_parser(p)
+    configure_sweep(p)
     argv = list(sys.argv[1:] if argv is None else argv)
-    return run_from_args(p.parse_args(argv), argv)
+    return run_sweep(p.parse_args(argv), argv)

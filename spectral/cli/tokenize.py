@@ -15,7 +15,7 @@ from ..text import for_terminal
 from . import options
 from .common import wrote
 
-__all__ = ["DESCRIPTION", "configure", "run"]
+__all__ = ["DESCRIPTION", "configure_tokenize", "run_tokenize"]
 
 DESCRIPTION = (
     "Train a byte-level BPE tokenizer (the tokenizers package) on the train split of a local text "
@@ -24,7 +24,7 @@ DESCRIPTION = (
 )
 
 
-def configure(p: argparse.ArgumentParser) -> None:
+def configure_tokenize(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", "-o", required=True, metavar="DIR", help="folder for the shards (created if missing)")
     p.add_argument("--vocab-size", type=options.integer(257, 2**16), default=4096,
                    help="BPE vocabulary, 257 to 65536 (default 4096)")
@@ -36,7 +36,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="replace existing shards in --out")
 
 
-def run(args: argparse.Namespace) -> int:
+def run_tokenize(args: argparse.Namespace) -> int:
     corpus = data.load_data(args.data, n_bytes=args.n_bytes, val_fraction=args.val_fraction)
     source = {k: v for k, v in corpus.description.items() if k in ("source", "path", "python", "order")}
     meta = train_bpe_shards(args.out, bytes(corpus.train), bytes(corpus.val), args.vocab_size, source=source,
