@@ -63,6 +63,18 @@ def head_dims(model: nn.Module) -> set[int]:
     return dims
 
 
+def _head_dim_problems(model: nn.Module, head_dim: int | None) -> list[str]:
+    """The model's head dimensions against the base model's (none given: nothing)."""
+    if head_dim is None:
+        return []
+    return [
+        f"head dimension {found} differs from the base model's {head_dim}: the rules "
+        "assume a fixed head dimension as the width grows (heads = width / head_dim) "
+        "or 1/d attention scaling"
+        for found in sorted(head_dims(model) - {head_dim})
+    ]
+
+
 def _size_problems(placement: Placement, width: float) -> list[str]:
     """The width given against the model's: the fan-out of its input weights."""
     found: dict[int, str] = {}
@@ -193,36 +205,7 @@ def _optimizer_problems(
                     f"{name}: in the optimizer but frozen or not in the model"
                 )
                 continue
-            # the lr before any schedule: OneCycleLR's max_lr, a scheduler's initial_lr,
-            # the composite's rule_lr (set_lr_factor's schedule), else the lr itself
-            lr = group.get("lr")
-            for key in ("rule_lr", "initial_lr", "max_lr"):
-                lr = group.get(key, lr)
-            checks = [
-                ("lr", lr, want["lr"]),
-                ("weight_decay", group.get("weight_decay"), want["weight_decay"]),
-            ]
-            opt_name = want["optimizer"]
-            if "spectral_eps" in want or any(
-                k in want for k, _ in rules.eps_places.values()
-            ):
-                key, index = rules.eps_places.get(opt_name, ("eps", None))
-                got = group.get(key)
-                if (
-                    index is not None
-                    and isinstance(got, (tuple, list))
-                    and index < len(got)
-                ):
-                    got = got[index]
-                checks.append(("eps", got, want.get("spectral_eps", want.get(key))))
-            for what, got, rule in checks:
-                rule, got = _as_float(rule), _as_float(got)
-                if rule is None:
-                    continue
-                if not isinstance(got, (int, float)) or not _close(float(got), rule):
-                    problems.append(
-                        f"{name} ({want['role']}): {what} is {got!r}, the rule gives {rule:.6g}"
-                    )
+            problems += _group_value_problems(rules, group, want, name)
     for p_id, want in expected.items():
         if p_id not in trained:
             problems.append(
@@ -231,6 +214,38 @@ def _optimizer_problems(
     ratios = lr_ratio_problem(now)
     if ratios is not None:
         problems.append(ratios)
+    return problems
+
+
+def _group_value_problems(
+    rules: TorchRules, group: Mapping[str, Any], want: Mapping[str, Any], name: str
+) -> list[str]:
+    """One parameter's lr, weight decay and eps in its optimizer group against the rule's."""
+    # the lr before any schedule: OneCycleLR's max_lr, a scheduler's initial_lr, the
+    # composite's rule_lr (set_lr_factor's schedule), else the lr itself
+    lr = group.get("lr")
+    for key in ("rule_lr", "initial_lr", "max_lr"):
+        lr = group.get(key, lr)
+    checks = [
+        ("lr", lr, want["lr"]),
+        ("weight_decay", group.get("weight_decay"), want["weight_decay"]),
+    ]
+    opt_name = want["optimizer"]
+    if "spectral_eps" in want or any(k in want for k, _ in rules.eps_places.values()):
+        key, index = rules.eps_places.get(opt_name, ("eps", None))
+        got = group.get(key)
+        if index is not None and isinstance(got, (tuple, list)) and index < len(got):
+            got = got[index]
+        checks.append(("eps", got, want.get("spectral_eps", want.get(key))))
+    problems = []
+    for what, got, rule in checks:
+        rule, got = _as_float(rule), _as_float(got)
+        if rule is None:
+            continue
+        if not isinstance(got, (int, float)) or not _close(float(got), rule):
+            problems.append(
+                f"{name} ({want['role']}): {what} is {got!r}, the rule gives {rule:.6g}"
+            )
     return problems
 
 
@@ -302,19 +317,12 @@ def check_model(
         return [str(exc)]
     problems = _size_problems(placement, width)
     if rules.absorbed is None:
-        problems += _multiplier_problems(
-            rules, model, width, depth, multiplier, placement.family
-        )
+        family = placement.family
+        problems += _multiplier_problems(rules, model, width, depth, multiplier, family)
     else:  # hook-free form: no hooks, and every multiplier sits in parameters
         problems += absorbed_problems(rules, model, width, depth, multiplier, adapter)
         measure = False  # the forward checks look for the hooks' factors
-    if head_dim is not None:
-        for found in sorted(head_dims(model) - {head_dim}):
-            problems.append(
-                f"head dimension {found} differs from the base model's {head_dim}: the rules "
-                "assume a fixed head dimension as the width grows (heads = width / head_dim) "
-                "or 1/d attention scaling"
-            )
+    problems += _head_dim_problems(model, head_dim)
     if optimizer is not None:
         problems += _optimizer_problems(
             rules, model, width, depth, optimizer, base, patterns, adapter
@@ -323,16 +331,8 @@ def check_model(
         problems += measured_problems(model, placement.family, example_input)
     if widths is not None:
         problems += check_widths(
-            rules,
-            model,
-            list(widths),
-            factory=factory,
-            adapter=adapter,
-            patterns=patterns,
-            multiplier=multiplier,
-            example_input=example_input,
-            timeout=timeout,
-            base=base or getattr(optimizer, "base", {}),
-            seeds=seeds,
+            rules, model, list(widths), factory=factory, adapter=adapter, patterns=patterns,
+            multiplier=multiplier, example_input=example_input, timeout=timeout,
+            base=base or getattr(optimizer, "base", {}), seeds=seeds,
         ).problems
     return problems
