@@ -282,11 +282,8 @@ def run_coord_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _coord_config(args: argparse.Namespace, user_code: Any):
-    """The :class:`CoordCheckConfig` of the arguments; the user's modules imported under the
-    time limit."""
-    from ..coordcheck import CoordCheckConfig
-
+def _refuse_clashes(args: argparse.Namespace) -> None:
+    """Options that contradict each other, or that only one model kind takes."""
     if args.spec is not None and args.optimizer is not None:
         raise SpecError("give --optimizer or --spec FILE.toml, not both")
     if args.model_factory is not None and args.model is not None:
@@ -303,6 +300,14 @@ def _coord_config(args: argparse.Namespace, user_code: Any):
         raise SpecError(
             "--vocab-size sizes the random token batch; a --batch-factory makes its own"
         )
+
+
+def _coord_config(args: argparse.Namespace, user_code: Any):
+    """The :class:`CoordCheckConfig` of the arguments; the user's modules imported under the
+    time limit."""
+    from ..coordcheck import CoordCheckConfig
+
+    _refuse_clashes(args)
     options.check_device(args.device)
     spec = None
     if args.spec is not None:
