@@ -122,7 +122,9 @@ def _model(kind: str, cfg, absorbed: bool):
     return model
 
 
-def _losses(kind: str, cfg, absorbed: bool, base: dict) -> list[float]:
+def _losses(
+    kind: str, cfg, absorbed: bool, base: dict, clip=None, steps: int = 20, norms=None
+) -> list[float]:
     torch.manual_seed(0)
     model = _model(kind, cfg, absorbed)
     torch.manual_seed(1)
@@ -131,15 +133,75 @@ def _losses(kind: str, cfg, absorbed: bool, base: dict) -> list[float]:
     assert cfg.check(model, W, D, opt, measure=False) == []
     g = torch.Generator().manual_seed(2)
     out = []
-    for _ in range(20):
+    for _ in range(steps):
         ids = torch.randint(0, VOCAB, (4, T), generator=g)
         logits = model(ids) if kind == "gpt" else model(ids).logits
         loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
         loss.backward()
+        if clip is not None:
+            total = clip(cfg, model)
+            if norms is not None:
+                norms.append(float(total))
         opt.step()
         opt.zero_grad()
         out.append(loss.item())
     return out
+
+
+MAX_NORM = 0.1  # binds on every step of both forms below (asserted)
+
+
+def _torch_clip(cfg, model):
+    return torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
+
+
+def _rules_clip(cfg, model):
+    return cfg.clip_grad_norm_(model, W, D, MAX_NORM)
+
+
+@pytest.mark.parametrize("case", ["adamw", "muon-kimi+adamw"])
+def test_exact_clip_makes_hook_free_training_equal_hooked_with_clipping(
+    case: str, tmp_path, monkeypatch
+) -> None:
+    """Global-norm clipping (HF Trainer, torchtitan and spectral sweep clip at 1.0 by
+    default) in the hook-free form: torch's clip on the absorbed gradients drifts from the
+    hooked run; clip_grad_norm_ (the norm taken in the hooked coordinates) does not."""
+    from spectral.codegen import load_generated
+
+    import torch.optim._muon as muon
+
+    monkeypatch.setattr(muon, "_zeropower_via_newtonschulz", _ns_float32)
+    hidden, others, base = CASES[case]
+    hooked = load_generated(hidden, others, 2, base_width=64, base_depth=2, folder=tmp_path)
+    free = load_generated(hidden, others, 2, base_width=64, base_depth=2, folder=tmp_path,
+                          name="absorbed", absorb=True)
+    hooked_norms: list[float] = []
+    free_norms: list[float] = []
+    a = _losses("llama", hooked, False, base, _torch_clip, 30, hooked_norms)
+    b = _losses("llama", free, True, base, _rules_clip, 30, free_norms)
+    c = _losses("llama", free, True, base, _torch_clip, 30)
+    assert min(hooked_norms) > MAX_NORM and min(free_norms) > MAX_NORM  # binds every step
+    assert free_norms[0] == pytest.approx(hooked_norms[0], rel=1e-5)  # the hooked norm
+    worst = max(abs(x - y) / abs(x) for x, y in zip(a, b, strict=True))
+    assert worst <= 1e-5, (case, worst)
+    drift = max(abs(x - y) / abs(x) for x, y in zip(a, c, strict=True))
+    assert drift > 1e-4, (case, drift)  # torch's own clip on the hook-free form is not it
+
+
+def test_exact_clip_is_torchs_in_the_hooked_form(tmp_path) -> None:
+    from spectral.codegen import load_generated
+
+    hooked = load_generated("adamw", None, 2, base_width=64, base_depth=2, folder=tmp_path)
+    model = _model("llama", hooked, False)
+    ids = torch.randint(0, VOCAB, (2, T), generator=torch.Generator().manual_seed(0))
+    model(ids, labels=ids).loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    total = hooked.clip_grad_norm_(model, W, D, MAX_NORM)
+    for p, g in zip(model.parameters(), grads, strict=True):
+        p.grad.copy_(g)
+    assert float(total) == float(torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM))
+    with pytest.raises(ValueError, match="max_norm must be a number > 0, got -1"):
+        hooked.clip_grad_norm_(model, W, D, -1)
 
 
 @pytest.mark.parametrize("kind", ["gpt", "llama"])

@@ -29,6 +29,7 @@ BOUND = {
         "check": ("spectral.torch.check.model", "check_model"),
         "fold_multipliers": ("spectral.torch.apply.export", "fold_into_weights"),
         "set_base_shapes": ("spectral.torch.model.shapes", "record_shapes_at_base"),
+        "clip_grad_norm_": ("spectral.torch.apply.absorb", "clip_by_hooked_norm"),
     },
     "jax": {
         "init": ("spectral.jax.init", "init_params"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from spectral.torch.apply.export import fold_into_weights
 from spectral.torch.apply.hooks import install_multipliers
 from spectral.torch.apply.init import init_by_role
+from spectral.torch.apply.absorb import clip_by_hooked_norm
 from spectral.torch.check.model import check_model
 from spectral.torch.model.shapes import record_shapes_at_base
 from spectral.torch.optim.groups import build_composite, role_param_groups
@@ -28,3 +29,4 @@ class Config(TorchRules):
     check = check_model
     fold_multipliers = fold_into_weights
     set_base_shapes = record_shapes_at_base
+    clip_grad_norm_ = clip_by_hooked_norm

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 from spectral.scaling import BaseValue, BaseValues, Rules
@@ -229,3 +230,43 @@ def absorbed_problems(
     except ValueError as exc:
         return [str(exc)]
     return []
+
+
+def clip_by_hooked_norm(
+    rules: Rules,
+    model: nn.Module,
+    width: float,
+    depth: float,
+    max_norm: float,
+    *,
+    norm_type: float = 2.0,
+    multiplier: BaseValue = 1.0,
+    adapter: AdapterLike | None = None,
+) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_`` as the hooked form clips: returns the total norm.
+
+    In the hook-free form a carrier's parameter is ``W' = s W``, so its gradient is the
+    hooked one divided by ``s``: the global norm torch computes from these gradients is
+    not the hooked model's, and a clip that binds scales the two runs differently. This
+    takes the norm of the hooked gradients (each carrier's gradient norm times its ``s``)
+    and scales every gradient by the same ``max_norm / (norm + 1e-6)`` (at most 1) torch
+    would apply to the hooked ones, which moves the hook-free run exactly as the hooked run
+    is moved. In the hooked form it is ``clip_grad_norm_`` itself.
+    """
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    if not isinstance(max_norm, (int, float)) or isinstance(max_norm, bool) or max_norm <= 0:
+        raise ValueError(f"max_norm must be a number > 0, got {max_norm!r}")
+    factors = carriers_of(rules, model, width, depth, multiplier, adapter)
+    if not factors:  # hooked form (or nothing carries): the gradients are the hooked ones
+        return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, norm_type)
+    if not grads:
+        return torch.tensor(0.0)
+    norms = [
+        torch.linalg.vector_norm(p.grad, norm_type) * factors.get(id(p), 1.0)
+        for p in model.parameters()
+        if p.grad is not None
+    ]
+    total = torch.linalg.vector_norm(torch.stack(norms), norm_type)
+    coefficient = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    torch._foreach_mul_(grads, coefficient)
+    return total
