@@ -6,7 +6,8 @@ Exit codes: 0 success, 1 the conditions could not be turned into rules
 inf), 2 bad usage or bad input (argparse errors,
 :class:`~spectral.errors.SpecError`, unknown optimizers, refusing to overwrite a file).
 Bad input never shows a traceback: every :class:`~spectral.errors.SpectralError` is caught
-in :func:`main` and printed as ``error: <message>``.
+in :func:`main` and printed as ``error: <message>``, except an
+:class:`~spectral.errors.InternalError` (a bug of spectral's), whose traceback is the report.
 
 Adding a subcommand: write ``_configure_<name>(parser)`` (adds its arguments) and
 ``_run_<name>(args) -> int`` (does the work), then register them in :data:`COMMANDS`.
@@ -24,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DerivationError, SpectralError
+from ..errors import DerivationError, InternalError, SpectralError
 from ..render import FORMATS  # the formats render.render() knows: one list
 from ..text import for_terminal
 from . import check_widths as _check_widths
@@ -287,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(str(exc))
         return EXIT_DERIVATION
     except SpectralError as exc:
+        if isinstance(exc, InternalError):  # a bug of spectral's: its traceback is the report
+            raise
         _error(str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:

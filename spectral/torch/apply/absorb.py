@@ -18,6 +18,7 @@ from typing import Any
 
 from torch import nn
 
+from spectral.errors import UnsupportedModelError
 from spectral.scaling import BaseValue, Rules
 from spectral.torch.apply.hooks import (
     built_in_scale,
@@ -86,7 +87,7 @@ def carrier_factors(
     """
     family = as_adapter(adapter, model)
     if family is None:
-        raise ValueError(
+        raise UnsupportedModelError(
             "no adapter recognises this model: pass adapter= (the multipliers are absorbed "
             "into the modules the adapter's input, branches and output patterns name)"
         )
@@ -122,7 +123,7 @@ def carrier_factors(
                     "or keep the hooks"
                 )
     if problems:
-        raise ValueError(
+        raise UnsupportedModelError(
             "cannot absorb the multipliers (use the config without --absorb-multipliers, "
             "which keeps them as hooks): " + "; ".join(dict.fromkeys(problems))
         )
@@ -237,6 +238,6 @@ def absorbed_problems(
         carrier_factors(
             rules, model, width, depth, multiplier=multiplier, adapter=adapter
         )
-    except ValueError as exc:
+    except UnsupportedModelError as exc:  # found on the model; a bad argument raises
         return [str(exc)]
     return []
