@@ -2,9 +2,9 @@
 
 The CLI maps them to exit codes. A kind that replaced a builtin the runtime raised before
 (``ValueError``, ``TypeError``, ``RuntimeError``, ``ImportError``) also derives from it, so
-a user's ``except ValueError`` keeps catching what it caught. Standard library only: the
-runtime (``spectral.torch``, ``spectral.jax``) imports this module, and ``spectral codegen
---vendor`` copies it to the front of a standalone config.
+a user's ``except ValueError`` keeps catching what it caught. Standard library only, and
+ASCII: the runtime (``spectral.torch``, ``spectral.jax``) imports this module, and
+``spectral codegen --vendor`` copies it to the front of a standalone config.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class DerivationError(SpectralError):
 
 
 class IncomparableError(DerivationError):
-    """A quantity is a max/min of incomparable monomials, e.g. ``Θ(n + L)``."""
+    """A quantity is a max/min of incomparable monomials, e.g. ``Theta(n + L)``."""
 
 
 class VerificationError(DerivationError):
@@ -141,7 +141,7 @@ class VendorError(InternalError):
 
 
 def first_line(exc: BaseException) -> str:
-    """``Type: first line of the message`` — how an exception from user code (a factory, a
+    """``Type: first line of the message``: how an exception from user code (a factory, a
     model, an imported module) is quoted inside a one-line error."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

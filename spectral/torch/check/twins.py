@@ -92,7 +92,9 @@ def twin_builder(
     own config at that width (a Hugging Face model); a one-line error for neither."""
     if factory is not None:
         if not callable(factory):
-            raise ConfigTypeError(f"factory must be a function of the width, got {factory!r}")
+            raise ConfigTypeError(
+                f"factory must be a function of the width, got {factory!r}"
+            )
         return factory
     config = model_config(model)
     target = getattr(model, "_orig_mod", model)  # a compiled model: its module's class

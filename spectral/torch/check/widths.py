@@ -240,7 +240,9 @@ def _measure_twin(
         out = _run(twin, batch)
         logits = _first_tensor(out)
         if logits is None:
-            raise UnsupportedModelError("the model's output holds no tensor to take a loss of")
+            raise UnsupportedModelError(
+                "the model's output holds no tensor to take a loss of"
+            )
         before = {**outputs, "logits": logits.detach().double().clone()}
         _loss(logits, getattr(out, "loss", None)).backward()
         opt.step()
@@ -248,7 +250,9 @@ def _measure_twin(
         with torch.no_grad():
             after_logits = _first_tensor(_run(twin, batch))
         if after_logits is None:
-            raise UnsupportedModelError("the model's output holds no tensor after the step")
+            raise UnsupportedModelError(
+                "the model's output holds no tensor after the step"
+            )
         after = {**outputs, "logits": after_logits.detach().double()}
     finally:
         for h in handles:
@@ -456,7 +460,7 @@ def check_widths(
                 del twin
             per_width.append(_pooled(drawn))
             measured.append(width)
-    except ConfigError:  # a bad argument (adapter, base values): raised, as check() does
+    except ConfigError:  # a bad argument (adapter, base values) raises, as in check()
         raise
     except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
         at = f" at width {sizes[len(measured)]}" if len(measured) < len(sizes) else ""

@@ -67,7 +67,7 @@ def rescaled_config(config: Any, factor: int = 2) -> Any:
     new = copy.deepcopy(config)
     hidden = getattr(config, "hidden_size", None)
     if isinstance(hidden, bool) or not isinstance(hidden, int):
-        raise UnsupportedModelError(  # noqa: TRY004 - a config the user passed: the same error as any
+        raise UnsupportedModelError(
             f"{type(config).__name__} has no integer hidden_size to rescale; pass "
             "set_base_shapes(model, factory=...) or base_model="
         )
@@ -112,7 +112,9 @@ def _on_meta(build: Callable[[], nn.Module], what: str) -> nn.Module:
             f"with the width: {type(exc).__name__}: {first}"
         ) from None
     if not isinstance(twin, nn.Module):
-        raise ConfigTypeError(f"{what} returned {type(twin).__name__}, not an nn.Module")
+        raise ConfigTypeError(
+            f"{what} returned {type(twin).__name__}, not an nn.Module"
+        )
     return twin
 
 
@@ -129,7 +131,9 @@ def record_base_shapes(
     spent), or ``factory(width)`` builds one, called here at two ``widths`` on the meta
     device. Returns parameter name -> per-dimension "grows" flags."""
     if (base_model is None) == (factory is None):
-        raise ConfigError("set_base_shapes: pass exactly one of base_model= or factory=")
+        raise ConfigError(
+            "set_base_shapes: pass exactly one of base_model= or factory="
+        )
     if factory is not None:
         if not callable(factory):
             raise ConfigTypeError(f"factory must be callable, got {factory!r}")
@@ -137,7 +141,9 @@ def record_base_shapes(
         large = _on_meta(lambda: factory(widths[1]), f"factory({widths[1]})")
     else:
         if not isinstance(base_model, nn.Module):
-            raise ConfigTypeError(f"base_model must be an nn.Module, got {type(base_model)}")
+            raise ConfigTypeError(
+                f"base_model must be an nn.Module, got {type(base_model)}"
+            )
         small, large = base_model, model
     dims = _compare(small, large)
     missing = sorted(n for n, _ in model.named_parameters() if n not in dims)
