@@ -32,6 +32,9 @@ _EXPORTS = {
     "DerivationError": "errors",
     "IncomparableError": "errors",
     "VerificationError": "errors",
+    "ConfigError": "errors",
+    "ConfigTypeError": "errors",
+    "UnsupportedModelError": "errors",
 }
 """Public name -> the module that defines it. Imported on first use, so that importing a
 light part of the package (``spectral.torch``, ``spectral.jax``, ``spectral.scaling``) does

@@ -47,7 +47,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import SpecError
+from .errors import FileExistsRefusal, OutputError, SpecError
 
 __all__ = [
     "FileExistsRefusal",
@@ -68,14 +68,6 @@ _DEFERRED_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
-
-
-class OutputError(SpecError):
-    """An output path that cannot be written: no such folder, a folder, a device (exit 2)."""
-
-
-class FileExistsRefusal(OutputError):
-    """The output file exists and ``--force`` was not given (exit code 2)."""
 
 
 def _kind(mode: int) -> str:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.scaling import LAYER_OF, unknown_role
 
 Patterns = Mapping[str, str] | Iterable[tuple[str, str]]
@@ -46,11 +47,11 @@ def checked_pattern(pattern: object, where: str) -> str:
     """``pattern`` if it is a regular expression that compiles; a one-line error naming
     ``where`` otherwise (never a bare re.error from deep inside a search)."""
     if not isinstance(pattern, str):
-        raise TypeError(f"{where}: a pattern must be a string, got {pattern!r}")
+        raise ConfigTypeError(f"{where}: a pattern must be a string, got {pattern!r}")
     try:
         re.compile(pattern)
     except re.error as exc:
-        raise ValueError(
+        raise ConfigError(
             f"{where}: pattern {pattern!r} does not compile: {exc}"
         ) from None
     return pattern
@@ -64,18 +65,18 @@ def role_of(name: str, pairs: Iterable[tuple[str, str]], leaf: Any = None) -> st
         if pattern == name or re.search(pattern, name):
             problem = unknown_role(pattern, role)
             if problem is not None:
-                raise ValueError(problem)
+                raise ConfigError(problem)
             return role
     shape = f" (shape {tuple(leaf.shape)})" if hasattr(leaf, "shape") else ""
-    raise ValueError(
+    raise UnsupportedModelError(
         f"parameter {name!r}{shape} matches no role pattern; pass "
         "patterns={'<regex>': '<role>'} with a role from " + ", ".join(LAYER_OF)
     )
 
 
-def unplaced_error(unplaced: list[str]) -> ValueError:
+def unplaced_error(unplaced: list[str]) -> UnsupportedModelError:
     """The one error for every parameter (``"name (shape)"``) that no pattern places."""
-    return ValueError(
+    return UnsupportedModelError(
         f"{len(unplaced)} parameter(s) match no role pattern: {'; '.join(unplaced)}. "
         "Pass patterns={'<regex>': '<role>'} (roles: "
         + ", ".join(LAYER_OF)

@@ -34,6 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Self
 
+from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
+
 __all__ = [
     "BIAS_ROLES",
     "BaseValue",
@@ -78,7 +80,7 @@ class BaseValues:
         known = [f.name for f in fields(cls)]
         unknown = sorted(set(values) - set(known))
         if unknown:
-            raise TypeError(
+            raise ConfigTypeError(
                 f"{what}: unknown keyword(s) {', '.join(unknown)}; the base values are "
                 f"{', '.join(known)}"
             )
@@ -191,10 +193,10 @@ def keeps_own_init(role: str, init_std: BaseValue | None) -> bool:
 
 def _number(value: object, what: str, role: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} for {role}: expected a number, got {value!r}")
+        raise ConfigTypeError(f"{what} for {role}: expected a number, got {value!r}")
     x = float(value)
     if not math.isfinite(x) or x < 0:
-        raise ValueError(
+        raise ConfigError(
             f"{what} for {role}: expected a finite number >= 0, got {value!r}"
         )
     return x
@@ -211,7 +213,7 @@ def _check_keys(
         known |= set(LAYER_OF.values())
     unknown = sorted(str(k) for k in value if k not in known)
     if unknown:
-        raise ValueError(
+        raise ConfigError(
             f"{what}: unknown key(s) {', '.join(unknown)}; use role names "
             f"({', '.join(LAYER_OF)}), optimizer names "
             f"({', '.join(dict.fromkeys(optimizers.values()))}) or 'default'"
@@ -238,11 +240,11 @@ def ratios(
     below 2**53, so that width / base_width is an exact float."""
     for what, v in (("width", width), ("depth", depth)):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise TypeError(f"{what} must be a positive integer, got {v!r}")
+            raise ConfigTypeError(f"{what} must be a positive integer, got {v!r}")
         if isinstance(v, int) and v > MAX_SIZE:
-            raise ValueError(f"{what} must be at most 2**53, got {len(str(v))} digits")
+            raise ConfigError(f"{what} must be at most 2**53, got {len(str(v))} digits")
         if not (math.isfinite(v) and 1 <= v <= MAX_SIZE and float(v).is_integer()):
-            raise ValueError(
+            raise ConfigError(
                 f"{what} must be a positive integer up to 2**53, got {v!r}"
             )
     return width / base_width, depth / base_depth
@@ -264,14 +266,14 @@ def scale_rules(
     as described in the module docstring (:class:`BaseValues`).
     """
     if base.lr is None:
-        raise TypeError("missing the base value lr (the learning rate tuned at the base size)")
+        raise ConfigTypeError("missing the base value lr (the learning rate tuned at the base size)")
     lr, init_std, weight_decay = base.lr, base.init_std, base.weight_decay
     eps, multiplier, d_in = base.eps, base.multiplier, base.d_in
     r_n, r_L = ratios(width, depth, base_width, base_depth)
     if d_in is not None and (
         isinstance(d_in, bool) or not isinstance(d_in, int) or d_in < 1
     ):
-        raise ValueError(f"d_in must be a positive integer, got {d_in!r}")
+        raise ConfigError(f"d_in must be a positive integer, got {d_in!r}")
     for what, value in (
         ("lr", lr),
         ("init_std", init_std),
@@ -285,7 +287,7 @@ def scale_rules(
         rule = rules[role]
         base_lr = base_value(lr, role, opt, "lr")
         if base_lr is None:
-            raise ValueError(
+            raise ConfigError(
                 f"lr: no value for {role} (trained by {opt}); add it or 'default'"
             )
         std = base_value(init_std, role, opt, "init_std") or 0.0
@@ -304,14 +306,14 @@ def scale_rules(
             base_eps = base_value(eps, role, opt, "eps")
             if base_eps is None:
                 if default_eps is None or opt not in default_eps:
-                    raise ValueError(
+                    raise ConfigError(
                         f"{opt} has an eps rule but no known default; pass eps"
                     )
                 base_eps = default_eps[opt]
             hp["eps"] = base_eps * _factor(rule["eps"], r_n, r_L)
         for key, x in hp.items():
             if not math.isfinite(x):
-                raise ValueError(
+                raise ConfigError(
                     f"{key} of {role} at width {width}, depth {depth} is not a finite float"
                 )
         out[role] = hp
@@ -403,20 +405,20 @@ class Rules:
         if role in self.optimizers:
             return
         if role not in LAYER_OF:
-            raise ValueError(f"{what}: unknown role {role!r}; see LAYER_OF")
+            raise ConfigError(f"{what}: unknown role {role!r}; see LAYER_OF")
         if role in EXTRA_ROLES and not any(r in self.optimizers for r in EXTRA_ROLES):
-            raise ValueError(
+            raise UnsupportedModelError(
                 f"{what} has role {role}, a role placed by its dimensions, which this config "
                 "has no rule for: regenerate it with --all-roles (load_generated(..., "
                 "all_roles=True)); see docs/roles.md"
             )
         if self.k < MIN_K.get(role, 1):
-            raise ValueError(
+            raise UnsupportedModelError(
                 f"{what} has role {role}, a fixed-rank factor, which blocks of k = {self.k} "
                 f"map cannot hold (it is one of at least two maps of its branch, n -> r -> n); "
                 f"regenerate with --k {MIN_K[role]} or more (docs/roles.md)"
             )
-        raise ValueError(
+        raise UnsupportedModelError(
             f"{what} has role {role}, which no optimizer here trains (matrix-only: "
             f"{', '.join(k for k in sorted(self.matrix_only) if self.matrix_only[k])}). "
             "Regenerate with an --others optimizer that takes vectors, e.g. `--others "

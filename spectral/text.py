@@ -42,6 +42,8 @@ import tomllib
 import unicodedata
 from typing import Any
 
+from .errors import _JSONNumberError
+
 __all__ = [
     "MAX_INT_DIGITS",
     "check_expression_text",
@@ -209,10 +211,6 @@ MAX_INT_DIGITS = 30
 """Most digits an integer typed by a user may have (a command-line option, a JSON value):
 far beyond any count, size or seed, and far below the 4,300 digits past which Python
 refuses to convert a string to an integer at all."""
-
-
-class _JSONNumberError(ValueError):
-    """A number in JSON text that no value of Python can carry faithfully."""
 
 
 def _json_int(text: str) -> int:

@@ -137,7 +137,8 @@ def test_public_api_is_pinned():
             "derive", "catalog", "resolve", "load_spec", "OptimizerSpec", "Derivation", "Entry",
             "Exponent", "CheckGroup", "RoleScales", "Theta", "ROLE_NAMES", "HPS", "MAX_K",
             "SpectralError", "SpecError", "UnknownOptimizerError", "DerivationError",
-            "IncomparableError", "VerificationError",
+            "IncomparableError", "VerificationError", "ConfigError", "ConfigTypeError",
+            "UnsupportedModelError",
         ]
     )
     for name in spectral.__all__:

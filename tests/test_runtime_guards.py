@@ -322,7 +322,7 @@ def test_measuring_without_an_adapter_or_on_a_sharded_model_says_so(cfgs, monkey
     """Neither is reached through check() in one process (check refuses a model no adapter
     recognises before measuring; a sharded model needs a process group): the lines as the
     measuring function gives them."""
-    from spectral.torch import forward_checks
+    from spectral.torch.check import forward as forward_checks
 
     cfg = cfgs["adamw"]
     model = _hf("llama", 64, 2)

@@ -22,6 +22,7 @@ transformers = pytest.importorskip("transformers")
 from torch import nn  # noqa: E402
 
 from spectral.codegen import load_generated  # noqa: E402
+from spectral.errors import ConfigError  # noqa: E402
 from spectral.torch.check.twins import twin_config  # noqa: E402
 from spectral.torch.check.widths import (  # noqa: E402
     FAN_IN_GROWS,
@@ -136,8 +137,6 @@ def test_twin_config_grows_width_intermediate_and_heads_only():
 def test_says_what_it_did_not_measure(cfg):
     model = llama(64)
     cfg.apply_multipliers(model, 64, 2)
-    [line] = cfg.check(model, 64, 2, widths=WIDTHS, measure=False)
-    assert line.startswith("check across widths did not measure: no base lr")
 
     def broken(width):
         raise RuntimeError(f"no model at {width}")
@@ -147,8 +146,32 @@ def test_says_what_it_did_not_measure(cfg):
         "check across widths did not measure the model at width 64 (RuntimeError: no model "
         "at 64)"
     )
-    [line] = check_widths(cfg.CONFIG, model, [64, 128], base=BASE).problems
-    assert line == "check across widths needs 3 or more widths, got [64, 128]"
+
+
+def test_bad_arguments_raise_as_in_check(cfg):
+    """A bad argument raises ConfigError from check() and check_widths() alike; only what
+    is found on the model is a problem line."""
+    model = llama(64)
+    cfg.apply_multipliers(model, 64, 2)
+    with pytest.raises(ConfigError, match=r"^check across widths did not measure: no base lr"):
+        cfg.check(model, 64, 2, widths=WIDTHS, measure=False)
+    with pytest.raises(
+        ConfigError, match=r"^check across widths needs 3 or more widths, got \[64, 128\]$"
+    ):
+        check_widths(cfg.CONFIG, model, [64, 128], base=BASE)
+    with pytest.raises(ConfigError, match=r"^widths must be whole numbers, got \['a'\]$"):
+        check_widths(cfg.CONFIG, model, ["a"], base=BASE)
+    calls = (
+        lambda adapter: cfg.check(model, 64, 2, adapter=adapter, widths=WIDTHS, **BASE),
+        lambda adapter: check_widths(cfg.CONFIG, model, WIDTHS, adapter=adapter, base=BASE),
+    )
+    for call in calls:
+        with pytest.raises(ValueError, match="^no adapter 'nosuchfamily'; known: gpt2") as bad:
+            call("nosuchfamily")
+        assert isinstance(bad.value, ConfigError)
+        with pytest.raises(TypeError, match="^adapter must be an Adapter") as bad:
+            call(3)
+        assert isinstance(bad.value, ConfigError)
 
 
 def test_seeds_pool_the_draws_before_the_fit(cfg, monkeypatch):
@@ -187,9 +210,11 @@ def test_seeds_pool_the_draws_before_the_fit(cfg, monkeypatch):
             assert getattr(row, field) == pytest.approx(want, rel=1e-9, abs=1e-12), (name, field)
     assert pooled["logits"].step != alone[0]["logits"].step  # two different draws
     for bad in (0, -1, 1.5, True):
-        report = check_widths(cfg.CONFIG, tiny(32), widths, factory=tiny, base=BASE, seeds=bad)
-        [line] = report.problems
-        assert line == f"seeds must be a whole number of 1 or more, got {bad!r}"
+        with pytest.raises(ConfigError) as raised:
+            check_widths(cfg.CONFIG, tiny(32), widths, factory=tiny, base=BASE, seeds=bad)
+        assert str(raised.value) == f"seeds must be a whole number of 1 or more, got {bad!r}"
+        wrong_type = isinstance(bad, bool) or not isinstance(bad, int)
+        assert isinstance(raised.value, TypeError if wrong_type else ValueError)
 
 
 # --------------------------------------------------------------------------------------

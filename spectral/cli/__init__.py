@@ -6,7 +6,8 @@ Exit codes: 0 success, 1 the conditions could not be turned into rules
 inf), 2 bad usage or bad input (argparse errors,
 :class:`~spectral.errors.SpecError`, unknown optimizers, refusing to overwrite a file).
 Bad input never shows a traceback: every :class:`~spectral.errors.SpectralError` is caught
-in :func:`main` and printed as ``error: <message>``.
+in :func:`main` and printed as ``error: <message>``, except an
+:class:`~spectral.errors.InternalError` (a bug of spectral's), whose traceback is the report.
 
 Adding a subcommand: in its module ``spectral/cli/<module>.py`` write
 ``configure_<name>(parser)`` (adds its arguments) and ``run_<name>(args) -> int`` (does the
@@ -24,7 +25,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..errors import DerivationError, SpectralError
+from ..errors import DerivationError, InternalError, SpectralError
 from ..text import for_terminal
 from . import check_widths as cli_check_widths
 from . import codegen as cli_codegen
@@ -176,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(str(exc))
         return EXIT_DERIVATION
     except SpectralError as exc:
+        if isinstance(exc, InternalError):  # a bug of spectral's: its traceback is the report
+            raise
         _error(str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from ..errors import SpecError, SpectralError, first_line
+from ..errors import SpecError, UsageError, first_line
 from ..text import for_terminal
 
 __all__ = [
@@ -31,10 +31,6 @@ __all__ = [
 
 
 EXIT_OK, EXIT_DERIVATION, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(SpectralError):
-    """Inconsistent options (exit code 2)."""
 
 
 def console(*, stderr: bool = False, file: Any = None, width: int | None = None) -> Any:
@@ -221,7 +217,7 @@ def load_adapter(text: str) -> dict[str, Any]:
     import re
     from pathlib import Path
 
-    from ..torch.classify import as_adapter  # torch: a coordinate check needs it anyway
+    from ..torch.model.classify import as_adapter  # torch: a coordinate check needs it anyway
 
     def fail(why: str) -> SpecError:
         return SpecError(f"--adapter {text}: {why}")

@@ -24,6 +24,7 @@ from ..optimizers.entry import JaxImpl, NoJax
 __all__ = ["JAX_RUNTIME", "render_jax"]
 
 JAX_RUNTIME = (
+    "spectral.errors",
     "spectral.scaling",
     "spectral.patterns",
     "spectral.optimizers.entry",

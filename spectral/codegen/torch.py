@@ -33,6 +33,7 @@ FRAMEWORKS = ("torch", "jax", "torchtitan")
 """What ``render(framework=...)`` writes a module for."""
 
 TORCH_RUNTIME = (
+    "spectral.errors",
     "spectral.scaling",
     "spectral.patterns",
     "spectral.optimizers.entry",

@@ -25,11 +25,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import VendorError
+
 __all__ = ["VendorError", "assemble", "module_path"]
-
-
-class VendorError(RuntimeError):
-    """A runtime module breaks the rules that let it be vendored (a bug of spectral's)."""
 
 
 def module_path(name: str) -> Path:

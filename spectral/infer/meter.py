@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..errors import SpecError, first_line
+from ..errors import BadStep, SpecError, StepFailed, first_line
 from ..measure.guard import DEFAULT_TIMEOUT, user_code
 from ..measure.common import SHAPES, mup_init
 from .protocol import NOISE
@@ -175,9 +175,3 @@ def _gradient(shape: tuple[int, ...], rank: int, seed: int, torch):
     return g / _spectral_norm(g, torch)
 
 
-class StepFailed(Exception):
-    """``step()`` of the target raised (e.g. a matrix-only optimizer on a bias)."""
-
-
-class BadStep(StepFailed):
-    """A step whose size is not a measurement: NaN or inf weights, or an overflowing step."""

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import jax
 
+from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.patterns import Patterns, anchored, role_of, role_pairs, unplaced_error
 from spectral.scaling import BIAS_ROLES, unknown_role
 
@@ -130,7 +131,7 @@ def as_adapter(
             if known.name == adapter:
                 return known
         names = ", ".join(a.name for a in ADAPTERS)
-        raise ValueError(f"no adapter {adapter!r}; known: {names}")
+        raise ConfigError(f"no adapter {adapter!r}; known: {names}")
     if isinstance(adapter, Mapping):
         fields = dict(adapter)
         fields.setdefault("name", "custom")
@@ -142,9 +143,9 @@ def as_adapter(
         try:
             return Adapter(**fields)
         except TypeError as exc:
-            raise ValueError(f"adapter: {exc}") from None
+            raise ConfigError(f"adapter: {exc}") from None
     if adapter is not None:
-        raise TypeError(
+        raise ConfigTypeError(
             f"adapter must be an Adapter, a name or a dict, got {type(adapter)}"
         )
     paths = list(paths)
@@ -189,7 +190,7 @@ def placed(
     for pattern, role in (*patterns, *(family.roles if family is not None else ())):
         problem = unknown_role(pattern, role)
         if problem is not None:
-            raise ValueError(problem)
+            raise ConfigError(problem)
     out, unplaced = [], []
     for path, leaf in leaves:
         try:
@@ -210,7 +211,7 @@ def _refuse_ties(out: list[tuple[str, Any, str]]) -> None:
         if role in BIAS_ROLES:
             continue  # a shared zero vector is no tie
         if id(leaf) in seen:
-            raise ValueError(
+            raise UnsupportedModelError(
                 f"parameters {seen[id(leaf)]!r} and {path!r} are one array (tied). muP "
                 "gives input and output embeddings different multipliers, "
                 "initialisations and learning rates, so they must not share weights."
@@ -218,7 +219,7 @@ def _refuse_ties(out: list[tuple[str, Any, str]]) -> None:
         seen[id(leaf)] = path
     roles = {role for _, _, role in out}
     if "input_weight" in roles and "output_weight" not in roles:
-        raise ValueError(
+        raise UnsupportedModelError(
             "the model has an input_weight but no output_weight: a readout tied to the "
             "input embedding (flax Embed.attend) is refused, since muP gives the two "
             "different multipliers, initialisations and learning rates; add an untied "

@@ -12,6 +12,7 @@ from typing import Any
 
 import optax
 
+from spectral.errors import ConfigError, UnsupportedModelError
 from spectral.jax.labels import AdapterLike, as_adapter, labels, placed
 from spectral.jax.rules import JaxRules
 from spectral.patterns import Patterns
@@ -35,13 +36,13 @@ def _roles(
         kind = rules.optimizers[role]
         shape = tuple(getattr(leaf, "shape", ()))
         if rules.matrix_only[kind] and len(shape) != 2:
-            raise ValueError(
+            raise UnsupportedModelError(
                 f"parameter {path!r} (shape {shape}) has role {role}, "
                 f"trained by {kind}, which takes 2-D matrices only"
             )
         if kind not in known:
             why = rules.missing.get(kind, f"{kind}: no optax implementation known.")
-            raise ValueError(
+            raise ConfigError(
                 f"{why} Pass transforms={ {kind: 'fn'} }, fn(*, learning_rate, "
                 "weight_decay, **kwargs) returning an optax.GradientTransformation"
             )
@@ -90,7 +91,7 @@ def build_optimizer(
         kwargs = dict((optimizer_kwargs or {}).get(kind, {}))
         taken = sorted({"learning_rate", "weight_decay", "eps"} & set(kwargs))
         if taken:
-            raise ValueError(
+            raise ConfigError(
                 f"optimizer_kwargs[{kind!r}] sets {', '.join(taken)}, which the rules set "
                 "per role: pass the base values lr=, weight_decay=, eps= instead"
             )

@@ -25,6 +25,7 @@ from typing import Any
 import jax
 import optax
 
+from spectral.errors import ConfigError
 from spectral.optimizers.entry import JaxImpl
 
 Rate = float | Callable[[Any], Any]
@@ -45,14 +46,14 @@ def resolve(dotted: str) -> Callable[..., Any]:
         except AttributeError:
             break  # installed, but too old to have it
         return obj
-    raise ValueError(f"cannot import {dotted}: is the optax installed new enough?")
+    raise ConfigError(f"cannot import {dotted}: is the optax installed new enough?")
 
 
 def fixed_kwargs(kwargs: dict[str, Any], required: dict[str, Any]) -> dict[str, Any]:
     """kwargs with the arguments the rules need; a user value that differs is refused."""
     for key, value in required.items():
         if key in kwargs and kwargs[key] != value:
-            raise ValueError(f"{key}={kwargs[key]!r} would break muP; use {value!r}")
+            raise ConfigError(f"{key}={kwargs[key]!r} would break muP; use {value!r}")
     return {**kwargs, **required}
 
 

@@ -30,21 +30,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..errors import SpecError
+from ..errors import SpecError, TimeLimitExceeded, _Expired
 
 __all__ = ["DEFAULT_TIMEOUT", "TimeLimitExceeded", "user_code"]
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds one measurement (one build and its steps, one training run) may take."""
-
-
-class TimeLimitExceeded(SpecError):
-    """The user's code did not return within the time limit (exit code 2)."""
-
-
-class _Expired(BaseException):
-    """Raised inside the user's code by the alarm; a BaseException, so that an
-    ``except Exception`` in the user's code does not swallow it."""
 
 
 def _can_alarm() -> bool:

@@ -8,6 +8,7 @@ from typing import Any, Self
 
 import torch
 
+from spectral.errors import ConfigError
 from spectral.optimizers.entry import TorchImpl
 from spectral.scaling import BaseValue, Rules
 from spectral.torch.optim.factories import TorchFactory
@@ -35,7 +36,7 @@ class TorchRules(Rules):
         carrying it in their init, lr, weight decay and eps (degrees: optimizer -> (p, q))."""
         missing = sorted(set(self.optimizers.values()) - set(degrees))
         if missing:
-            raise ValueError(
+            raise ConfigError(
                 f"absorbing: no (p, q) for {', '.join(missing)}; regenerate the config "
                 "with --absorb-multipliers"
             )

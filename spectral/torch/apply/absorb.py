@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from spectral.errors import ConfigError, UnsupportedModelError
 from spectral.scaling import BaseValue, BaseValues, Rules
 from spectral.torch.apply.hooks import (
     built_in_scale,
@@ -86,7 +87,7 @@ def carrier_factors(
     """
     family = place(model, rules, adapter=adapter).family
     if family is None:
-        raise ValueError(
+        raise UnsupportedModelError(
             "no adapter recognises this model: pass adapter= (the multipliers are absorbed "
             "into the modules the adapter's input, branches and output patterns name)"
         )
@@ -122,7 +123,7 @@ def carrier_factors(
                     "or keep the hooks"
                 )
     if problems:
-        raise ValueError(
+        raise UnsupportedModelError(
             "cannot absorb the multipliers (use the config without --absorb-multipliers, "
             "which keeps them as hooks): " + "; ".join(dict.fromkeys(problems))
         )
@@ -227,7 +228,7 @@ def absorbed_problems(
         carrier_factors(
             rules, model, width, depth, multiplier=multiplier, adapter=adapter
         )
-    except ValueError as exc:
+    except UnsupportedModelError as exc:  # found on the model; a bad argument raises
         return [str(exc)]
     return []
 
@@ -255,7 +256,7 @@ def clip_by_hooked_norm(
     """
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     if not isinstance(max_norm, (int, float)) or isinstance(max_norm, bool) or max_norm <= 0:
-        raise ValueError(f"max_norm must be a number > 0, got {max_norm!r}")
+        raise ConfigError(f"max_norm must be a number > 0, got {max_norm!r}")
     factors = carriers_of(rules, model, width, depth, multiplier, adapter)
     if not factors:  # hooked form (or nothing carries): the gradients are the hooked ones
         return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, norm_type)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from spectral.errors import ConfigError, UnsupportedModelError
 from spectral.scaling import BaseValue, Rules
 from spectral.torch.apply.hooks import builtin_multipliers, our_hooks
 from spectral.torch.model.classify import AdapterLike
@@ -49,13 +50,13 @@ def fold_into_weights(
     too; untie them, or keep the hook and scale the logits where you serve).
     """
     if builtin_multipliers(model):
-        raise ValueError(
+        raise ConfigError(
             "this model applies the block multipliers in its forward pass: it needs no "
             "folding (its alpha attributes are saved with it)"
         )
     hooks = our_hooks(model)
     if not hooks:
-        raise ValueError("no multiplier hooks to fold: call apply_multipliers first")
+        raise ConfigError("no multiplier hooks to fold: call apply_multipliers first")
     want = rules.multipliers(width, depth, multiplier)
     offset = float(getattr(place(model, rules, adapter=adapter).family, "norm_offset", 0.0))
     users: dict[int, list[str]] = {}
@@ -66,19 +67,19 @@ def fold_into_weights(
     for name, module, hook_id, hook in hooks:
         layer, factor = hook.keywords["layer"], hook.keywords["factor"]
         if abs(factor - want[layer]) > 1e-9 * max(1.0, abs(want[layer])):
-            raise ValueError(
+            raise ConfigError(
                 f"{name}: alpha_{layer} is {factor:.6g}, the rules give {want[layer]:.6g} "
                 f"at width {width}, depth {depth}: fold at the size the hooks were made for"
             )
         if not _foldable(module) or getattr(module, "weight", None) is None:
-            raise ValueError(
+            raise UnsupportedModelError(
                 f"{name} ({type(module).__name__}): its output is not linear in its own "
                 "parameters, so alpha cannot be folded into them; keep the hook"
             )
         for p in module.parameters(recurse=False):
             shared = [u for u in users[id(p)] if u != name]
             if shared:
-                raise ValueError(
+                raise UnsupportedModelError(
                     f"{name}'s parameters are shared with {shared[0]} (tied weights): "
                     f"alpha_{layer} = {factor:.6g} would scale both; untie them (Hugging "
                     "Face: tie_word_embeddings=False) or keep the hook and multiply the "

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.scaling import BaseValue, Rules
 from spectral.torch.model.placement import place
 from spectral.torch.model.classify import (
@@ -53,7 +54,7 @@ def _scale_output(
         return output * scale
     if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
         return (output[0] * scale, *output[1:])
-    raise TypeError(
+    raise ConfigTypeError(
         f"apply_multipliers: {type(module).__name__} returned {type(output).__name__}; "
         "hook a module that returns a tensor"
     )
@@ -129,7 +130,7 @@ def built_in_scale(
             return float(value.detach().float().cpu())
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
-    raise ValueError(
+    raise UnsupportedModelError(
         f"the {family.name} adapter expects the input module {name} "
         f"({type(module).__name__}) to hold its built-in embedding scale in one of "
         f"{', '.join(family.input_scale)}, and it has none (an older transformers keeps the "
@@ -146,7 +147,7 @@ def config_scale(model: nn.Module, family: Adapter, layer: str) -> float:
             continue
         value = getattr(model_config(model), attribute, None)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ValueError(
+            raise UnsupportedModelError(
                 f"the {family.name} adapter reads the model config's {attribute} (a factor "
                 f"its forward pass applies to the {layer} layer), and it is {value!r}"
             )
@@ -307,12 +308,12 @@ def install_multipliers(
     have a role: one error names each one that has none.
     """
     if builtin_multipliers(model):
-        raise ValueError(
+        raise ConfigError(
             "this model applies the block multipliers in its forward pass already "
             "(applies_mup_multipliers); build it with multipliers= instead"
         )
     if getattr(rules, "absorbed", None) is not None:
-        raise ValueError(
+        raise ConfigError(
             "this config absorbs the block multipliers (--absorb-multipliers): init_ and "
             "build_optimizers put them into the parameters' numbers, so no hook is needed; "
             "hooks would apply them twice"
@@ -321,7 +322,7 @@ def install_multipliers(
     family = placement.family
     if family is None:
         sample = [n for n, _ in model.named_modules() if n][:6]
-        raise ValueError(
+        raise UnsupportedModelError(
             "no adapter recognises this model (modules "
             f"{', '.join(sample)}, ...); known families: "
             f"{', '.join(a.name for a in ADAPTERS)}. Pass adapter=Adapter(...) or "
@@ -331,7 +332,7 @@ def install_multipliers(
     placed = placements(model, family)
     problems = placement_problems(placed, family, depth)
     if problems:
-        raise ValueError("apply_multipliers: " + "; ".join(problems))
+        raise UnsupportedModelError("apply_multipliers: " + "; ".join(problems))
     for _, module, hook_id, _ in our_hooks(model):
         del module._forward_hooks[hook_id]
     values = rules.multipliers(width, depth, multiplier)

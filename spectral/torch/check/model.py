@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from spectral.errors import ConfigTypeError, UnsupportedModelError
 from spectral.scaling import BaseValue
 from spectral.torch.apply.absorb import absorbed_problems
 from spectral.torch.apply.hooks import (
@@ -308,12 +309,12 @@ def check_model(
     few heads of width; more seeds cost proportionally more time).
     """
     if not isinstance(measure, bool):
-        raise TypeError(f"measure must be True or False, got {measure!r}")
+        raise ConfigTypeError(f"measure must be True or False, got {measure!r}")
     model = unwrap_model(model)
     try:
         placement = place(model, rules, patterns=patterns, adapter=adapter)
         placement.roles()  # every parameter placed, ties allowed
-    except ValueError as exc:
+    except UnsupportedModelError as exc:  # found on the model; a bad argument raises
         return [str(exc)]
     problems = _size_problems(placement, width)
     if rules.absorbed is None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from torch import nn
 
+from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.torch.model.classify import model_config
 
 _WIDTH_KEYS = ("hidden_size", "n_embd", "d_model")
@@ -44,7 +45,7 @@ def twin_config(config: Any, width: int, layers: int = TWIN_LAYERS) -> Any:
     heads is refused in one line."""
     width_key = _key(config, _WIDTH_KEYS)
     if width_key is None:
-        raise ValueError(
+        raise UnsupportedModelError(
             f"{type(config).__name__} has none of {', '.join(_WIDTH_KEYS)}: pass "
             "factory=lambda width: ... to build the model at other widths"
         )
@@ -62,7 +63,7 @@ def twin_config(config: Any, width: int, layers: int = TWIN_LAYERS) -> Any:
         heads = getattr(config, head_key)
         per_head = old // heads
         if old % heads or width % per_head:
-            raise ValueError(
+            raise ConfigError(
                 f"width {width} is not a whole number of heads: {type(config).__name__} has "
                 f"{per_head} of its width per head ({old} / {heads}); pick widths that are "
                 f"multiples of {per_head}"
@@ -91,12 +92,14 @@ def twin_builder(
     own config at that width (a Hugging Face model); a one-line error for neither."""
     if factory is not None:
         if not callable(factory):
-            raise TypeError(f"factory must be a function of the width, got {factory!r}")
+            raise ConfigTypeError(
+                f"factory must be a function of the width, got {factory!r}"
+            )
         return factory
     config = model_config(model)
     target = getattr(model, "_orig_mod", model)  # a compiled model: its module's class
     if config is None or not hasattr(type(config), "to_dict"):
-        raise ValueError(
+        raise UnsupportedModelError(
             f"{type(target).__name__} has no Hugging Face config to rebuild it from: pass "
             "factory=lambda width: ... (a model at that width) to check across widths"
         )

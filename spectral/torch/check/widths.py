@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.scaling import BaseValue
 from spectral.torch.apply.hooks import (
     builtin_multipliers,
@@ -196,7 +197,7 @@ def _measure_twin(
     # token table (the same at every width), or a normal batch for a dense input layer
     batch = example_input if example_input is not None else example_batch(twin, family)
     if batch is None:
-        raise ValueError(
+        raise UnsupportedModelError(
             "no token table (nn.Embedding) or dense layer (nn.Linear) in the input modules "
             "to build a batch from: pass example_input=... (what the model's forward "
             "takes, the same at every width)"
@@ -238,7 +239,9 @@ def _measure_twin(
         out = _run(twin, batch)
         logits = _first_tensor(out)
         if logits is None:
-            raise ValueError("the model's output holds no tensor to take a loss of")
+            raise UnsupportedModelError(
+                "the model's output holds no tensor to take a loss of"
+            )
         before = {**outputs, "logits": logits.detach().double().clone()}
         _loss(logits, getattr(out, "loss", None)).backward()
         opt.step()
@@ -246,7 +249,9 @@ def _measure_twin(
         with torch.no_grad():
             after_logits = _first_tensor(_run(twin, batch))
         if after_logits is None:
-            raise ValueError("the model's output holds no tensor after the step")
+            raise UnsupportedModelError(
+                "the model's output holds no tensor after the step"
+            )
         after = {**outputs, "logits": after_logits.detach().double()}
     finally:
         for h in handles:
@@ -393,30 +398,23 @@ def check_widths(
     is fitted. At a few heads of width one draw's branch slopes scatter by about 0.1 from
     seed to seed, so a check near the tolerance wants several (the cost grows with them)."""
     base = dict(base or {})
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        return WidthReport(
-            [], [], [f"seeds must be a whole number of 1 or more, got {seeds!r}"]
-        )
+    bad_seeds = f"seeds must be a whole number of 1 or more, got {seeds!r}"
+    if isinstance(seeds, bool) or not isinstance(seeds, int):
+        raise ConfigTypeError(bad_seeds)
+    if seeds < 1:
+        raise ConfigError(bad_seeds)
     try:
         sizes = sorted({int(w) for w in widths})
     except (TypeError, ValueError):
-        return WidthReport([], [], [f"widths must be whole numbers, got {widths!r}"])
+        raise ConfigError(f"widths must be whole numbers, got {widths!r}") from None
     if len(sizes) < MIN_WIDTHS or sizes[0] < 1:
-        return WidthReport(
-            sizes,
-            [],
-            [f"check across widths needs {MIN_WIDTHS} or more widths, got {widths!r}"],
+        raise ConfigError(
+            f"check across widths needs {MIN_WIDTHS} or more widths, got {widths!r}"
         )
     if "lr" not in base:
-        return WidthReport(
-            sizes,
-            [],
-            [
-                (
-                    "check across widths did not measure: no base lr to build the twins' "
-                    "optimizers with (pass the optimizer build_optimizers returned, or lr=...)"
-                )
-            ],
+        raise ConfigError(
+            "check across widths did not measure: no base lr to build the twins' "
+            "optimizers with (pass the optimizer build_optimizers returned, or lr=...)"
         )
     deadline = None if timeout is None else time.monotonic() + timeout
     per_width: list[dict[str, WidthRow]] = []
@@ -440,7 +438,7 @@ def check_widths(
                 twin = build(width)
                 twin_family = family or place(twin, rules, patterns=patterns).family
                 if twin_family is None:
-                    raise ValueError(
+                    raise UnsupportedModelError(
                         "no adapter recognises the model: pass adapter=..."
                     )
                 rows, batch = _measure_twin(
@@ -462,6 +460,8 @@ def check_widths(
                 del twin
             per_width.append(_pooled(drawn))
             measured.append(width)
+    except ConfigError:  # a bad argument (adapter, base values) raises, as in check()
+        raise
     except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
         at = f" at width {sizes[len(measured)]}" if len(measured) < len(sizes) else ""
         return WidthReport(

@@ -17,6 +17,7 @@ from typing import Any
 
 from torch import nn
 
+from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.families import ADAPTERS, DEFAULT_PATTERNS, Adapter
 from spectral.patterns import (
     Patterns,
@@ -54,7 +55,7 @@ def as_adapter(
         for known in ADAPTERS:
             if known.name == adapter:
                 return known
-        raise ValueError(
+        raise ConfigError(
             f"no adapter {adapter!r}; known: {', '.join(a.name for a in ADAPTERS)}"
         )
     if isinstance(adapter, Mapping):
@@ -72,9 +73,9 @@ def as_adapter(
         try:
             return _checked(Adapter(**fields))
         except TypeError as exc:
-            raise ValueError(f"adapter: {exc}") from None
+            raise ConfigError(f"adapter: {exc}") from None
     if adapter is not None:
-        raise TypeError(
+        raise ConfigTypeError(
             f"adapter must be an Adapter, a name or a dict, got {type(adapter)}"
         )
     if model is None:
@@ -172,10 +173,10 @@ def classify_parameters(
     for pattern, role in (*pairs, *(family.roles if family is not None else ())):
         problem = unknown_role(pattern, role)  # a typo, not "matches no role pattern"
         if problem is not None:
-            raise ValueError(problem)
+            raise ConfigError(problem)
     refused = refusals(model, family)
     if refused:
-        raise ValueError("; ".join(refused))
+        raise UnsupportedModelError("; ".join(refused))
     owners: dict[int, nn.Module] = {}
     for module in model.modules():
         for p in module.parameters(recurse=False):
@@ -197,7 +198,7 @@ def classify_parameters(
             first, first_role, index = seen[id(p)]
             problem = tie_problem(first, first_role, name, role, rules)
             if problem is not None:
-                raise ValueError(problem)
+                raise UnsupportedModelError(problem)
             # an allowed input/output tie: one entry, the embedding's (a table)
             embedding = first if first_role == "input_weight" else name
             module = model.get_submodule(embedding.rpartition(".")[0])

@@ -20,6 +20,7 @@ from typing import Any
 
 from torch import nn
 
+from spectral.errors import ConfigTypeError
 from spectral.families import Adapter
 from spectral.patterns import Patterns, role_pairs
 from spectral.torch.model.classify import (
@@ -126,7 +127,7 @@ def place(
     whose parameters changed since, is placed again.
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"expected an nn.Module, got {type(model).__name__}")
+        raise ConfigTypeError(f"expected an nn.Module, got {type(model).__name__}")
     model = unwrap_model(model)
     pairs = tuple(role_pairs(patterns))
     given = as_adapter(adapter)  # a name or a dict checked, without reading the model

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.scaling import Rules
 
 Dims = tuple[bool, ...]
@@ -74,7 +75,7 @@ def rescaled_config(config: Any, factor: int = 2) -> Any:
     new = copy.deepcopy(config)
     hidden = getattr(config, "hidden_size", None)
     if isinstance(hidden, bool) or not isinstance(hidden, int):
-        raise ValueError(  # noqa: TRY004 - a config the user passed: the same error as any
+        raise UnsupportedModelError(
             f"{type(config).__name__} has no integer hidden_size to rescale; pass "
             "set_base_shapes(model, factory=...) or base_model="
         )
@@ -114,12 +115,14 @@ def _on_meta(build: Callable[[], nn.Module], what: str) -> nn.Module:
             twin = build()
     except Exception as exc:  # noqa: BLE001 - the user's or transformers' code: one line
         first = (str(exc).splitlines() or [""])[0]
-        raise ValueError(
+        raise UnsupportedModelError(
             f"could not build {what} on the meta device to read which dimensions grow "
             f"with the width: {type(exc).__name__}: {first}"
         ) from None
     if not isinstance(twin, nn.Module):
-        raise TypeError(f"{what} returned {type(twin).__name__}, not an nn.Module")
+        raise ConfigTypeError(
+            f"{what} returned {type(twin).__name__}, not an nn.Module"
+        )
     return twin
 
 
@@ -136,20 +139,24 @@ def record_base_shapes(
     spent), or ``factory(width)`` builds one, called here at two ``widths`` on the meta
     device. Returns parameter name -> per-dimension "grows" flags."""
     if (base_model is None) == (factory is None):
-        raise ValueError("set_base_shapes: pass exactly one of base_model= or factory=")
+        raise ConfigError(
+            "set_base_shapes: pass exactly one of base_model= or factory="
+        )
     if factory is not None:
         if not callable(factory):
-            raise TypeError(f"factory must be callable, got {factory!r}")
+            raise ConfigTypeError(f"factory must be callable, got {factory!r}")
         small = _on_meta(lambda: factory(widths[0]), f"factory({widths[0]})")
         large = _on_meta(lambda: factory(widths[1]), f"factory({widths[1]})")
     else:
         if not isinstance(base_model, nn.Module):
-            raise TypeError(f"base_model must be an nn.Module, got {type(base_model)}")
+            raise ConfigTypeError(
+                f"base_model must be an nn.Module, got {type(base_model)}"
+            )
         small, large = base_model, model
     dims = _compare(small, large)
     missing = sorted(n for n, _ in model.named_parameters() if n not in dims)
     if missing:
-        raise ValueError(
+        raise UnsupportedModelError(
             f"set_base_shapes: {len(missing)} parameter(s) of the model have no "
             f"counterpart of the same rank in the other width: {', '.join(missing[:5])}"
         )

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from spectral.errors import ConfigError
+
 TIE_ROLES = ("input_weight", "output_weight")
 
 
@@ -96,7 +98,7 @@ def tied_values_agree(hp: Mapping[str, Mapping[str, float]], name: str) -> None:
     for key in sorted(set(a) | set(b)):
         if key == "multiplier" or a.get(key) == b.get(key):
             continue
-        raise ValueError(
+        raise ConfigError(
             f"{name!r} is a tied input/output embedding, but the base values give it "
             f"{key} {a.get(key)!r} as input_weight and {b.get(key)!r} as output_weight: "
             "give both roles the same base value (or one value for all roles)"

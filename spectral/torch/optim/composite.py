@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from spectral.errors import ConfigError, ConfigStateError, ConfigTypeError
+
 LR_GUARDS = ("warn", "raise", "off")
 """What step() does when the groups' learning rates no longer keep the rule's ratios."""
 
@@ -125,7 +127,7 @@ class CompositeOptimizer(torch.optim.Optimizer):
         base: Mapping[str, Any] | None = None,
     ):
         if not parts:
-            raise ValueError("CompositeOptimizer needs at least one optimizer")
+            raise ConfigError("CompositeOptimizer needs at least one optimizer")
         self.parts = dict(parts)
         self.width, self.depth = width, depth
         self.base = dict(base or {})
@@ -151,7 +153,7 @@ class CompositeOptimizer(torch.optim.Optimizer):
     @lr_guard.setter
     def lr_guard(self, value: str) -> None:
         if value not in LR_GUARDS:
-            raise ValueError(f"lr_guard must be one of {LR_GUARDS}, got {value!r}")
+            raise ConfigError(f"lr_guard must be one of {LR_GUARDS}, got {value!r}")
         unwrap_optimizer(self).__dict__["_lr_guard"] = value
 
     def set_lr_factor(self, factor: float) -> None:
@@ -159,9 +161,9 @@ class CompositeOptimizer(torch.optim.Optimizer):
         ratios, for a hand-written loop (``opt.set_lr_factor(lr / base_lr)``). A tensor
         lr (torch's recipe for a compiled step) is filled in place."""
         if isinstance(factor, bool) or not isinstance(factor, (int, float)):
-            raise TypeError(f"factor must be a number, got {factor!r}")
+            raise ConfigTypeError(f"factor must be a number, got {factor!r}")
         if not math.isfinite(factor) or factor < 0:
-            raise ValueError(f"factor must be a finite number >= 0, got {factor!r}")
+            raise ConfigError(f"factor must be a finite number >= 0, got {factor!r}")
         for group in unwrap_optimizer(self).param_groups:
             if isinstance(group["lr"], torch.Tensor):
                 group["lr"].fill_(factor * group["rule_lr"])
@@ -191,7 +193,7 @@ class CompositeOptimizer(torch.optim.Optimizer):
         if message is None:
             return
         if guard == "raise":
-            raise ValueError(message)
+            raise ConfigError(message)
         self._warned = True
         warnings.warn(message, RuntimeWarning, stacklevel=4)
 
@@ -209,7 +211,7 @@ class CompositeOptimizer(torch.optim.Optimizer):
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         if getattr(self, "_ready", False):
-            raise RuntimeError(
+            raise ConfigStateError(
                 "add the parameters to the model and call build_optimizers again: each "
                 "group's values come from its role"
             )
@@ -243,12 +245,12 @@ class CompositeOptimizer(torch.optim.Optimizer):
         parts = state_dict.get("parts") if isinstance(state_dict, Mapping) else None
         if not isinstance(parts, Mapping) or set(parts) != set(self.parts):
             have = sorted(parts) if isinstance(parts, Mapping) else "no 'parts'"
-            raise ValueError(
+            raise ConfigError(
                 f"optimizer state holds {have}; this optimizer has {sorted(self.parts)}"
             )
         size = state_dict.get("size")
         if size is not None and list(size) != [self.width, self.depth]:
-            raise ValueError(
+            raise ConfigError(
                 f"optimizer state was saved at width, depth = {tuple(size)}; this optimizer "
                 f"was built for {(self.width, self.depth)}"
             )
@@ -295,10 +297,10 @@ def _check_part_state(name: str, opt: torch.optim.Optimizer, saved: Any) -> None
     """Refuse a part's saved state that does not fit ``opt``, before anything is loaded."""
     groups = saved.get("param_groups") if isinstance(saved, Mapping) else None
     if not isinstance(groups, list):
-        raise TypeError(f"optimizer state of {name}: no param_groups")
+        raise ConfigTypeError(f"optimizer state of {name}: no param_groups")
     mine = opt.param_groups
     if len(groups) != len(mine):
-        raise ValueError(
+        raise ConfigError(
             f"optimizer state of {name} has {len(groups)} param groups; this one has "
             f"{len(mine)} (another model or other roles?)"
         )
@@ -306,13 +308,13 @@ def _check_part_state(name: str, opt: torch.optim.Optimizer, saved: Any) -> None
     for saved_group, group in zip(groups, mine, strict=True):
         ids = saved_group.get("params", []) if isinstance(saved_group, Mapping) else []
         if len(ids) != len(group["params"]):
-            raise ValueError(
+            raise ConfigError(
                 f"optimizer state of {name}: group {group.get('role')} holds {len(ids)} "
                 f"parameters, this optimizer's {len(group['params'])}"
             )
         role = saved_group.get("role")
         if role is not None and role != group.get("role"):
-            raise ValueError(
+            raise ConfigError(
                 f"optimizer state of {name}: group of role {role} where this optimizer "
                 f"has {group.get('role')}"
             )
@@ -329,7 +331,7 @@ def _check_part_state(name: str, opt: torch.optim.Optimizer, saved: Any) -> None
                 and value.ndim > 0
                 and tuple(value.shape) != tuple(p.shape)
             ):
-                raise ValueError(
+                raise ConfigError(
                     f"optimizer state of {name}: {what} of a {tuple(value.shape)} "
                     f"parameter where this model's is {tuple(p.shape)} (saved from a "
                     "model of another size?)"

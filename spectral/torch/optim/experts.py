@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from spectral.errors import ConfigError
 from spectral.torch.optim.sharded import InnerOptimizer
 
 TRANSPOSED_EXPERTS = frozenset({"Llama4TextExperts"})
@@ -177,7 +178,7 @@ class SlicedOptimizer(InnerOptimizer):
         saved = list(state_dict["param_groups"])
         sizes = [len(g["params"]) for g in self.param_groups]
         if [len(g["params"]) for g in saved] != sizes:
-            raise ValueError(
+            raise ConfigError(
                 f"optimizer state has groups of {[len(g['params']) for g in saved]} "
                 f"parameters; this optimizer has {sizes}"
             )

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from spectral.errors import ConfigError, MissingDependencyError
 from spectral.optimizers.entry import TorchImpl
 
 
@@ -17,7 +18,7 @@ def fixed_kwargs(
     """kwargs with the arguments the rules need; a user value that differs is refused."""
     for key, value in required.items():
         if key in kwargs and kwargs[key] != value:
-            raise ValueError(f"{key}={kwargs[key]!r} would break muP; use {value!r}")
+            raise ConfigError(f"{key}={kwargs[key]!r} would break muP; use {value!r}")
     return {**kwargs, **required}
 
 
@@ -39,7 +40,7 @@ class TorchFactory:
             cls = getattr(importlib.import_module(module_name), class_name)
         except (ImportError, AttributeError) as exc:
             package = module_name.split(".")[0].replace("_", "-")
-            raise ImportError(
+            raise MissingDependencyError(
                 f"{self.name} is built by {impl.cls}, which cannot be imported ({exc}); "
                 f"install it (pip install {package})"
             ) from None

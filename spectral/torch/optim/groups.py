@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.optimizers.entry import TorchImpl
 from spectral.patterns import Patterns
 from spectral.scaling import BaseValues
@@ -104,7 +105,7 @@ def role_param_groups(
         opt_name = rules.optimizers[role]
         layout = expert_layout(module, p) if _whole_matrix(rules, opt_name) else None
         if rules.matrix_only[opt_name] and p.ndim != 2 and layout is None:
-            raise ValueError(
+            raise UnsupportedModelError(
                 f"parameter {name!r} (shape {tuple(p.shape)}) has role {role}, trained by "
                 f"{opt_name}, which takes 2-D matrices only"
             )
@@ -145,7 +146,7 @@ def _tensor_lr(lr: Any) -> torch.Tensor | None:
     if not isinstance(lr, torch.Tensor):
         return None
     if lr.numel() != 1 or not lr.is_floating_point():
-        raise TypeError(
+        raise ConfigTypeError(
             f"lr: a tensor lr must hold one floating-point number, got shape "
             f"{tuple(lr.shape)} of {lr.dtype}"
         )
@@ -184,7 +185,7 @@ def _place_eps(
             continue
         value = group.get(key)
         if index is None or not isinstance(value, (tuple, list)) or index >= len(value):
-            raise ValueError(
+            raise ConfigError(
                 f"{opt_name}: param-group key {key!r} holds {value!r}, not a tuple with an "
                 f"entry {index} for eps (eps_key / eps_index of the declaration)"
             )
@@ -218,13 +219,13 @@ def build_composite(
     _check_options(rules, factories, optimizer_kwargs, multipliers_in_forward)
     if rules.absorbed is not None:
         if multipliers_in_forward or scales_in_forward(model):
-            raise ValueError(
+            raise ConfigError(
                 "this config absorbs the block multipliers into the parameters' numbers, "
                 "and the model's forward pass applies them too (hooks or built in): remove "
                 "the hooks (handle.remove()) or use the config without --absorb-multipliers"
             )
     elif not (multipliers_in_forward or multipliers_applied(model)):
-        raise ValueError(
+        raise ConfigError(
             "the model's forward pass does not apply the block multipliers: call "
             "apply_multipliers(model, width, depth) first, or pass "
             "multipliers_in_forward=True if the model applies them itself"
@@ -239,7 +240,7 @@ def build_composite(
     parts = {}
     for opt_name, opt_groups in by_optimizer.items():
         if opt_name not in known:
-            raise ValueError(
+            raise ConfigError(
                 f"no implementation known for {opt_name!r}; pass factories="
                 f"{ {opt_name: 'fn'} }, fn(groups, **kwargs) returning a torch optimizer"
             )
@@ -250,7 +251,7 @@ def build_composite(
             factory = SlicedFactory(factory)  # each expert's matrix its own
         part = build_part(model, opt_name, factory, opt_groups, kwargs, impl)
         if not isinstance(part, torch.optim.Optimizer):
-            raise TypeError(
+            raise ConfigTypeError(
                 f"factories[{opt_name!r}] returned {type(part).__name__}, not a "
                 "torch.optim.Optimizer"
             )
@@ -270,7 +271,7 @@ def _check_options(
     if multipliers_in_forward is not None and not isinstance(
         multipliers_in_forward, bool
     ):
-        raise TypeError(
+        raise ConfigTypeError(
             f"multipliers_in_forward must be True, False or None, got {multipliers_in_forward!r}"
         )
     for what, value in (
@@ -278,20 +279,20 @@ def _check_options(
         ("optimizer_kwargs", optimizer_kwargs),
     ):
         if value is not None and not isinstance(value, Mapping):
-            raise TypeError(
+            raise ConfigTypeError(
                 f"{what} must be a dict keyed by optimizer name, got {value!r}"
             )
     for name, fn in (factories or {}).items():
         if not callable(fn):
-            raise TypeError(f"factories[{name!r}] must be callable, got {fn!r}")
+            raise ConfigTypeError(f"factories[{name!r}] must be callable, got {fn!r}")
     names = set(rules.optimizers.values()) | set(factories or {})
     for name, kwargs in (optimizer_kwargs or {}).items():
         if name not in names:
-            raise ValueError(
+            raise ConfigError(
                 f"optimizer_kwargs: unknown optimizer {name!r}; this config's optimizers: "
                 f"{', '.join(sorted(set(rules.optimizers.values())))}"
             )
         if not isinstance(kwargs, Mapping):
-            raise TypeError(
+            raise ConfigTypeError(
                 f"optimizer_kwargs[{name!r}] must be a dict, got {kwargs!r}"
             )

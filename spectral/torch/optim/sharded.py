@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from spectral.errors import ConfigError, ConfigStateError, UnsupportedModelError
 from spectral.optimizers.entry import TorchImpl
 from spectral.torch.optim.factories import TorchFactory
 
@@ -144,7 +145,7 @@ class InnerOptimizer(torch.optim.Optimizer):
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         if getattr(self, "_ready", False):
-            raise RuntimeError("build the optimizer again to add parameters")
+            raise ConfigStateError("build the optimizer again to add parameters")
         super().add_param_group(param_group)
 
     def _copy_groups(self, to_inner: bool) -> None:
@@ -293,7 +294,7 @@ class GatheredOptimizer(InnerOptimizer):
         saved = list(state_dict["param_groups"])
         sizes = [len(g["params"]) for g in self.param_groups]
         if [len(g["params"]) for g in saved] != sizes:
-            raise ValueError(
+            raise ConfigError(
                 f"optimizer state has groups of {[len(g['params']) for g in saved]} "
                 f"parameters; this optimizer has {sizes}"
             )
@@ -347,7 +348,7 @@ def build_part(
         why = f"its option {coupling}= takes one norm over all parameters"
     if why is not None:
         names = {id(p): name for name, p in model.named_parameters()}
-        raise ValueError(
+        raise UnsupportedModelError(
             f"parameter {names.get(id(sharded[0]), '?')!r} is sharded (FSDP2 DTensor) "
             f"and trained by {opt_name}, which cannot step sharded parameters: {why}. Train "
             "these roles with another optimizer or leave their modules unsharded."

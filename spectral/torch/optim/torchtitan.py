@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from spectral.errors import ConfigError
 from spectral.scaling import BaseValues
 from spectral.torch.apply.absorb import absorbed_values
 from spectral.torch.rules import TorchRules
@@ -32,7 +33,7 @@ def titan_group_values(
     """(pattern, optimizer, numbers) per group: the role's lr, weight decay and eps, moved
     by the symmetry where the group carries its layer's multiplier."""
     if rules.absorbed is None:
-        raise ValueError(
+        raise ConfigError(
             "torchtitan takes the hook-free form: absorb the multipliers first"
         )
     given = BaseValues.of(base, "torchtitan param groups")
