@@ -159,7 +159,7 @@ def test_each_kind_is_also_the_builtin_users_caught(cls, builtin):
 
 
 def test_a_bad_size_or_base_value_is_a_config_error():
-    from spectral.scaling import ratios, scale_rules
+    from spectral.scaling import BaseValues, ratios, scale_rules
 
     with pytest.raises(ValueError, match=r"^width must be a positive integer up to 2\*\*53, got 0$") as bad:
         ratios(0, 2, 64, 2)
@@ -169,7 +169,9 @@ def test_a_bad_size_or_base_value_is_a_config_error():
     assert type(bad.value) is ConfigTypeError
     rules = {"hidden_weight": {hp: (0.0, 0.0) for hp in ("multiplier", "init_var", "lr", "weight_decay")}}
     with pytest.raises(SpectralError, match="^lr: unknown key"):
-        scale_rules({"hidden_weight": "adamw"}, rules, 64, 2, 64, 2, lr={"hiden_weight": 1.0})
+        scale_rules(
+            {"hidden_weight": "adamw"}, rules, 64, 2, 64, 2, BaseValues(lr={"hiden_weight": 1.0})
+        )
 
 
 def test_patterns_bad_and_unplaced():
@@ -212,12 +214,12 @@ def test_torch_bad_adapter_is_both_spectral_and_builtin():
 def test_torch_unplaced_parameters_and_set_base_shapes():
     from torch import nn
 
-    from spectral.torch.model.classify import classified
+    from spectral.torch.model.placement import place
     from spectral.torch.model.shapes import record_base_shapes
 
     model = nn.Sequential(nn.Linear(4, 4))
     with pytest.raises(ValueError, match=r"^2 parameter\(s\) match no role pattern") as bad:
-        classified(model, None, {"input": [], "branches": [], "output": []})
+        place(model, adapter={"input": [], "branches": [], "output": []}).roles()
     assert type(bad.value) is UnsupportedModelError
     with pytest.raises(ValueError, match="^set_base_shapes: pass exactly one of") as bad:
         record_base_shapes(model)
