@@ -7,7 +7,7 @@ both forms (README's test command runs them a second time with it set).
 
 import os
 
-import spectral.codegen.torch
+import spectral.codegen.context
 
 if os.environ.get("SPECTRAL_TEST_VENDOR") == "1":
-    spectral.codegen.torch.VENDOR_DEFAULT = True
+    spectral.codegen.context.VENDOR_DEFAULT = True
