@@ -7,6 +7,8 @@ them define the same top-level name. :func:`assemble` drops those intra-package 
 (and each module's docstring and ``__all__``), hoists the remaining top-level imports (the
 standard library, torch, jax, optax) above everything, and concatenates the bodies in the
 order given, so the vendored file runs exactly the code the importing form runs.
+:func:`runtime_modules` gives that order, derived from the sources: every module of the
+runtime packages and the spectral modules they import, each after what it imports.
 
 The vendored file has no ``from __future__ import annotations`` (each module's own is
 dropped with its imports): with it every annotation is a string, which ``dataclasses``
@@ -209,6 +211,7 @@ def package_modules(package: str) -> list[str]:
     return names
 
 
+@cache
 def _is_module(name: str) -> bool:
     try:
         module_path(name)
