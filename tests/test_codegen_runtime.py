@@ -143,3 +143,26 @@ def test_vendored_module_is_the_same_bytes_under_any_hash_seed(framework):
         if isinstance(n, (ast.Import, ast.ImportFrom))
     ]
     assert imported and not [m for m in imported if m.split(".")[0] == "spectral"]
+
+
+def test_no_target_imports_another():
+    """Each target builds on the shared context (and the torch-based ones on the torch
+    records), never on another target; what renders a JAX module needs no torch target."""
+    targets = {"spectral.codegen.torch", "spectral.codegen.jax", "spectral.codegen.torchtitan"}
+    importers = {*targets, "spectral.coordcheck.jax"}
+    found = {}
+    for name in sorted(importers):
+        tree = _tree(name)
+        package = name.rpartition(".")[0]
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{parent}.{base}" if base else parent
+                imported.add(base)
+        found[name] = sorted(imported & (targets - {name}))
+    assert found == {name: [] for name in sorted(importers)} | {
+        "spectral.coordcheck.jax": ["spectral.codegen.jax"]
+    }
