@@ -13,7 +13,7 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-import spectral.codegen.torch
+import spectral.codegen.context
 
 settings.register_profile(
     "spectral", deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -21,4 +21,4 @@ settings.register_profile(
 settings.load_profile("spectral")
 
 if os.environ.get("SPECTRAL_TEST_VENDOR") == "1":
-    spectral.codegen.torch.VENDOR_DEFAULT = True
+    spectral.codegen.context.VENDOR_DEFAULT = True

@@ -232,3 +232,39 @@ def test_transfer_spec_with_eps_rule_needs_eps(tmp_path, capsys):
         assert json.loads(capsys.readouterr().out) == want
 
 
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            ["--framework", "jax", "--absorb-multipliers"],
+            "error: --absorb-multipliers applies to --framework torch only: the JAX runtime "
+            "has no hook-free form (its model applies multipliers(width, depth) itself)\n",
+        ),
+        (
+            ["--framework", "torchtitan", "--vendor"],
+            "error: --vendor applies to --framework torch and jax only: the torchtitan module "
+            "imports spectral.torch (pip install spectral-mup)\n",
+        ),
+    ],
+    ids=["jax-absorb", "torchtitan-vendor"],
+)
+def test_codegen_refuses_a_form_the_target_cannot_write(tmp_path, capsys, options, message):
+    """A form the target has not got is a usage error (2) of one line, and no file is
+    written: the JAX module has no hook-free form, the torchtitan one imports spectral."""
+    out = tmp_path / "c.py"
+    capsys.readouterr()
+    assert main(["codegen", "adamw", *BASE, *options, "-o", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == message and captured.out == ""
+    assert list(tmp_path.iterdir()) == []
+    # the same refusal from Python (before anything is derived: an unknown name is not read)
+    from spectral.codegen import render
+    from spectral.errors import SpecError
+
+    framework = options[1]
+    kwargs = {"absorb": True} if framework == "jax" else {"vendor": True}
+    with pytest.raises(SpecError) as info:
+        render("no-such-optimizer", base_width=256, base_depth=4, framework=framework, **kwargs)
+    assert str(info.value) == message.removeprefix("error: ").rstrip("\n")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import spectral.codegen.torch
+import spectral.codegen.context
 
 from spectral import derive
 from spectral.catalog import catalog
@@ -90,7 +90,7 @@ def test_byte_identical_and_compiles(hidden, others, generated):
         for line in text.splitlines()
         if line.startswith(("import ", "from ")) and not line.startswith("from __future__")
     }
-    if spectral.codegen.torch.VENDOR_DEFAULT:  # standalone: the standard library and torch only
+    if spectral.codegen.context.VENDOR_DEFAULT:  # standalone: the standard library and torch only
         outside = {
             m for m in imports if m.split(".")[0] not in {*sys.stdlib_module_names, "torch"}
         }

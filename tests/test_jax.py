@@ -23,7 +23,7 @@ optax = pytest.importorskip("optax")
 nnx = pytest.importorskip("flax.nnx")
 import jax.numpy as jnp  # noqa: E402
 
-import spectral.codegen.torch  # noqa: E402
+import spectral.codegen.context  # noqa: E402
 import spectral.scaling  # noqa: E402
 from spectral.catalog import catalog, module_of  # noqa: E402
 from spectral.codegen import render  # noqa: E402
@@ -128,7 +128,7 @@ def test_deterministic_ascii_and_imports_only_jax_optax(hidden, others, generate
             imports |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
             imports.add(node.module)
-    if spectral.codegen.torch.VENDOR_DEFAULT:  # standalone: the standard library, jax and optax
+    if spectral.codegen.context.VENDOR_DEFAULT:  # standalone: the standard library, jax and optax
         allowed = {"math", "re", "collections.abc", "typing", "dataclasses", "importlib",
                    "jax", "jax.numpy", "optax"}
         assert imports <= allowed, imports
@@ -312,7 +312,7 @@ def test_imports_without_torch_sympy_flax_and_equals_torch_module(generated, tmp
     pytest.importorskip("torch")
     files = [str(p) for p in generated.values()]
     blocked = ["torch", "sympy", "flax", "pydantic", "jinja2", "rich"]
-    if spectral.codegen.torch.VENDOR_DEFAULT:
+    if spectral.codegen.context.VENDOR_DEFAULT:
         blocked.append("spectral")
     r = subprocess.run(
         [sys.executable, "-c", _BLOCKED, ",".join(blocked), json.dumps(BASE), *files],

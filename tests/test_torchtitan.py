@@ -23,7 +23,7 @@ torch = pytest.importorskip("torch")
 llama3 = pytest.importorskip("torchtitan.models.llama3")  # needs triton importable
 titan_optim = pytest.importorskip("torchtitan.components.optimizer")
 
-from spectral.codegen.torch import render  # noqa: E402
+from spectral.codegen import render  # noqa: E402
 from spectral.codegen.torchtitan import LLAMA3_PARAMETERS, group_patterns  # noqa: E402
 
 WIDTH, DEPTH = 256, 6  # the debug model; base 128 x 4: r_n = 2, r_L = 1.5

@@ -135,7 +135,7 @@ def configure_codegen(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     p.add_argument(
         "--framework",
-        choices=("torch", "jax", "torchtitan"),
+        choices=("torch", "jax", "torchtitan"),  # spectral.codegen.FRAMEWORKS (not imported: light)
         default="torch",
         help="torch (default): the PyTorch module; jax: the same rules as a JAX module "
         "(jax + optax: labels(), init(), optimizer() over optax.multi_transform); "
@@ -161,8 +161,10 @@ def run_codegen(args: argparse.Namespace) -> int:
     import sys
 
     from .common import EXIT_OK, emit, wrote
-    from ..codegen.torch import render
+    from ..codegen import check_options, render
 
+    # a form the target cannot write is refused before anything is derived or written
+    check_options(args.framework, vendor=args.vendor, absorb=args.absorb_multipliers)
     p = _plan(args)
     source = render(
         p,
@@ -173,7 +175,7 @@ def run_codegen(args: argparse.Namespace) -> int:
         + (" --vendor" if args.vendor else "")
         + (" --absorb-multipliers" if args.absorb_multipliers else ""),
         framework=args.framework,
-        vendor=True if args.vendor else None,  # None: codegen.VENDOR_DEFAULT
+        vendor=True if args.vendor else None,  # None: codegen.context.VENDOR_DEFAULT
         absorb=args.absorb_multipliers,
     )
     emit(source, args)

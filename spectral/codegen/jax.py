@@ -1,7 +1,7 @@
 """``spectral codegen --framework jax``: the same rules as a JAX / optax config of numbers.
 
 The module is rendered from ``templates/jax_config.py.j2`` with the context that
-:func:`spectral.codegen.render` builds for the PyTorch module, so ``BASE_WIDTH``,
+:mod:`spectral.codegen.context` builds for every target, so ``BASE_WIDTH``,
 ``BASE_DEPTH``, ``K``, ``OPTIMIZERS``, ``RULES`` and ``DEFAULT_EPS`` are the same numbers
 in both and ``hparams`` (:class:`spectral.scaling.Rules`, shared) returns exactly what the
 PyTorch module's returns. What differs is how each optimizer is built: the ``JAX`` record
@@ -15,27 +15,29 @@ jax and optax only), assembled by :mod:`spectral.codegen.vendor` from the runtim
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any
 
 from ..catalog import module_of
+from ..errors import SpecError
 from ..optimizers.entry import JaxImpl, NoJax
+from ..spec import OptimizerSpec
+from ..templating import environment
+from ..transfer import Plan
+from .context import build, vendor_default
 
-__all__ = ["JAX_RUNTIME", "render_jax"]
+# JAX_RUNTIME is made by __getattr__ when first asked
+__all__ = ["JAX_RUNTIME", "check_options", "render"]  # noqa: F822
 
-JAX_RUNTIME = (
-    "spectral.errors",
-    "spectral.scaling",
-    "spectral.patterns",
-    "spectral.optimizers.entry",
-    "spectral.jax.labels",
-    "spectral.jax.init",
-    "spectral.jax.transforms",
-    "spectral.jax.rules",
-    "spectral.jax.optim",
-    "spectral.jax.config",
-)
-"""The modules a vendored JAX config copies, in the order they build on one another."""
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    # derived when first asked, as spectral.codegen.torch's TORCH_RUNTIME
+    if name == "JAX_RUNTIME":
+        from .vendor import runtime_modules
+
+        return runtime_modules("jax")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _LINE = 88  # ruff format's default width: the module passes `ruff format --check`
 
@@ -70,8 +72,36 @@ def _jax_record(name: str, builtin: bool) -> JaxImpl | NoJax:
     return record
 
 
-def render_jax(env: Any, context: dict[str, Any], p: Any, *, vendor: bool = False) -> str:
-    """The JAX module's source from the PyTorch module's ``context`` (same numbers)."""
+def check_options(*, vendor: bool | None, absorb: bool) -> None:
+    """Refuses the hook-free form: the JAX runtime has none (nothing would carry the
+    multipliers, and the module written would still expect them applied)."""
+    if absorb:
+        raise SpecError(
+            "--absorb-multipliers applies to --framework torch only: the JAX runtime has no "
+            "hook-free form (its model applies multipliers(width, depth) itself)"
+        )
+
+
+def render(
+    hidden: str | OptimizerSpec | Plan,
+    others: str | OptimizerSpec | None = None,
+    k: int = 2,
+    *,
+    base_width: int,
+    base_depth: int,
+    catalog: Mapping[str, OptimizerSpec] | None = None,
+    command: str | None = None,
+    vendor: bool | None = None,
+    all_roles: bool = False,
+    absorb: bool = False,
+) -> str:
+    """The JAX module's source; arguments as :func:`spectral.codegen.render`'s."""
+    check_options(vendor=vendor, absorb=absorb)
+    vendor = vendor_default(vendor)
+    p, context = build(
+        hidden, others, k, base_width=base_width, base_depth=base_depth, framework="jax",
+        catalog=catalog, command=command, vendor=vendor, all_roles=all_roles,
+    )  # fmt: skip
     kinds = []
     for kind in context["kinds"]:
         name = kind["name"]
@@ -82,17 +112,13 @@ def render_jax(env: Any, context: dict[str, Any], p: Any, *, vendor: bool = Fals
             reason = f"{name}: {record.reason}."
             entry = {"impl": None, "notes": record.notes, "reason": reason}
         kinds.append({**kind, **entry})
-    template = env.get_template("jax_config.py.j2")
+    template = environment().get_template("jax_config.py.j2")
     source = template.render({**context, "kinds": kinds, "vendor": vendor})
     return _vendored(source) if vendor else source
 
 
 def _vendored(source: str) -> str:
     """The standalone form: the config's docstring, the runtime's sources, its numbers."""
-    from .vendor import assemble
+    from .vendor import runtime_modules, standalone
 
-    tree = ast.parse(source)
-    doc_end = tree.body[0].end_lineno or 0
-    lines = source.splitlines(keepends=True)
-    header, tail = "".join(lines[:doc_end]), "".join(lines[doc_end:])
-    return assemble(JAX_RUNTIME, tail, header=header)
+    return standalone(source, runtime_modules("jax"))

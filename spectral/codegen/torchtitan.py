@@ -13,12 +13,23 @@ pattern that matches nothing. The runtime :mod:`spectral.torch.optim.torchtitan`
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import SpecError
+from ..spec import OptimizerSpec
+from ..templating import environment
 from ..transfer import Plan
+from .context import build
+from .torch_records import absorbed_context, torch_kinds
 
-__all__ = ["LLAMA3_PARAMETERS", "OPTIMIZER_NAMES", "group_patterns", "render_torchtitan"]
+__all__ = [
+    "LLAMA3_PARAMETERS",
+    "OPTIMIZER_NAMES",
+    "check_options",
+    "group_patterns",
+    "render",
+]
 
 LLAMA3_PARAMETERS = (
     "tok_embeddings.weight",
@@ -81,8 +92,40 @@ def group_patterns(names: tuple[str, ...] = LLAMA3_PARAMETERS) -> list[tuple[str
     return groups
 
 
-def render_torchtitan(env: Any, context: dict[str, Any], p: Plan) -> str:
-    """The torchtitan module's source (``context``: the torch config's, absorbed)."""
+def check_options(*, vendor: bool | None, absorb: bool) -> None:
+    """Refuses ``vendor=True``: the module imports the runtime :mod:`spectral.torch`
+    (``vendor=None`` writes that importing form, whatever
+    :data:`~spectral.codegen.context.VENDOR_DEFAULT` says)."""
+    if vendor:
+        raise SpecError(
+            "--vendor applies to --framework torch and jax only: the torchtitan module "
+            "imports spectral.torch (pip install spectral-mup)"
+        )
+
+
+def render(
+    hidden: str | OptimizerSpec | Plan,
+    others: str | OptimizerSpec | None = None,
+    k: int = 2,
+    *,
+    base_width: int,
+    base_depth: int,
+    catalog: Mapping[str, OptimizerSpec] | None = None,
+    command: str | None = None,
+    vendor: bool | None = None,
+    all_roles: bool = False,
+    absorb: bool = False,
+) -> str:
+    """The torchtitan module's source, always hook-free (``absorb`` is implied); arguments
+    as :func:`spectral.codegen.render`'s."""
+    check_options(vendor=vendor, absorb=absorb)
+    p, context = build(
+        hidden, others, k, base_width=base_width, base_depth=base_depth,
+        framework="torchtitan", catalog=catalog, command=command, all_roles=all_roles,
+        absorb=absorb,
+    )  # fmt: skip
+    context["kinds"] = torch_kinds(context["kinds"], p)
+    context["absorbed"] = absorbed_context(p)
     unknown = sorted(set(p.optimizers.values()) - set(OPTIMIZER_NAMES))
     if unknown:
         raise SpecError(
@@ -91,5 +134,5 @@ def render_torchtitan(env: Any, context: dict[str, Any], p: Plan) -> str:
         )
     groups = [g for g in group_patterns() if g[1] in p.optimizers]
     names = [{"name": n, "titan": OPTIMIZER_NAMES[n]} for n in dict.fromkeys(p.optimizers.values())]
-    template = env.get_template("torchtitan_config.py.j2")
+    template = environment().get_template("torchtitan_config.py.j2")
     return template.render(**context, groups=groups, titan_names=names)

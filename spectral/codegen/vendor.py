@@ -7,6 +7,8 @@ them define the same top-level name. :func:`assemble` drops those intra-package 
 (and each module's docstring and ``__all__``), hoists the remaining top-level imports (the
 standard library, torch, jax, optax) above everything, and concatenates the bodies in the
 order given, so the vendored file runs exactly the code the importing form runs.
+:func:`runtime_modules` gives that order, derived from the sources: every module of the
+runtime packages and the spectral modules they import, each after what it imports.
 
 The vendored file has no ``from __future__ import annotations`` (each module's own is
 dropped with its imports): with it every annotation is a string, which ``dataclasses``
@@ -23,13 +25,24 @@ import ast
 import importlib.util
 import sys
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 
 from ..errors import VendorError
 
-__all__ = ["VendorError", "assemble", "module_path"]
+__all__ = [
+    "RUNTIME_PACKAGES",
+    "VendorError",
+    "assemble",
+    "module_path",
+    "package_modules",
+    "runtime_modules",
+    "spectral_imports",
+    "standalone",
+]
 
 
+@cache
 def module_path(name: str) -> Path:
     """The source file of module ``name``, found without importing it or its package
     (``spectral.torch`` imports torch; writing a config must not)."""
@@ -58,10 +71,11 @@ def _is_ours(node: ast.ImportFrom | ast.Import) -> bool:
 
 
 def _split(
-    name: str, source: str
+    name: str, source: str, tree: ast.Module | None = None
 ) -> tuple[list[ast.Import | ast.ImportFrom], str, set[str]]:
-    """(imports to hoist, the body without them, the top-level names it defines)."""
-    tree = ast.parse(source)
+    """(imports to hoist, the body without them, the top-level names it defines);
+    ``tree``: ``source`` already parsed."""
+    tree = ast.parse(source) if tree is None else tree
     lines = source.splitlines(keepends=True)
     drop: set[int] = set()
     imports: list[ast.Import | ast.ImportFrom] = []
@@ -159,3 +173,119 @@ def assemble(modules: Sequence[str], tail: str, *, header: str) -> str:
     rest = [*bodies, tail.strip("\n")] if tail.strip("\n") else bodies
     # isort: one blank line after the imports when a comment follows
     return head + "\n\n" + "\n\n\n".join(rest) + "\n"
+
+
+def standalone(source: str, modules: Sequence[str]) -> str:
+    """The standalone form of a config module rendered with ``vendor=True``: its docstring,
+    the runtime ``modules``' sources, then the rest of it (its numbers and bindings)."""
+    tree = ast.parse(source)
+    doc_end = tree.body[0].end_lineno or 0
+    lines = source.splitlines(keepends=True)
+    header, tail = "".join(lines[:doc_end]), "".join(lines[doc_end:])
+    return assemble(modules, tail, header=header)
+
+
+RUNTIME_PACKAGES: dict[str, tuple[str, ...]] = {
+    "torch": ("spectral.torch", "spectral.families"),
+    "jax": ("spectral.jax",),
+}
+"""The runtime packages a vendored config of each framework copies, with every module
+they import from spectral (:func:`runtime_modules`)."""
+
+
+def package_modules(package: str) -> list[str]:
+    """Every module of ``package`` (itself and its subpackages' too), found by walking its
+    folder: nothing is imported."""
+    init = module_path(package)
+    if init.name != "__init__.py":
+        raise VendorError(f"{package} is not a package")
+    folder = init.parent
+    names = []
+    for path in sorted(folder.rglob("*.py")):
+        parts = [*package.split("."), *path.relative_to(folder).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join(parts))
+    return names
+
+
+@cache
+def _is_module(name: str) -> bool:
+    try:
+        module_path(name)
+    except VendorError:
+        return False
+    return True
+
+
+def spectral_imports(name: str, tree: ast.Module) -> set[str]:
+    """The spectral modules module ``name`` imports at its top (``from spectral.x import y``:
+    ``spectral.x``, or ``spectral.x.y`` where that is a module; relative ones resolved)."""
+    package = name if module_path(name).name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "spectral")
+        elif isinstance(node, ast.ImportFrom) and _is_ours(node):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                out.add(sub if _is_module(sub) else base)
+    return out
+
+
+@cache
+def runtime_modules(framework: str) -> tuple[str, ...]:
+    """The modules a vendored config of ``framework`` copies, dependencies first.
+
+    Every module of the framework's :data:`RUNTIME_PACKAGES` and, transitively, every
+    spectral module they import (spectral.scaling, spectral.patterns, ...), read with
+    :mod:`ast` (nothing is imported: writing a config must not import torch). Ordered so
+    that each module comes after the modules it imports, ties broken by name, so the
+    vendored file is the same bytes on every run; a package ``__init__`` that only
+    re-exports (nothing left once its imports go) is left out.
+    """
+    todo = [m for package in RUNTIME_PACKAGES[framework] for m in package_modules(package)]
+    deps: dict[str, set[str]] = {}
+    empty: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in deps:
+            continue
+        source = module_path(name).read_text(encoding="utf-8")
+        tree = ast.parse(source)
+        deps[name] = spectral_imports(name, tree)
+        if not _split(name, source, tree)[1]:
+            empty.add(name)
+        todo += sorted(deps[name] - deps.keys())
+    order = _topological(deps)
+    return tuple(m for m in order if m not in empty)
+
+
+def _topological(deps: dict[str, set[str]]) -> list[str]:
+    """Kahn's order of ``deps`` (module -> the modules it imports), the smallest name first
+    among those ready."""
+    import heapq
+
+    waiting = {m: set(d) for m, d in deps.items()}
+    users: dict[str, list[str]] = {m: [] for m in deps}
+    for m, d in deps.items():
+        for dep in d:
+            users[dep].append(m)
+    ready = [m for m, d in waiting.items() if not d]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        m = heapq.heappop(ready)
+        order.append(m)
+        for user in users[m]:
+            waiting[user].discard(m)
+            if not waiting[user]:
+                heapq.heappush(ready, user)
+    if len(order) != len(deps):
+        stuck = sorted(m for m in deps if m not in order)
+        raise VendorError(f"the runtime modules import one another in a circle: {', '.join(stuck)}")
+    return order

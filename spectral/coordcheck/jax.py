@@ -140,7 +140,7 @@ def config_module(cfg: JaxCoordCheckConfig, param: str) -> Any:
     import tempfile
     from pathlib import Path
 
-    from ..codegen.torch import render
+    from ..codegen.jax import render
 
     k = cfg.rules_k("mup" if param == "sp" else param)
     key = (cfg.optimizer, cfg.others, k, cfg.base_width, cfg.base_depth)
@@ -151,7 +151,6 @@ def config_module(cfg: JaxCoordCheckConfig, param: str) -> Any:
             k,
             base_width=cfg.base_width,
             base_depth=cfg.base_depth,
-            framework="jax",
         )
         folder = Path(tempfile.mkdtemp(prefix="spectral-coordcheck-jax-"))
         path = folder / "config_jax.py"
