@@ -77,6 +77,7 @@ def test_the_torch_list_holds_the_packages_and_the_family_registry_last_of_famil
     assert "spectral.torch" not in modules and "spectral.torch.apply" not in modules
     assert "spectral.torch.optim.torchtitan" in modules
     assert set(JAX_RUNTIME) == {
+        "spectral.errors",
         "spectral.scaling",
         "spectral.patterns",
         "spectral.optimizers.entry",
