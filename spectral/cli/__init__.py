@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DerivationError, SpectralError
+from ..measure.fit import SLOPE_TOLERANCE_COORD
 from ..render import FORMATS  # the formats render.render() knows: one list
 from ..text import for_terminal
 from . import check_widths as _check_widths
@@ -192,7 +193,8 @@ COMMANDS["coord-check"] = Command(
     _checks.run_coord_check_cmd,
     description="Coordinate check: train the residual MLP or the GPT for a few steps under sp, "
     "mup-k1 and mup across a width sweep and a depth sweep; fit the log-log slope of ‖h_L‖_R and "
-    "‖h_L(t) − h_L(0)‖_R at the last step (pass: |slope| ≤ 0.15); JSON, PNGs and a table.",
+    f"‖h_L(t) − h_L(0)‖_R at the last step (pass: |slope| ≤ {SLOPE_TOLERANCE_COORD:g}); "
+    "JSON, PNGs and a table.",
 )
 COMMANDS["check"] = Command(
     "check a model across widths: each module's slopes against the rules' exponents",

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError, first_line
+from ..measure.fit import SLOPE_TOLERANCE_WIDTHS, within
 from ..measure.guard import DEFAULT_TIMEOUT
 from . import options
 
@@ -25,8 +26,8 @@ DESCRIPTION = (
     "Face config rescaled, or your factory), set each up with the rules of OPTIMIZER "
     "(apply_multipliers, init_, build_optimizers), take one step on a fixed batch, and fit "
     "the log-log slope of every module's output RMS at init and of its one-step change. A "
-    "module more than 0.2 off the exponent the rules predict, or dead (0 before and after "
-    "the step), is named with what to change; exit code 1 then."
+    f"module more than {SLOPE_TOLERANCE_WIDTHS:g} off the exponent the rules predict, or dead "
+    "(0 before and after the step), is named with what to change; exit code 1 then."
 )
 
 
@@ -110,7 +111,7 @@ def _by_width(fn: Any) -> Any:
     """FUNC(width), or FUNC(width, depth) given the twins' depth (coord-check's factories)."""
     import inspect
 
-    from ..torch.twins import TWIN_LAYERS
+    from ..torch.check.twins import TWIN_LAYERS
 
     try:
         takes = len(inspect.signature(fn).parameters)
@@ -122,14 +123,13 @@ def _by_width(fn: Any) -> Any:
 def _table(report: Any, title: str) -> Any:
     from rich.table import Table
 
-    from ..torch.width_check import SLOPE_TOLERANCE
 
     def cell(measured: float | None, predicted: float | None) -> str:
         if measured is None:
             return "—"
         if predicted is None:
             return f"{measured:+.2f}"
-        off = abs(measured - predicted) > SLOPE_TOLERANCE
+        off = not within(measured, predicted, SLOPE_TOLERANCE_WIDTHS)
         text = f"{measured:+.2f} ({predicted:+.2g})"
         return f"[red]{text}[/red]" if off else text
 
@@ -138,7 +138,7 @@ def _table(report: Any, title: str) -> Any:
     for column in ("role", "at init (rules)", "one step (rules)", ""):
         t.add_column(column)
     named = {line.split(" ")[0] for line in report.problems}
-    from ..torch.width_check import group_name
+    from ..torch.check.verdict import group_name
 
     for row in report.rows:
         verdict = "dead" if row.dead and row.kind != "bias" else ""
@@ -172,7 +172,7 @@ def run_check(args: argparse.Namespace) -> int:
             base_depth=args.base_depth,
             folder=tempfile.mkdtemp(prefix="spectral-check-"),
         )
-        from ..torch.width_check import check_widths
+        from ..torch.check.widths import check_widths
 
         with user_code("the check across widths", args.timeout):
             if args.model_factory:
@@ -207,5 +207,5 @@ def run_check(args: argparse.Namespace) -> int:
         out.print(line, markup=False, highlight=False)
     if report.problems:
         return 1
-    out.print(f"every module within ±0.2 of its rules at widths {widths}")
+    out.print(f"every module within ±{SLOPE_TOLERANCE_WIDTHS:g} of its rules at widths {widths}")
     return 0

@@ -36,6 +36,7 @@ TORCH_RUNTIME = (
     "spectral.scaling",
     "spectral.patterns",
     "spectral.optimizers.entry",
+    "spectral.measure.fit",
     "spectral.torch.model.ties",
     "spectral.families.adapter",
     "spectral.families.gpt2",
