@@ -19,12 +19,11 @@ from spectral.sweep.exponent import (
     derived_exponent,
     fit_axis,
     fit_configs,
-    linear_fit,
     optimum,
     parse_fit_key,
-    t_quantile,
     with_factor,
 )
+from spectral.measure.fit import fit_line, t_quantile
 from spectral.sweep.options import SweepConfig
 from spectral.sweep.tune import apply, candidates
 
@@ -88,15 +87,17 @@ def test_t_quantile_matches_the_tables(df: int, q: float):
 def test_linear_fit_agrees_with_statistics_and_its_interval_covers():
     xs = [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]
     ys = [0.1, -0.2, 0.9, 1.2, 2.1, 1.8]
-    slope, intercept, half = linear_fit(xs, ys)
+    line = fit_line(xs, ys)
+    slope, intercept, half = line.slope, line.intercept, line.half_width
     ref = statistics.linear_regression(xs, ys)
     assert slope == pytest.approx(ref.slope)
     assert intercept == pytest.approx(ref.intercept)
-    assert 0 < half < 1
-    assert linear_fit([0.0, 1.0, 2.0], [0.0, 2.0, 4.0]) == pytest.approx((2.0, 0.0, 0.0))
-    assert linear_fit([0.0, 1.0], [0.0, 1.0])[2] is None
+    assert half is not None and 0 < half < 1
+    exact = fit_line([0.0, 1.0, 2.0], [0.0, 2.0, 4.0])
+    assert (exact.slope, exact.intercept, exact.half_width) == pytest.approx((2.0, 0.0, 0.0))
+    assert fit_line([0.0, 1.0], [0.0, 1.0]).half_width is None
     with pytest.raises(ValueError, match="two distinct sizes"):
-        linear_fit([1.0, 1.0], [0.0, 1.0])
+        fit_line([1.0, 1.0], [0.0, 1.0])
 
 
 # --------------------------------------------------------------------------------------

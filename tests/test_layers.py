@@ -26,8 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # ``templates`` ``spectral.templates`` (templates/); ``.`` is ``spectral/__init__.py``;
 # ``*.__main__`` any ``python -m`` entry.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # 0  no sympy, no torch: errors, user text, files, the Jinja environment, the symbols
-    ("base", ("errors", "text", "io", "templating", "templates", "symbols")),
+    # 0  no sympy, no torch: errors, user text, files, the Jinja environment, the symbols, the
+    #    measuring toolkit (standard library only, below the runtime, which vendors it; it
+    #    lives with the measurements it serves, the one module of measure/ placed this low)
+    ("base", ("errors", "text", "io", "templating", "templates", "symbols", "measure.fit")),
     # 1  the derivation engine (sympy): its folder, and the declaration type optimizer files import
     ("engine", ("engine.*", "spec")),
     # 2  the optimizer files and their registry (names looked up, then derived); the public

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from spectral.sweep.exponent import linear_fit, t_quantile
+from spectral.measure.fit import fit_line, t_quantile
 from spectral.sweep.options import SweepConfig
 from spectral.sweep.power import doubling_sizes, half_width, power_rows, render_power, seed_sd, seeds_needed
 from spectral.sweep.retune import has_retune_runs, retune_configs, retuned_rows
@@ -106,7 +106,7 @@ def test_half_width_is_the_fits_own_for_data_with_that_scatter():
     d = 0.3
     ys = [0.5 * x + (d if s == 0 else -d) for x in xs for s in (0, 1)]
     x2 = [x for x in xs for _ in (0, 1)]
-    _, _, h = linear_fit(x2, ys)
+    h = fit_line(x2, ys).half_width
     resid_sd = math.sqrt(8 * d * d / 6)
     assert half_width(resid_sd, xs, 2) == pytest.approx(h)
     assert half_width(1.0, xs, 2) == pytest.approx(t_quantile(6) / math.sqrt(2 * 5))

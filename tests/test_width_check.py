@@ -23,13 +23,13 @@ from torch import nn  # noqa: E402
 
 from spectral.codegen import load_generated  # noqa: E402
 from spectral.errors import ConfigError  # noqa: E402
+from spectral.measure.fit import log_slope  # noqa: E402
 from spectral.torch.check.twins import twin_config  # noqa: E402
 from spectral.torch.check.widths import (  # noqa: E402
     FAN_IN_GROWS,
     FAN_OUT_GROWS,
     STEP_EXPONENT,
     check_widths,
-    slope,
 )
 
 WIDTHS = [64, 128, 256]
@@ -68,9 +68,9 @@ def rows_by_name(report):
 
 
 def test_slope_is_the_log_log_least_squares_fit():
-    assert slope([64, 128, 256], [1.0, 0.5, 0.25]) == pytest.approx(-1.0)
-    assert slope([64, 128, 256], [2.0, 2.0, 2.0]) == pytest.approx(0.0)
-    assert slope([64, 128, 256], [0.0, 1.0, 1.0]) is None
+    assert log_slope([64, 128, 256], [1.0, 0.5, 0.25]) == pytest.approx(-1.0)
+    assert log_slope([64, 128, 256], [2.0, 2.0, 2.0]) == pytest.approx(0.0)
+    assert log_slope([64, 128, 256], [0.0, 1.0, 1.0]) is None
 
 
 def test_report_slopes_are_the_quantities_mup_keeps_flat():

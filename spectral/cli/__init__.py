@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import DerivationError, InternalError, SpectralError
+from ..measure.fit import SLOPE_TOLERANCE_COORD
 from ..text import for_terminal
 from . import check_widths as cli_check_widths
 from . import codegen as cli_codegen
@@ -90,8 +91,8 @@ COMMANDS: dict[str, Command] = {
         cli_coord_check.run_coord_check,
         description="Coordinate check: train the residual MLP or the GPT for a few steps under "
         "sp, mup-k1 and mup across a width sweep and a depth sweep; fit the log-log slope of "
-        "‖h_L‖_R and ‖h_L(t) − h_L(0)‖_R at the last step (pass: |slope| ≤ 0.15); JSON, PNGs "
-        "and a table.",
+        f"‖h_L‖_R and ‖h_L(t) − h_L(0)‖_R at the last step (pass: |slope| ≤ "
+        f"{SLOPE_TOLERANCE_COORD:g}); JSON, PNGs and a table.",
     ),
     "check": Command(
         "check a model across widths: each module's slopes against the rules' exponents",

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError, first_line
+from ..measure.fit import SLOPE_TOLERANCE_WIDTHS, within
 from ..measure.guard import DEFAULT_TIMEOUT
 from . import options
 
@@ -25,8 +26,8 @@ DESCRIPTION = (
     "Face config rescaled, or your factory), set each up with the rules of OPTIMIZER "
     "(apply_multipliers, init_, build_optimizers), take one step on a fixed batch, and fit "
     "the log-log slope of every module's output RMS at init and of its one-step change. A "
-    "module more than 0.2 off the exponent the rules predict, or dead (0 before and after "
-    "the step), is named with what to change; exit code 1 then."
+    f"module more than {SLOPE_TOLERANCE_WIDTHS:g} off the exponent the rules predict, or dead "
+    "(0 before and after the step), is named with what to change; exit code 1 then."
 )
 
 
@@ -122,14 +123,13 @@ def _by_width(fn: Any) -> Any:
 def _table(report: Any, title: str) -> Any:
     from rich.table import Table
 
-    from ..torch.check.verdict import SLOPE_TOLERANCE
 
     def cell(measured: float | None, predicted: float | None) -> str:
         if measured is None:
             return "—"
         if predicted is None:
             return f"{measured:+.2f}"
-        off = abs(measured - predicted) > SLOPE_TOLERANCE
+        off = not within(measured, predicted, SLOPE_TOLERANCE_WIDTHS)
         text = f"{measured:+.2f} ({predicted:+.2g})"
         return f"[red]{text}[/red]" if off else text
 
@@ -207,5 +207,5 @@ def run_check(args: argparse.Namespace) -> int:
         out.print(line, markup=False, highlight=False)
     if report.problems:
         return 1
-    out.print(f"every module within ±0.2 of its rules at widths {widths}")
+    out.print(f"every module within ±{SLOPE_TOLERANCE_WIDTHS:g} of its rules at widths {widths}")
     return 0

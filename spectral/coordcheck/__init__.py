@@ -7,7 +7,8 @@ block's output ``‖h_L(t)‖_R``, of its change since initialisation ``‖h_L(t
 (same input batch), and of the network output and its change are recorded. The log–log
 slope of each against width and against depth at the last step is fitted.
 
-**Pass rule.** A slope passes when ``|slope| ≤ 0.15`` (:data:`SLOPE_TOLERANCE`): the
+**Pass rule.** A slope passes when ``|slope| ≤ 0.15``
+(:data:`~spectral.measure.fit.SLOPE_TOLERANCE_COORD`): the
 quantity neither grows nor shrinks with width or depth by more than ``n^0.15`` / ``L^0.15``
 across the sweep. μP parameterizations should pass; for ``sp`` the same test is reported
 (it is expected to fail, which is the point of the comparison).
@@ -81,12 +82,11 @@ from .slopes import (
     EXTRA_METRICS,
     METRICS,
     PARAMETERIZATIONS,
-    SLOPE_TOLERANCE,
+    SLOPE_TOLERANCE_COORD,
     aggregate,
     compute_slopes,
     divergence_text,
     diverged,
-    fit_slope,
     judge,
     record_step,
     slope_passes,
@@ -94,10 +94,9 @@ from .slopes import (
 from .user_model import build_user, inspect_user_model, make_user_model, train_user, user_batch
 
 __all__ = [
-    "SLOPE_TOLERANCE",
+    "SLOPE_TOLERANCE_COORD",
     "PARAMETERIZATIONS",
     "METRICS",
-    "fit_slope",
     "slope_passes",
     "aggregate",
     "record_step",

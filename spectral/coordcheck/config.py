@@ -15,7 +15,7 @@ from ..catalog import catalog, resolve
 from ..errors import SpecError
 from ..measure.common import checked_factory, factory_label
 from ..spec import OptimizerSpec, show
-from .slopes import PARAMETERIZATIONS, SLOPE_TOLERANCE
+from .slopes import PARAMETERIZATIONS, SLOPE_TOLERANCE_COORD
 
 __all__ = ["DEFAULT_ALPHA_BASE", "DEFAULT_LR", "GPT_DEFAULT_LR", "CoordCheckConfig"]
 
@@ -256,5 +256,5 @@ class CoordCheckConfig:
             if self.model == "gpt" or (custom and self.batch_factory is None)
             else None,
             "device": self.device,
-            "slope_tolerance": SLOPE_TOLERANCE,
+            "slope_tolerance": SLOPE_TOLERANCE_COORD,
         }

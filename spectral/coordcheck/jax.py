@@ -34,7 +34,7 @@ from . import (
     DEFAULT_ALPHA_BASE,
     DEFAULT_LR,
     PARAMETERIZATIONS,
-    SLOPE_TOLERANCE,
+    SLOPE_TOLERANCE_COORD,
     judge,
     record_step,
 )
@@ -125,7 +125,7 @@ class JaxCoordCheckConfig:
             base_depth=self.base_depth,
             lr=self.base_lr(),
             init_std=1.0 / math.sqrt(self.base_width),
-            slope_tolerance=SLOPE_TOLERANCE,
+            slope_tolerance=SLOPE_TOLERANCE_COORD,
         )
         return out
 
@@ -210,17 +210,14 @@ def _train_point(
         updates, opt_state = tx.update(grads, opt_state, state)
         return optax.apply_updates(state, updates), opt_state
 
-    def rms(a):
-        return jnp.sqrt(jnp.mean(jnp.square(a)))
-
     @jax.jit
     def measure(state, start, x, y, out0, h0):
         out, h = forward(state, x)
         return {
-            "h": rms(h),
-            "delta_h": rms(h - h0),
-            "out": rms(out),
-            "delta_out": rms(out - out0),
+            "h": _traced_rms(h),
+            "delta_h": _traced_rms(h - h0),
+            "out": _traced_rms(out),
+            "delta_out": _traced_rms(out - out0),
             "loss": jnp.mean((out - y) ** 2),
             "delta_top": _top_order_term(nnx.merge(graphdef, state), start, x),
         }
@@ -262,7 +259,15 @@ def _top_order_term(model: Any, start: Any, x: Any) -> Any:
             z = layer(z)
         total = total + model.alpha_hidden * dz
         h = h + model.alpha_hidden * z
-    return jnp.sqrt(jnp.mean(jnp.square(total)))
+    return _traced_rms(total)
+
+
+def _traced_rms(a: Any) -> Any:
+    """The RMS of a jax array as a traced jax value (inside ``jax.jit``, no float yet): the
+    JAX form of :func:`spectral.measure.fit.rms`, which takes a concrete torch tensor."""
+    import jax.numpy as jnp
+
+    return jnp.sqrt(jnp.mean(jnp.square(a)))
 
 
 def run_coord_check_jax(

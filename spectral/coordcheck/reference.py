@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..measure.common import rms
+from ..measure.fit import rms
 from .config import CoordCheckConfig
 from .generated import base_init_std, config_module
 from .slopes import record_step

@@ -2,9 +2,11 @@
 
 A check records points (one per run and step, :func:`record_step`); :func:`compute_slopes`
 fits the log–log slope of each metric against width and against depth at one step (the
-seed-mean, :func:`aggregate`), and :func:`slope_passes` applies the pass rule
-``|slope| ≤`` :data:`SLOPE_TOLERANCE`. The JAX check (:mod:`spectral.coordcheck.jax`) uses
-the same functions, so both frameworks are judged alike.
+seed-mean, :func:`aggregate`) with :func:`spectral.measure.fit.log_slope`, and
+:func:`slope_passes` applies the pass rule ``|slope| ≤``
+:data:`~spectral.measure.fit.SLOPE_TOLERANCE_COORD`. The JAX check
+(:mod:`spectral.coordcheck.jax`) uses the same functions, so both frameworks are judged
+alike.
 """
 
 from __future__ import annotations
@@ -13,26 +15,23 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..measure.common import fit_slope
+from ..measure.fit import SLOPE_TOLERANCE_COORD, log_slope, loggable, within
 
 __all__ = [
     "DIVERGENCE_METRICS",
     "EXTRA_METRICS",
     "METRICS",
     "PARAMETERIZATIONS",
-    "SLOPE_TOLERANCE",
+    "SLOPE_TOLERANCE_COORD",
     "aggregate",
     "compute_slopes",
     "diverged",
     "divergence_text",
-    "fit_slope",
     "judge",
     "record_step",
     "slope_passes",
 ]
 
-SLOPE_TOLERANCE = 0.15
-"""Largest |log–log slope| that passes."""
 PARAMETERIZATIONS = ("sp", "mup-k1", "mup")
 METRICS = ("h", "delta_h")
 """Metrics judged by the pass rule (the ``"slopes"`` list)."""
@@ -42,9 +41,9 @@ DIVERGENCE_METRICS = ("h", "delta_h", "out", "delta_out", "loss")
 """A run whose value of any of these is NaN or infinite has diverged (:func:`diverged`)."""
 
 
-def slope_passes(slope: float, tolerance: float = SLOPE_TOLERANCE) -> bool:
+def slope_passes(slope: float, tolerance: float = SLOPE_TOLERANCE_COORD) -> bool:
     """``|slope| ≤ tolerance``; ``nan`` (a diverged or degenerate fit) fails."""
-    return math.isfinite(slope) and abs(slope) <= tolerance
+    return within(slope, 0.0, tolerance)
 
 
 def record_step(
@@ -167,7 +166,9 @@ def compute_slopes(
                 if not all(metric in p for p in sel):
                     continue
                 ys = [aggregate(p[metric] for p in sel if p[axis] == x) for x in xs]
-                slope, _ = fit_slope(xs, ys)
+                # a diverged seed's point (inf) is left out of the fit
+                fitted = log_slope(*loggable(xs, ys))
+                slope = math.nan if fitted is None else fitted
                 row = {
                     "parameterization": param,
                     "axis": axis,
@@ -196,7 +197,7 @@ def judge(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
     mu = [s for s in slopes if s["parameterization"] != "sp"]
     blown = diverged([p for p in points if p["parameterization"] != "sp"] or points)
     return {
-        "pass_rule": f"|slope| <= {SLOPE_TOLERANCE} at the last step, for h and delta_h, "
+        "pass_rule": f"|slope| <= {SLOPE_TOLERANCE_COORD} at the last step, for h and delta_h, "
         "against width and against depth, and no mup run diverged (NaN or inf); sp is "
         "judged by the same slope test",
         "pass": all(s["pass"] for s in mu) and blown is None if mu else None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SpecError, first_line
-from ..measure.common import rms
+from ..measure.fit import rms
 from .config import CoordCheckConfig
 from .generated import base_init_std, config_module
 from .slopes import record_step

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from ..measure.fit import fit_line
+
 __all__ = [
     "FLOOR",
     "MAX_DENOMINATOR",
@@ -23,7 +25,6 @@ __all__ = [
     "declaration",
     "fit_declaration",
     "fit_exponent",
-    "log_slope",
     "round_exponent",
     "unrounded",
 ]
@@ -91,19 +92,12 @@ class Exponent:
         }
 
 
-def log_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
-    lx = [math.log(x) for x in xs]
-    ly = [math.log(y) for y in ys]
-    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
-    sxx = sum((x - mx) ** 2 for x in lx)
-    return sum((x - mx) * (y - my) for x, y in zip(lx, ly, strict=True)) / sxx
-
-
 def fit_exponent(xs: Sequence[float], curves: Sequence[Sequence[float]]) -> Exponent:
     """Exponent of ``y`` in ``x`` from several runs (one curve each): the mean slope, with a
     95% t-interval over the runs plus half the spread of the local slopes of the mean
     curve (a power law has none), and at least :data:`FLOOR` either side."""
-    slopes = [log_slope(xs, c) for c in curves]
+    lx = [math.log(x) for x in xs]  # each run's slope on log–log axes, unrounded
+    slopes = [fit_line(lx, [math.log(y) for y in c]).slope for c in curves]
     k = len(slopes)
     mean = sum(slopes) / k
     stat = 0.0
@@ -111,7 +105,10 @@ def fit_exponent(xs: Sequence[float], curves: Sequence[Sequence[float]]) -> Expo
         sd = math.sqrt(sum((s - mean) ** 2 for s in slopes) / (k - 1))
         stat = _T975.get(k - 1, 2.0) * sd / math.sqrt(k)
     geo = [math.exp(sum(math.log(c[i]) for c in curves) / k) for i in range(len(xs))]
-    local = [log_slope(xs[i : i + 2], geo[i : i + 2]) for i in range(len(xs) - 1)]
+    local = [
+        fit_line(lx[i : i + 2], [math.log(y) for y in geo[i : i + 2]]).slope
+        for i in range(len(xs) - 1)
+    ]
     drift = (max(local) - min(local)) / 2 if len(local) > 1 else 0.0
     half = max(FLOOR, stat + drift)
     return Exponent(round(mean, 6) + 0.0, round(mean - half, 6), round(mean + half, 6))

@@ -16,7 +16,8 @@ from ..errors import SpecError
 from ..measure.guard import DEFAULT_TIMEOUT
 from ..measure.common import D0, SHAPES
 from .eps import fit_eps_of
-from .fit import declaration, fit_declaration, fit_exponent, log_slope
+from ..measure.fit import fit_line
+from .fit import declaration, fit_declaration, fit_exponent
 from .meter import BadStep, Meter, StepFailed
 from .protocol import DEFAULT_WIDTHS, G_SCALES, PROBE_FACTOR, RANKS, SEEDS, TOLERANCE, WARMUP
 from .result import Inference, RoleFit
@@ -81,7 +82,8 @@ def _role_fit(meter: Meter, role: str, widths, g_width: int, configs) -> RoleFit
     schedule = 0.0
     if k > 0:  # the change from the last warm-up step to the measured one
         nxt = [[traj[k] / traj[k - 1] for traj in run] for run in runs]
-        schedule = sum(log_slope(widths, c) for c in nxt) / len(nxt)
+        lw = [math.log(w) for w in widths]
+        schedule = sum(fit_line(lw, [math.log(v) for v in c]).slope for c in nxt) / len(nxt)
     g_curves = []
     i = widths.index(g_width)
     for (s, r), run in zip(configs, runs, strict=True):

@@ -1,15 +1,14 @@
-"""What the measurements share: role shapes, the μP-aligned init, norms, slopes, factories.
+"""What the measurements share: role shapes, the μP-aligned init, the step's norm, factories.
 
 :mod:`spectral.measure.probe` (a declaration against its implementation), :mod:`spectral.infer` (a
 declaration from an implementation) and :mod:`spectral.coordcheck` (rules against training)
 measure the same things the same way; this module holds those pieces, so that none of the
-three imports another:
+three imports another (the RMS, the slope fit and the tolerances are
+:mod:`~spectral.measure.fit`'s, which the runtime shares):
 
 * :data:`SHAPES` and :data:`D0` — the matrix (or vector) each role is measured on;
 * :func:`mup_init` — the probe's μP-aligned initial weights;
-* :func:`rms_operator_norm` and :func:`rms` — the RMS→RMS operator norm of a step and the
-  entrywise RMS of an activation;
-* :func:`fit_slope` — the log–log least-squares slope every exponent is read from;
+* :func:`rms_operator_norm` — the RMS→RMS operator norm of a step;
 * :func:`factory_label` and :func:`checked_factory` — a user's optimizer factory, named and
   wrapped so that its failures are one-line :class:`~spectral.errors.SpecError`\\ s.
 
@@ -19,7 +18,7 @@ torch is passed in (``torch`` arguments) or imported inside functions.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import SpecError, first_line
@@ -29,9 +28,7 @@ __all__ = [
     "SHAPES",
     "checked_factory",
     "factory_label",
-    "fit_slope",
     "mup_init",
-    "rms",
     "rms_operator_norm",
 ]
 
@@ -64,38 +61,6 @@ def rms_operator_norm(delta: Any, torch: Any) -> float:
         return float(d.norm() / math.sqrt(d.numel()))
     n_out, n_in = d.shape
     return float(math.sqrt(n_in / n_out) * torch.linalg.matrix_norm(d, ord=2))
-
-
-def rms(t: Any) -> float:
-    """Entrywise RMS of a tensor, ``‖t‖_R`` of an activation (in float64)."""
-    return float(t.detach().double().pow(2).mean().sqrt())
-
-
-def fit_slope(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    """Least-squares fit of ``log y = slope·log x + c``; returns ``(slope, c)``.
-
-    Points with a non-positive or non-finite ``y`` are dropped; with fewer than two usable
-    points (or all ``x`` equal) the slope is ``nan``.
-
-    >>> fit_slope([1, 2, 4], [3, 6, 12])[0]
-    1.0
-    """
-    pts = [
-        (math.log(x), math.log(y))
-        for x, y in zip(xs, ys, strict=False)
-        if x > 0 and y is not None and math.isfinite(y) and y > 0
-    ]
-    if len(pts) < 2:
-        return math.nan, math.nan
-    mx = sum(p[0] for p in pts) / len(pts)
-    my = sum(p[1] for p in pts) / len(pts)
-    sxx = sum((p[0] - mx) ** 2 for p in pts)
-    if sxx == 0:
-        return math.nan, math.nan
-    sxy = sum((p[0] - mx) * (p[1] - my) for p in pts)
-    slope = sxy / sxx
-    slope = round(slope, 12) + 0.0  # tidy float noise; -0.0 -> 0.0
-    return slope, my - slope * mx
 
 
 def factory_label(factory: Callable[..., Any]) -> str:

@@ -11,7 +11,8 @@ RMS→RMS operator norm of the step,
 is fitted against ``n`` on log–log axes; its slope is the *measured* exponent. The
 *declared* exponent is the Θ-exponent in ``n`` of the optimizer's ``update_norm`` with each
 role's ``n_in``/``n_out`` (``d0 = Θ(1)``), ``L = Θ(1)`` and ``G = ‖∇W‖_2 = 1`` (which is
-what the probe feeds in). A mismatch larger than :data:`TOLERANCE` is a failure.
+what the probe feeds in). A mismatch larger than
+:data:`~spectral.measure.fit.SLOPE_TOLERANCE_PROBE` is a failure.
 
 Declarations that use ``G`` (SGD) are exercised here only at ``G = 1``; the scale of ``G``
 in a real network comes from the loss-sensitivity argument, and the coordinate check
@@ -45,14 +46,13 @@ from .common import (
     SHAPES,
     checked_factory,
     factory_label,
-    fit_slope,
     mup_init,
     rms_operator_norm,
 )
+from .fit import SLOPE_TOLERANCE_PROBE, log_slope, loggable, within
 from ..spec import OptimizerSpec
 
 __all__ = [
-    "TOLERANCE",
     "DEFAULT_WIDTHS",
     "PROBE_BUILDERS",
     "ProbeRow",
@@ -64,8 +64,6 @@ __all__ = [
     "rms_operator_norm",
 ]
 
-TOLERANCE = 0.1
-"""Largest |measured − declared| exponent that passes."""
 DEFAULT_WIDTHS = (64, 128, 256, 512, 1024)
 
 
@@ -201,7 +199,7 @@ class ProbeResult:
             "seeds": self.seeds,
             "dtype": self.dtype,
             "gradient": {"rank": self.rank, "noise": self.noise, "spectral_norm": 1.0},
-            "tolerance": TOLERANCE,
+            "tolerance": SLOPE_TOLERANCE_PROBE,
             "pass": self.passed,
             "rows": [r.to_dict() for r in self.rows],
             "notes": list(self.notes),
@@ -385,9 +383,10 @@ def probe(
             norms.append(math.exp(sum(math.log(max(v, 1e-300)) for v in vals) / len(vals)))
             if progress:
                 progress(f"{spec.name} {role_name} n={w}")
-        measured, _ = fit_slope(widths, norms)
+        slope = log_slope(*loggable(widths, norms))  # a NaN or overflowing step left out
+        measured = math.nan if slope is None else slope
         declared, uses_g = declared_exponent(spec, role_name)
-        ok = abs(measured - declared) <= TOLERANCE and not bad
+        ok = within(measured, declared, SLOPE_TOLERANCE_PROBE) and not bad
         note = ""
         if uses_g:
             note = "declaration uses G; measured at G = ‖∇W‖_2 = 1 — the coordinate check is its real test"

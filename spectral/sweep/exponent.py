@@ -13,9 +13,9 @@ times ``r_n**a * r_L**b``. ``spectral sweep --fit-exponent lr.hidden_weight`` me
    grid's best point and its two neighbours (:func:`optimum`; an optimum on the grid's edge is
    flagged, since the true one may lie beyond).
 4. **Fit.** Least squares of log2 f* against log2 of the size ratio over every (size, seed):
-   the slope ``s`` and its 95 % interval (Student t, ``points − 2`` degrees of freedom). The
-   measured exponent is the derived one plus ``s`` — zero slope means the rule's exponent is
-   the one the loss wants (:func:`fit_axis`).
+   the slope ``s`` and its 95 % interval (Student t, ``points − 2`` degrees of freedom;
+   :func:`spectral.measure.fit.fit_line`). The measured exponent is the derived one plus
+   ``s`` — zero slope means the rule's exponent is the one the loss wants (:func:`fit_axis`).
 
 Pure (no torch, no files): :mod:`spectral.sweep.train` runs the configs this module plans and
 :mod:`spectral.sweep.exponent_report` renders the fits.
@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..measure.fit import fit_line
 from .tune import freeze
 
 __all__ = [
@@ -37,10 +38,8 @@ __all__ = [
     "derived_exponent",
     "fit_axis",
     "fit_configs",
-    "linear_fit",
     "optimum",
     "parse_fit_key",
-    "t_quantile",
     "with_factor",
 ]
 
@@ -140,50 +139,6 @@ def optimum(log2_factors: Sequence[float], losses: Sequence[float | None]) -> tu
     return x0 + max(-h / 2, min(h / 2, shift)), False
 
 
-def _t_cdf(t: float, df: int) -> float:
-    """Student t's CDF, by Simpson's rule on its density (exact enough for a 95 % quantile)."""
-    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
-    x = abs(t)
-    n = 2000
-    h = x / n
-    total = sum((1 if k in (0, n) else 4 if k % 2 else 2) * (1 + (k * h) ** 2 / df) ** (-(df + 1) / 2)
-                for k in range(n + 1))
-    half = c * total * h / 3
-    return 0.5 + half if t >= 0 else 0.5 - half
-
-
-def t_quantile(df: int, p: float = 0.975) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on the CDF)."""
-    if df < 1:
-        raise ValueError(f"df must be >= 1, got {df}")
-    lo, hi = 0.0, 1000.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        if _t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float | None]:
-    """Least squares ``y = slope · x + intercept``: ``(slope, intercept, half-width of the
-    slope's 95 % interval)``; the half-width is ``None`` with fewer than three points or
-    fewer than two distinct ``x``."""
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0:
-        raise ValueError("a fit needs at least two distinct sizes")
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
-    intercept = my - slope * mx
-    if n < 3:
-        return slope, intercept, None
-    resid = sum((y - (slope * x + intercept)) ** 2 for x, y in zip(xs, ys, strict=True))
-    se = math.sqrt(resid / (n - 2) / sxx)
-    return slope, intercept, t_quantile(n - 2) * se
-
-
 @dataclass(frozen=True)
 class AxisFit:
     """One key's fit along one axis."""
@@ -278,6 +233,7 @@ def fit_axis(records: Iterable[dict[str, Any]], cfg: Any, key: FitKey, axis: str
                 ys.append(o[0])
     slope = intercept = half = None
     if len(set(xs)) >= 2:
-        slope, intercept, half = linear_fit(xs, ys)
+        line = fit_line(xs, ys)
+        slope, intercept, half = line.slope, line.intercept, line.half_width
     return AxisFit(key, axis, tuple(sizes), base, tuple(log2_factors), tuple(seeds), log2_lr,
                    tuple(losses), tuple(optima), derived_exponent(rules, key, axis), slope, intercept, half)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..templating import environment
-from .exponent import t_quantile
+from ..measure.fit import t_quantile
 
 __all__ = ["TARGET", "doubling_sizes", "half_width", "power_rows", "render_power", "seed_sd", "seeds_needed"]
 

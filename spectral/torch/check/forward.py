@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from spectral.measure.fit import rms
 from spectral.torch.apply.hooks import (
     STALE_FIX,
     our_hooks,
@@ -66,10 +67,6 @@ def _first_tensor(out: Any) -> torch.Tensor | None:
 
 def _features(t: torch.Tensor) -> int:
     return int(t.shape[-1]) if t.ndim else 0
-
-
-def _rms(t: torch.Tensor) -> float:
-    return float(t.detach().double().pow(2).mean().sqrt())
 
 
 def _token_table(model: nn.Module, tables: list[nn.Embedding]) -> nn.Embedding:
@@ -273,7 +270,7 @@ def _input_problems(
                 continue
             a, b = out.double().flatten(), lookup.double().flatten()
             cosine = float(a @ b) / max(float(a.norm() * b.norm()), 1e-300)
-            ratio = _rms(out) / max(_rms(lookup), 1e-30)
+            ratio = rms(out) / max(rms(lookup), 1e-30)
             # only an output proportional to the lookup is judged: a module that looks up
             # other rows (OPT's positions, offset by 2) says nothing about a scale
             if cosine > 0.999:
@@ -298,7 +295,7 @@ def _input_problems(
     expected = expected * after * _outside(inputs[0][1])
     if expected.shape != h0.shape:
         return []
-    ratio = _rms(h0) / max(_rms(expected), 1e-30)
+    ratio = rms(h0) / max(rms(expected), 1e-30)
     measured.append("h_0")
     if abs(ratio - 1.0) <= EXACT_TOLERANCE:
         return []
@@ -354,11 +351,11 @@ def _branch_problems(
                 continue  # the same features otherwise laid out (an MoE's flat tokens)
             with _scaled(later, 0.0), _scaled([hook], 0.5):
                 half = rec.run(model, example).get(f"block:{block_name}")
-            expected = _rms(0.5 * branch) * hook.keywords.get("outside", 1.0)
+            expected = rms(0.5 * branch) * hook.keywords.get("outside", 1.0)
             if half is None or expected == 0.0:
                 continue
             measured.append(end_name)
-            ratio = _rms(full - half) / expected
+            ratio = rms(full - half) / expected
             if abs(ratio - 1.0) > BRANCH_TOLERANCE:
                 problems.append(
                     f"{end_name}: halving alpha_hidden moved {block_name}'s output by "
@@ -382,13 +379,13 @@ def _readout_problems(
         if hook.keywords["layer"] == "output"
     ]
     full = base.get("logits")
-    if not hooks or full is None or _rms(full) == 0.0:
+    if not hooks or full is None or rms(full) == 0.0:
         return []
     with _scaled([h for _, h in hooks], 0.5):
         half = rec.run(model, example).get("logits")
     if half is None:
         return []
-    ratio = _rms(half) / _rms(full)
+    ratio = rms(half) / rms(full)
     measured.append("alpha_out")
     if abs(ratio - 0.5) <= EXACT_TOLERANCE * 10:
         return []
@@ -436,7 +433,7 @@ def _norm_problems(model: nn.Module, family: Adapter) -> list[str]:
         if not isinstance(y, torch.Tensor) or y.shape != x.shape:
             continue
         normalized = x / x.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt()
-        gain = _rms(y) / _rms(normalized)
+        gain = rms(y) / rms(normalized)
         if abs(gain - 1.0) > GAIN_TOLERANCE:
             problems.append(
                 f"{name}: effective gain {gain:.3g} at init, not 1: it computes its output "
@@ -466,13 +463,13 @@ def _compiled_problems(model: nn.Module, example: Any) -> list[str]:
         compiled, eager = compiled.detach(), eager.detach()
     if compiled is None or eager is None:
         return []
-    scale = max(_rms(eager), 1e-30)
-    if _rms(compiled - eager) / scale <= 1e-3:
+    scale = max(rms(eager), 1e-30)
+    if rms(compiled - eager) / scale <= 1e-3:
         return []
     return [
         (
             "the compiled model computes another output than its module (relative difference "
-            f"{_rms(compiled - eager) / scale:.3g}): multipliers applied after torch.compile "
+            f"{rms(compiled - eager) / scale:.3g}): multipliers applied after torch.compile "
             "are not in the compiled code; " + STALE_FIX
         )
     ]

@@ -1,9 +1,10 @@
 """The verdict of the check across widths: slopes against the rules, one line per module off.
 
 :mod:`spectral.torch.check.widths` measures each module of the twins (a :class:`WidthRow`);
-here its slopes are fitted and judged. A module more than :data:`SLOPE_TOLERANCE` off the
-exponent the rules predict is named with both exponents and what to change; a module whose
-own dimensions fit its role but that follows a named one says so.
+here its slopes are fitted and judged. A module more than
+:data:`~spectral.measure.fit.SLOPE_TOLERANCE_WIDTHS` off the exponent the rules predict is
+named with both exponents and what to change; a module whose own dimensions fit its role
+but that follows a named one says so.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-SLOPE_TOLERANCE = 0.2
-"""A measured width exponent further than this from the predicted one names the module."""
+from spectral.measure.fit import SLOPE_TOLERANCE_WIDTHS, log_slope, within
+
 STEP_EXPONENT = 0.0
 """The width exponent of every one-step change: each condition term's target is Theta(1),
 Theta(1/L) or O(1/sqrt(L)), none with a power of the width."""
@@ -101,26 +102,15 @@ class WidthReport:
         out: dict[str, float | None] = {}
         first = next((r for r in self.rows if r.kind == "input"), None)
         if first is not None:
-            out["h0"] = slope(self.widths, first.init)
+            out["h0"] = log_slope(self.widths, first.init)
         logits = next((r for r in self.rows if r.kind == "logits"), None)
         if logits is not None:
-            out["logits"] = slope(self.widths, logits.init)
-            out["dlogits"] = slope(self.widths, logits.step)
+            out["logits"] = log_slope(self.widths, logits.init)
+            out["dlogits"] = log_slope(self.widths, logits.step)
         for row in self.rows:
             if row.kind == "branch":
-                out[f"branch:{row.name}"] = slope(self.widths, row.total)
+                out[f"branch:{row.name}"] = log_slope(self.widths, row.total)
         return out
-
-
-def slope(widths: list[int], values: list[float]) -> float | None:
-    """Least-squares slope of log(value) on log(width); None where a value is 0."""
-    if len(values) < 2 or any(not (v > 0 and math.isfinite(v)) for v in values):
-        return None
-    xs = [math.log(w) for w in widths]
-    ys = [math.log(v) for v in values]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
 
 
 def group_name(name: str) -> str:
@@ -210,7 +200,7 @@ def _off(measured: float | None, predicted: float | None) -> bool:
     return (
         measured is not None
         and predicted is not None
-        and abs(measured - predicted) > SLOPE_TOLERANCE
+        and not within(measured, predicted, SLOPE_TOLERANCE_WIDTHS)
     )
 
 
@@ -244,16 +234,16 @@ def _finding(widths: list[int], row: WidthRow) -> tuple[float, str, bool] | None
     return gap, ", ".join(parts), _mismatched(row)
 
 
-def judge(widths: list[int], rows: list[WidthRow]) -> list[str]:
+def off_rules(widths: list[int], rows: list[WidthRow]) -> list[str]:
     """One line per group of modules (the same name in every layer) off its rules: the
     measured and predicted exponents and what to change. A module whose own dimensions fit
     its role but that sits after one whose do not is said to follow from it."""
     for row in rows:
-        row.init_slope = slope(widths, row.init)
-        row.step_slope = slope(widths, row.step)
+        row.init_slope = log_slope(widths, row.init)
+        row.step_slope = log_slope(widths, row.step)
     readout = next((r for r in rows if r.kind == "output"), None)
     for row in rows:
-        total = slope(widths, readout.total) if readout is not None else None
+        total = log_slope(widths, readout.total) if readout is not None else None
         if row.kind == "logits" and total is not None:
             row.step_predicted = (
                 total  # the readout's output, its input's change included

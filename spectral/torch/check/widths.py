@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
+from spectral.measure.fit import rms
 from spectral.scaling import BaseValue
 from spectral.torch.apply.hooks import (
     builtin_multipliers,
@@ -43,7 +44,6 @@ from spectral.torch.check.forward import (
     _exception_line,
     _first_tensor,
     _outside,
-    _rms,
     _run,
     example_batch,
     measured_problems,
@@ -52,13 +52,11 @@ from spectral.torch.check.twins import twin_builder, twin_depth
 from spectral.torch.check.verdict import (
     FAN_IN_GROWS,
     FAN_OUT_GROWS,
-    SLOPE_TOLERANCE,
     STEP_EXPONENT,
     WidthReport,
     WidthRow,
     group_name,
-    judge,
-    slope,
+    off_rules,
 )
 from spectral.torch.model.classify import (
     Adapter,
@@ -73,13 +71,11 @@ from spectral.torch.rules import TorchRules
 __all__ = [
     "FAN_IN_GROWS",
     "FAN_OUT_GROWS",
-    "SLOPE_TOLERANCE",
     "STEP_EXPONENT",
     "WidthReport",
     "WidthRow",
     "check_widths",
     "group_name",
-    "slope",
 ]
 
 MIN_WIDTHS = 3
@@ -271,14 +267,14 @@ def _measure_twin(
         row = WidthRow(name, kind, role, owns_weight=w is not None or kind == "logits")
         row.features.append(int(before[name].shape[-1]) if before[name].ndim else 0)
         row.init_predicted = _init_exponent(rules, role, layer)
-        row.init.append(_rms(before[name]))
-        row.total.append(_rms(after[name] - before[name]))
+        row.init.append(rms(before[name]))
+        row.total.append(rms(after[name] - before[name]))
         moved = (
             own[name]
             if name in own and own[name].shape == before[name].shape
             else after[name]
         )
-        row.step.append(_rms(moved - before[name]))
+        row.step.append(rms(moved - before[name]))
         if w is not None:
             n_out, n_in = fans(module, w)
             row.fan_in.append(n_in)
@@ -297,8 +293,8 @@ def _measure_twin(
             moved = (bias.detach().double() - biases[name]) * factor
             b_row = WidthRow(f"{name}.bias", "bias", b_role, init_predicted=None)
             b_row.scaled = id(module) in hooked
-            b_row.init.append(_rms(biases[name] * factor))
-            b_row.step.append(_rms(moved))
+            b_row.init.append(rms(biases[name] * factor))
+            b_row.step.append(rms(moved))
             rows[b_row.name] = b_row
     out_rows = [r for r in rows.values() if r.kind == "output"]
     if out_rows:
@@ -308,8 +304,8 @@ def _measure_twin(
             out_rows[0].role,
             init_predicted=out_rows[0].init_predicted,
         )
-        rows["logits"].init.append(_rms(before["logits"]))
-        rows["logits"].step.append(_rms(after["logits"] - before["logits"]))
+        rows["logits"].init.append(rms(before["logits"]))
+        rows["logits"].step.append(rms(after["logits"] - before["logits"]))
         rows["logits"].total.append(rows["logits"].step[-1])
     return rows, batch
 
@@ -390,7 +386,7 @@ def check_widths(
     seeds: int = 1,
 ) -> WidthReport:
     """Twins of ``model`` at ``widths`` measured; the report's problems are [] only when
-    every module was measured at every width and is within SLOPE_TOLERANCE of its rules.
+    every module was measured at every width and is within SLOPE_TOLERANCE_WIDTHS of its rules.
 
     ``timeout``: seconds for the whole check, looked at between twins (a twin that would
     start after it is not built: the widths left are named as not measured). ``seeds``:
@@ -491,4 +487,4 @@ def check_widths(
                 row.fan_out += other.fan_out
                 row.features += other.features
             merged.append(row)
-    return WidthReport(measured, merged, problems + judge(measured, merged))
+    return WidthReport(measured, merged, problems + off_rules(measured, merged))
