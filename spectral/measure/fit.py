@@ -1,16 +1,16 @@
 """The measuring toolkit: RMS, the least-squares slope with its interval, tolerances, verdicts.
 
 Every measurement of spectral reads an exponent the same way: a size (an RMS) at several
-widths or depths, a least-squares line through the log–log points, its slope compared with
+widths or depths, a least-squares line through the log-log points, its slope compared with
 the exponent the rules predict. The runtime's check across widths
 (:mod:`spectral.torch.check`), the coordinate check (:mod:`spectral.coordcheck`), the probe
 (:mod:`spectral.measure.probe`), inference (:mod:`spectral.infer`) and the exponent sweeps
 (:mod:`spectral.sweep.exponent`) all use these functions, so a slope means one thing:
 
-* :func:`rms` — the entrywise RMS of a tensor, in float64;
-* :func:`fit_line` — the one least-squares fit, ``y = slope·x + intercept``, with the
+* :func:`rms`: the entrywise RMS of a tensor, in float64;
+* :func:`fit_line`: the one least-squares fit, ``y = slope*x + intercept``, with the
   slope's standard error and 95 % interval (:class:`Line`, :func:`t_quantile`);
-* :func:`log_slope` — the slope of ``log y`` on ``log x`` (a power law's exponent), and
+* :func:`log_slope`: the slope of ``log y`` on ``log x`` (a power law's exponent), and
   :func:`loggable`, the points it can take;
 * one tolerance per quantity judged (``SLOPE_TOLERANCE_*``) and :func:`within`, the verdict.
 
@@ -42,42 +42,47 @@ __all__ = [
 ]
 
 SLOPE_TOLERANCE_COORD = 0.15
-"""The coordinate check's bar: largest ``|slope|`` of ``log ‖h_L‖_R`` and ``log ‖h_L(t) −
-h_L(0)‖_R`` (the last hidden layer after training steps, mean over seeds) against ``log n``
-or ``log L``, where μP predicts 0. Standard parameterization's ``Δh`` grows as ``n^0.33``
-to ``n^2`` on the reference models, which it fails; μP's finite-size drift there stays
-under it (README's coordinate-check table: the closest is −0.130, GPT with AdamW)."""
+"""The coordinate check's bar: largest ``|slope|`` of ``log ||h_L||_R`` and
+``log ||h_L(t) - h_L(0)||_R`` (the last hidden layer after training steps, mean over
+seeds) against ``log n`` or ``log L``, where muP predicts 0. Standard parameterization's
+``delta h`` grows as ``n^0.33`` to ``n^2`` on the reference models, which it fails; muP's
+finite-size drift there stays under it (README's coordinate-check table: the closest is
+-0.130, GPT with AdamW)."""
 
 SLOPE_TOLERANCE_WIDTHS = 0.2
-"""The check across widths' bar: largest ``|measured − predicted|`` width exponent of one
+"""The check across widths' bar: largest ``|measured - predicted|`` width exponent of one
 module's output RMS at init or of its one-step change, on small twins of a user's model
 (a few heads of width, one step). Wider than :data:`SLOPE_TOLERANCE_COORD` because it
 judges every module of an arbitrary model on one draw rather than one hidden layer of the
 reference models averaged over seeds: one draw's branch slopes scatter by about 0.1 from
 seed to seed at these widths (:func:`spectral.torch.check.widths.check_widths`), and a
-wrong rule is off by ½ or more."""
+wrong rule is off by 1/2 or more."""
 
 SLOPE_TOLERANCE_PROBE = 0.1
-"""The probe's bar: largest ``|measured − declared|`` width exponent of one optimizer
-step's RMS→RMS norm on a single matrix with a synthetic gradient. Tighter than the others:
-the measurement is deterministic, over widths 64 to 1024, and a declaration's exponents
-are halves, so 0.1 still tells ½ from 0 with room for finite-width curvature."""
+"""The probe's bar: largest ``|measured - declared|`` width exponent of one optimizer
+step's RMS-to-RMS norm on a single matrix with a synthetic gradient. Tighter than the
+others: the measurement is deterministic, over widths 64 to 1024, and a declaration's
+exponents are halves, so 0.1 still tells 1/2 from 0 with room for finite-width
+curvature."""
 
 
 def rms(t: Any) -> float:
-    """Entrywise RMS of a tensor, ``‖t‖_R`` of an activation or of its change, computed in
+    """Entrywise RMS of a tensor, ``||t||_R`` of an activation or of its change, computed in
     float64 (torch's methods: the module does not import torch)."""
     return float(t.detach().double().pow(2).mean().sqrt())
 
 
 def _t_cdf(t: float, df: int) -> float:
     """Student t's CDF, by Simpson's rule on its density (exact enough for a 95 % quantile)."""
-    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(
+        df * math.pi
+    )
     x = abs(t)
     n = 2000
     h = x / n
     total = sum(
-        (1 if k in (0, n) else 4 if k % 2 else 2) * (1 + (k * h) ** 2 / df) ** (-(df + 1) / 2)
+        (1 if k in (0, n) else 4 if k % 2 else 2)
+        * (1 + (k * h) ** 2 / df) ** (-(df + 1) / 2)
         for k in range(n + 1)
     )
     half = c * total * h / 3
@@ -102,20 +107,23 @@ def t_quantile(df: int, p: float = 0.975) -> float:
 
 @dataclass(frozen=True)
 class Line:
-    """A least-squares line ``y = slope·x + intercept`` through ``points`` points."""
+    """A least-squares line ``y = slope*x + intercept`` through ``points`` points."""
 
     slope: float
     intercept: float
     stderr: float | None
-    """The slope's standard error, ``sqrt(Σ residual² / (points − 2) / Σ (x − x̄)²)``;
-    ``None`` with fewer than three points (no residual degree of freedom)."""
+    """The slope's standard error,
+    ``sqrt(sum(residual^2) / (points - 2) / sum((x - mean x)^2))``; ``None`` with fewer
+    than three points (no residual degree of freedom)."""
     points: int
 
     @property
     def half_width(self) -> float | None:
-        """Half-width of the slope's 95 % interval, ``t(points − 2) · stderr``; ``None``
+        """Half-width of the slope's 95 % interval, ``t(points - 2) * stderr``; ``None``
         with fewer than three points."""
-        return None if self.stderr is None else t_quantile(self.points - 2) * self.stderr
+        return (
+            None if self.stderr is None else t_quantile(self.points - 2) * self.stderr
+        )
 
 
 def fit_line(xs: Sequence[float], ys: Sequence[float]) -> Line:
@@ -139,7 +147,7 @@ def fit_line(xs: Sequence[float], ys: Sequence[float]) -> Line:
 
 
 def log_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    """The exponent ``e`` of ``y ∝ x^e``: the slope of :func:`fit_line` through
+    """The exponent ``e`` of ``y ~ x^e``: the slope of :func:`fit_line` through
     ``(log x, log y)``, rounded to 12 decimals (float noise out, ``-0.0`` as ``0.0``, so a
     written slope reads the same everywhere). ``None`` when a value is not positive and
     finite (it has no logarithm: a dead module, a diverged run) or with fewer than two
@@ -157,7 +165,9 @@ def log_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     return round(line.slope, 12) + 0.0
 
 
-def loggable(xs: Sequence[float], ys: Sequence[float | None]) -> tuple[list[float], list[float]]:
+def loggable(
+    xs: Sequence[float], ys: Sequence[float | None]
+) -> tuple[list[float], list[float]]:
     """The points of ``(xs, ys)`` that have a logarithm (``x`` and ``y`` positive and finite),
     for a fit that leaves out what could not be measured (a diverged run's NaN or inf).
 
@@ -173,5 +183,5 @@ def loggable(xs: Sequence[float], ys: Sequence[float | None]) -> tuple[list[floa
 
 
 def within(measured: float, target: float, tolerance: float) -> bool:
-    """The verdict: ``|measured − target| ≤ tolerance``; NaN or infinite fails."""
+    """The verdict: ``|measured - target| <= tolerance``; NaN or infinite fails."""
     return abs(measured - target) <= tolerance
