@@ -292,6 +292,24 @@ def test_only_the_cli_prints():
     assert not bad, "print() outside spectral/cli (return text or take a callback):\n  " + "\n  ".join(bad)
 
 
+MAX_FUNCTION_LINES = 80
+
+
+def test_functions_are_short():
+    """No function (docstring included) over MAX_FUNCTION_LINES lines, but the CLI's
+    argument tables (``configure_<command>`` in spectral/cli: one add_argument per option)."""
+    files, _, trees = _graph()
+    long = sorted(
+        f"{files[module].relative_to(ROOT)}:{node.lineno} {node.name} ({n} lines)"
+        for module, tree in trees.items()
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (n := (node.end_lineno or node.lineno) - node.lineno + 1) > MAX_FUNCTION_LINES
+        and not (module.startswith("spectral.cli") and node.name.startswith("configure_"))
+    )
+    assert not long, "functions to split by step:\n  " + "\n  ".join(long)
+
+
 MAX_TOP_LEVEL = 14
 
 
