@@ -110,7 +110,7 @@ def _by_width(fn: Any) -> Any:
     """FUNC(width), or FUNC(width, depth) given the twins' depth (coord-check's factories)."""
     import inspect
 
-    from ..torch.twins import TWIN_LAYERS
+    from ..torch.check.twins import TWIN_LAYERS
 
     try:
         takes = len(inspect.signature(fn).parameters)
@@ -122,7 +122,7 @@ def _by_width(fn: Any) -> Any:
 def _table(report: Any, title: str) -> Any:
     from rich.table import Table
 
-    from ..torch.width_check import SLOPE_TOLERANCE
+    from ..torch.check.widths import SLOPE_TOLERANCE
 
     def cell(measured: float | None, predicted: float | None) -> str:
         if measured is None:
@@ -138,7 +138,7 @@ def _table(report: Any, title: str) -> Any:
     for column in ("role", "at init (rules)", "one step (rules)", ""):
         t.add_column(column)
     named = {line.split(" ")[0] for line in report.problems}
-    from ..torch.width_check import group_name
+    from ..torch.check.widths import group_name
 
     for row in report.rows:
         verdict = "dead" if row.dead and row.kind != "bias" else ""
@@ -172,7 +172,7 @@ def run_check(args: argparse.Namespace) -> int:
             base_depth=args.base_depth,
             folder=tempfile.mkdtemp(prefix="spectral-check-"),
         )
-        from ..torch.width_check import check_widths
+        from ..torch.check.widths import check_widths
 
         with user_code("the check across widths", args.timeout):
             if args.model_factory:

@@ -221,7 +221,7 @@ def load_adapter(text: str) -> dict[str, Any]:
     import re
     from pathlib import Path
 
-    from ..torch.classify import as_adapter  # torch: a coordinate check needs it anyway
+    from ..torch.model.classify import as_adapter  # torch: a coordinate check needs it anyway
 
     def fail(why: str) -> SpecError:
         return SpecError(f"--adapter {text}: {why}")
