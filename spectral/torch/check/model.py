@@ -160,8 +160,14 @@ def _optimizer_problems(
     patterns: Patterns | None,
     adapter: Any,
 ) -> list[str]:
+    inner = unwrap_optimizer(optimizer)
+    if not isinstance(getattr(inner, "param_groups", None), list):
+        raise TypeError(
+            "optimizer must be a torch.optim.Optimizer (or a framework's wrapper of one), "
+            f"got {type(inner).__name__}"
+        )
     if not base:
-        base = getattr(unwrap_optimizer(optimizer), "base", {})
+        base = getattr(inner, "base", {})
     if "lr" not in base:
         return [
             (
@@ -179,7 +185,7 @@ def _optimizer_problems(
     }
     problems, trained = [], set()
     now: list[dict[str, Any]] = []  # each group's lr now against its rule's
-    for group in optimizer.param_groups:
+    for group in inner.param_groups:
         first = expected.get(id(group["params"][0])) if group["params"] else None
         if first is not None:
             rule = first["lr"]
@@ -223,6 +229,12 @@ def _optimizer_problems(
                     got = got[index]
                 checks.append(("eps", got, want.get("spectral_eps", want.get(key))))
             for what, got, rule in checks:
+                if isinstance(got, torch.Tensor) and got.device.type == "meta":
+                    problems.append(
+                        f"{name} ({want['role']}): {what} is a tensor on the meta device, "
+                        "which holds no value to check: put it on the CPU or the GPU"
+                    )
+                    continue
                 rule, got = _as_float(rule), _as_float(got)
                 if rule is None:
                     continue
@@ -244,7 +256,7 @@ def _optimizer_problems(
 def _as_float(value: Any) -> Any:
     """A one-element tensor (a tensor lr) as its float; anything else as it is."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
-        return float(value)
+        return None if value.device.type == "meta" else float(value)
     return value
 
 
@@ -301,6 +313,8 @@ def check_model(
     """
     if not isinstance(measure, bool):
         raise TypeError(f"measure must be True or False, got {measure!r}")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     model = unwrap_model(model)
     try:
         classified(model, patterns, adapter, rules)
@@ -338,7 +352,7 @@ def check_model(
             multiplier=multiplier,
             example_input=example_input,
             timeout=timeout,
-            base=base or getattr(optimizer, "base", {}),
+            base=base or getattr(unwrap_optimizer(optimizer), "base", {}),
             seeds=seeds,
         ).problems
     return problems
