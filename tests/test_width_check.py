@@ -189,7 +189,7 @@ def test_seeds_pool_the_draws_before_the_fit(cfg, monkeypatch):
     for bad in (0, -1, 1.5, True):
         report = check_widths(cfg.CONFIG, tiny(32), widths, factory=tiny, base=BASE, seeds=bad)
         [line] = report.problems
-        assert line == f"seeds must be a whole number of 1 or more, got {bad!r}"
+        assert line == f"seeds must be a whole number from 1 to 1000, got {bad!r}"
 
 
 # --------------------------------------------------------------------------------------
