@@ -145,7 +145,7 @@ def _model_class(path: str, data: dict[str, Any], config: Any) -> Any:
     names = data.get("architectures")
     name = names[0] if isinstance(names, list) and names else None
     example = "(e.g. [\"LlamaForCausalLM\"])"
-    if not isinstance(name, str) or not name.isidentifier():
+    if not isinstance(name, str) or not name.isidentifier() or len(name) > 100:
         raise SpecError(
             f"--hf-config {path}: architectures must name a transformers model class {example}"
         )
