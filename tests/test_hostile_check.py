@@ -316,6 +316,7 @@ def llama(width: int) -> nn.Module:
     )
 
 
+@pytest.mark.generated
 @pytest.mark.parametrize(
     "widths,shown",
     [
@@ -335,6 +336,7 @@ def test_widths_that_are_not_whole_numbers_are_refused(widths, shown, cfg, monke
     assert report.problems == [f"widths must be whole numbers, got {shown}"]
 
 
+@pytest.mark.generated
 def test_whole_widths_of_other_types_are_taken(cfg, monkeypatch):
     import spectral.torch.check.widths as module
 
@@ -352,6 +354,7 @@ def test_whole_widths_of_other_types_are_taken(cfg, monkeypatch):
     assert built == [64] and type(built[0]) is int
 
 
+@pytest.mark.generated
 @pytest.mark.parametrize("seeds", [10**40, 1001, 0, True, 2.0])
 def test_seeds_out_of_range_are_refused_before_work(seeds, cfg):
     report = check_widths(cfg.CONFIG, nn.Linear(2, 2), [64, 128, 256], base={"lr": 1e-3}, seeds=seeds)
@@ -359,6 +362,7 @@ def test_seeds_out_of_range_are_refused_before_work(seeds, cfg):
     assert line.startswith("seeds must be a whole number from 1 to 1000, got ")
 
 
+@pytest.mark.generated
 def test_time_limit_is_looked_at_between_seeds(cfg):
     calls: list[int] = []
     started = time.monotonic()
@@ -386,6 +390,7 @@ def _slow_tiny(width, calls):
     return hostile_user.tiny_model(width // 4, 1)
 
 
+@pytest.mark.generated
 def test_factory_returning_none_is_named(cfg):
     report = check_widths(cfg.CONFIG, nn.Linear(2, 2), [64, 128, 256], factory=lambda w: None, base={"lr": 1e-3})
     assert report.problems == [
@@ -411,6 +416,7 @@ def test_unwrap_optimizer_goes_through_any_number_of_wrappers():
         unwrap_optimizer(a)
 
 
+@pytest.mark.generated
 def test_careless_arguments_are_one_line_errors(cfg):
     model = nn.Linear(4, 4)
     with pytest.raises(TypeError, match=r"^set_base_shapes: model must be a torch.nn.Module, got NoneType$"):
@@ -432,6 +438,7 @@ def test_careless_arguments_are_one_line_errors(cfg):
     del model
 
 
+@pytest.mark.generated
 def test_tensor_lr_on_the_meta_device_is_named(cfg):
     m = llama(64)
     cfg.apply_multipliers(m, 64, 2)
@@ -452,6 +459,7 @@ def test_tensor_lr_on_the_meta_device_is_named(cfg):
     assert all(p.endswith("lr is a tensor on the meta device, which holds no value to check: put it on the CPU or the GPU") for p in problems), problems
 
 
+@pytest.mark.generated
 @pytest.mark.slow
 def test_check_widths_through_accelerate_and_on_a_hook_free_config(cfg, tmp_path):
     accelerate = pytest.importorskip("accelerate")

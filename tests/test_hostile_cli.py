@@ -609,6 +609,7 @@ def test_adapter_toml_file_with_a_huge_integer_is_one_line(tmp_path, capsys, no_
     assert os.listdir(tmp_path) == ["adapter.toml"]
 
 
+@pytest.mark.slow
 def test_coord_check_output_past_float32_squares_is_a_divergence(tmp_path):
     """Output x 1e30: the loss is finite but every gradient's square overflows float32,
     AdamW's update is 0 and nothing moves; named, exit 1 (it exited 0 with slopes '—'), and
