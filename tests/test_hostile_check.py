@@ -375,7 +375,7 @@ def test_time_limit_is_looked_at_between_seeds(cfg):
         seeds=1000,
         timeout=1.0,
     )
-    assert time.monotonic() - started < 5.0
+    assert time.monotonic() - started < 30.0  # 1000 seeds x 3 widths would take minutes
     assert report.problems[-1] == (
         "check across widths did not measure widths 64, 128, 256: the time limit of 1 s was reached"
     )
