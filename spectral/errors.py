@@ -22,6 +22,7 @@ __all__ = [
     "ConfigStateError",
     "UnsupportedModelError",
     "MissingDependencyError",
+    "NotFiniteError",
     "InternalError",
     "VendorError",
     "UsageError",
@@ -126,6 +127,11 @@ class UnsupportedModelError(SpectralError, ValueError):
     """The model has a structure the rules do not cover: no family recognises it, a
     parameter no pattern places, a tie or config flag the rules refuse, a module whose
     multiplier cannot be folded or absorbed, parameters an optimizer cannot step."""
+
+
+class NotFiniteError(UnsupportedModelError):
+    """A model's output is NaN or inf where it was measured: no slope can be fitted from
+    it (the message says where it first was)."""
 
 
 class MissingDependencyError(SpectralError, ImportError):

@@ -266,3 +266,47 @@ class _Diverging(_Tiny):
 
 def diverging_model(width, depth):
     return _Diverging(width, depth)
+
+
+# model factories for `spectral check --model-factory` (and coord-check's inf loss)
+class _Scaled(_Tiny):
+    """Its output times ``factor``: 0 (nothing learns), inf, 1e30 (the loss is inf)."""
+
+    def __init__(self, width, depth, factor):
+        super().__init__(width, depth)
+        self.factor = factor
+
+    def forward(self, ids):
+        return super().forward(ids) * self.factor
+
+
+def zero_output_model(width, depth):
+    return _Scaled(width, depth, 0.0)
+
+
+def inf_output_model(width, depth):
+    return _Scaled(width, depth, float("inf"))
+
+
+def huge_output_model(width, depth):
+    return _Scaled(width, depth, 1e30)
+
+
+def width_ignoring_model(width, depth):
+    return _Tiny(16, depth)
+
+
+def none_model(width, depth):
+    return None
+
+
+def no_argument_model():
+    return _Tiny(16, 2)
+
+
+def three_argument_model(width, depth, vocab):
+    return _Tiny(width, depth, vocab)
+
+
+def tiny_model(width, depth):
+    return _Tiny(width, depth)

@@ -607,3 +607,41 @@ def test_adapter_toml_file_with_a_huge_integer_is_one_line(tmp_path, capsys, no_
         f"error: --adapter {adapter}: cannot read it: invalid TOML: an integer of more than 4300 digits"
     )
     assert os.listdir(tmp_path) == ["adapter.toml"]
+
+
+@pytest.mark.slow
+def test_coord_check_output_past_float32_squares_is_a_divergence(tmp_path):
+    """Output x 1e30: the loss is finite but every gradient's square overflows float32,
+    AdamW's update is 0 and nothing moves; named, exit 1 (it exited 0 with slopes '—'), and
+    the generated configs' folder is gone from $TMPDIR when the process ends."""
+    import subprocess
+    import sys
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(HERE)}
+    argv = [*TINY_COORD, "--model-factory", "hostile_user:huge_output_model"]
+    p = subprocess.run(
+        [sys.executable, "-m", "spectral", *argv], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert p.returncode == 1, p.stderr
+    assert error_line(p.stderr) == (
+        "error: model hostile_user:huge_output_model diverged at step 0 (mup, n = 16, L = 1, "
+        "seed 0): the output is 7.58e+28, past 1.84e+19, where a gradient's square overflows "
+        "float32 (the optimizer's update is then 0); the check fails"
+    )
+    assert [n for n in os.listdir(tmp) if n.startswith("spectral-")] == []
+
+
+def test_infer_module_that_prints_when_imported_is_kept_apart(tmp_path, monkeypatch, capsys):
+    """`spectral infer this.X`: the module's output at import (the Zen of Python) is
+    captured, not let through on our stderr; the error is the one line."""
+    (tmp_path / "loud_module.py").write_text(
+        "import sys\nfor i in range(21):\n    print('zen', i)\nsys.stderr.write('to stderr\\n')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, out, err = run(["infer", "loud_module.X"], capsys)
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        "error: loud_module.X: loud_module has no attribute 'X'"
+    ], err

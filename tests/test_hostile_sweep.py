@@ -281,3 +281,16 @@ def test_wrote_lines_escape_a_newline_in_the_out_path(swept, tmp_path, text, cap
     assert wrote and all(line.startswith(f"wrote {tmp_path}/a\\x0ab/") for line in wrote), got
     assert not [line for line in got.splitlines() if line.startswith("b/")]  # no half line
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # nothing else made
+
+
+def test_planned_line_escapes_a_newline_in_the_out_path(swept, tmp_path, text, capsys):
+    """Issue 39: the resumed sweep's "runs planned, already in OUT" line is one line too."""
+    out = tmp_path / "a\nb"
+    shutil.copytree(swept, out)
+    code = main(["sweep", *TINY, "--data", str(text), "--out", str(out)])
+    got, err = capsys.readouterr()
+    assert code == 0, err
+    lines = (got + err).splitlines()
+    planned = [line for line in lines if "runs planned" in line]
+    assert planned == [f"{PLANNED} runs planned, {PLANNED} already in {tmp_path}/a\\x0ab/adamw/runs.jsonl"]
+    assert not [line for line in lines if line.startswith("b/")]  # no half line

@@ -212,7 +212,7 @@ def test_seeds_pool_the_draws_before_the_fit(cfg, monkeypatch):
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ConfigError) as raised:
             check_widths(cfg.CONFIG, tiny(32), widths, factory=tiny, base=BASE, seeds=bad)
-        assert str(raised.value) == f"seeds must be a whole number of 1 or more, got {bad!r}"
+        assert str(raised.value) == f"seeds must be a whole number from 1 to 1000, got {bad!r}"
         wrong_type = isinstance(bad, bool) or not isinstance(bad, int)
         assert isinstance(raised.value, TypeError if wrong_type else ValueError)
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError, first_line
@@ -57,7 +55,7 @@ def configure_check(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--widths",
-        type=options.integers(1, 1 << 16, at_least=3, at_most=8),
+        type=options.integers(1, 1 << 16, at_least=3, at_most=8, distinct=True),
         default=(64, 128, 256),
         help="widths of the twins (default 64,128,256)",
     )
@@ -79,45 +77,167 @@ def configure_check(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _hf_model(path: str) -> Any:
-    """The model a config.json describes, built on the meta device (no memory)."""
-    file = Path(path)
+HF_CONFIG_BYTES = 1 << 20
+"""The largest config.json read (a real one is a few KiB; /dev/zero never ends)."""
+
+_SIZE_KEYS = (
+    "hidden_size", "n_embd", "d_model", "num_attention_heads", "n_head", "num_heads",
+    "num_key_value_heads", "head_dim", "num_hidden_layers", "n_layer", "num_layers",
+    "intermediate_size", "n_inner", "ffn_dim", "d_ff", "vocab_size",
+)
+MAX_CONFIG_SIZE = 2**31 - 1
+"""The largest size a config may give (a tensor dimension torch indexes with 32 bits)."""
+
+
+def _short(value: Any) -> str:
+    """A long value as a few characters: a power of ten as 10**k, else its start."""
+    text = repr(value)
+    if isinstance(value, int) and text.rstrip("0") == "1":
+        return f"10**{len(text) - 1}"
+    return text[:12] + "..."
+
+
+def _config_data(path: str) -> dict[str, Any]:
+    """config.json read as data: a regular file of at most HF_CONFIG_BYTES, JSON nested at
+    most 64 deep, a model_type, and every size a whole number in range (heads dividing the
+    width), each refused in one line before transformers sees it."""
+    from ..io import read_user_file
+    from ..text import load_json
+
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise SpecError(f"--hf-config {path}: cannot read it: {first_line(exc)}") from None
+        text = read_user_file(path, max_bytes=HF_CONFIG_BYTES).decode("utf-8")
+        data = load_json(text, max_depth=64)
+    except SpecError as exc:  # "PATH: no such file", "PATH: is a FIFO (named pipe), ..."
+        raise SpecError(f"--hf-config {exc}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"--hf-config {path}: cannot read it: not UTF-8 text") from None
+    except ValueError as exc:
+        raise SpecError(f"--hf-config {path}: cannot read it: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
         raise SpecError(f"--hf-config {path}: expected a JSON object with a model_type")
-    import torch
+    for key in _SIZE_KEYS:
+        value = data.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not (
+            1 <= value <= MAX_CONFIG_SIZE
+        ):
+            shown = repr(value) if len(repr(value)) <= 12 else _short(value)
+            raise SpecError(
+                f"--hf-config {path}: {key} must be a whole number from 1 to "
+                f"{MAX_CONFIG_SIZE}, got {shown}"
+            )
+    width = next((data[k] for k in ("hidden_size", "n_embd", "d_model") if k in data), None)
+    heads_key = next(
+        (k for k in ("num_attention_heads", "n_head", "num_heads") if data.get(k)), None
+    )
+    if width is not None and heads_key is not None and width % data[heads_key]:
+        raise SpecError(
+            f"--hf-config {path}: a width of {width} is not a whole number of heads "
+            f"({heads_key} {data[heads_key]})"
+        )
+    return data
+
+
+def _model_class(path: str, data: dict[str, Any], config: Any) -> Any:
+    """The transformers model class ``architectures[0]`` names, of the config's family."""
     import transformers
 
+    names = data.get("architectures")
+    name = names[0] if isinstance(names, list) and names else None
+    example = "(e.g. [\"LlamaForCausalLM\"])"
+    if not isinstance(name, str) or not name.isidentifier() or len(name) > 100:
+        raise SpecError(
+            f"--hf-config {path}: architectures must name a transformers model class {example}"
+        )
+    try:
+        cls = getattr(transformers, name, None)
+    except Exception:  # noqa: BLE001 - a lazy attribute whose import fails
+        cls = None
+    if isinstance(cls, type) and name.startswith("Auto"):
+        raise SpecError(
+            f"--hf-config {path}: architectures names {name}, an Auto class that picks a "
+            f"class from the config: name the model class itself {example}"
+        )
+    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
+        raise SpecError(
+            f"--hf-config {path}: architectures names {name}, which is not a transformers "
+            f"model class {example}"
+        )
+    own = getattr(cls, "config_class", None)
+    if isinstance(own, type) and not isinstance(config, own):
+        family = getattr(own, "model_type", "") or own.__name__
+        raise SpecError(
+            f"--hf-config {path}: architectures names {name}, a {family} model, but "
+            f"model_type is {data['model_type']!r}"
+        )
+    return cls
+
+
+def _unknown_model_type(path: str, model_type: str, known: list[str]) -> SpecError:
+    """One short line: the type, and the known types closest to it (not all of them)."""
+    import difflib
+
+    close = difflib.get_close_matches(model_type, known, n=3, cutoff=0.6) or known[:3]
+    shown = model_type if len(model_type) <= 40 else model_type[:40] + "..."
+    return SpecError(
+        f"--hf-config {path}: transformers knows no model_type {shown!r} "
+        f"({len(known)} known, e.g. {', '.join(close)})"
+    )
+
+
+def _hf_model(path: str) -> Any:
+    """The model a config.json describes, built on the meta device (no memory)."""
+    data = _config_data(path)
+    import torch
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    known = sorted(CONFIG_MAPPING.keys())
+    if data["model_type"] not in known:
+        raise _unknown_model_type(path, data["model_type"], known)
     fields = {k: v for k, v in data.items() if k != "model_type"}
     try:
         config = transformers.AutoConfig.for_model(data["model_type"], **fields)
-    except (ValueError, TypeError, KeyError) as exc:
+    except Exception as exc:  # noqa: BLE001 - transformers' checks of the fields
         raise SpecError(f"--hf-config {path}: {first_line(exc)}") from None
-    names = data.get("architectures") or []
-    cls = getattr(transformers, names[0], None) if names and isinstance(names[0], str) else None
-    if cls is None:
+    cls = _model_class(path, data, config)
+    try:
+        with torch.device("meta"):
+            return cls(config)
+    except Exception as exc:  # noqa: BLE001 - transformers' own refusal, in one line
         raise SpecError(
-            f"--hf-config {path}: architectures must name a transformers model class "
-            "(e.g. [\"LlamaForCausalLM\"])"
-        )
-    with torch.device("meta"):
-        return cls(config)
+            f"--hf-config {path}: {cls.__name__} cannot be built from it: {first_line(exc)}"
+        ) from None
 
 
-def _by_width(fn: Any) -> Any:
-    """FUNC(width), or FUNC(width, depth) given the twins' depth (coord-check's factories)."""
+def _by_width(fn: Any, option: str) -> Any:
+    """FUNC(width), or FUNC(width, depth) given the twins' depth (coord-check's factories);
+    a function that takes neither is refused before it is called."""
     import inspect
 
     from ..torch.check.twins import TWIN_LAYERS
 
     try:
-        takes = len(inspect.signature(fn).parameters)
+        sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return fn
-    return (lambda width: fn(width, TWIN_LAYERS)) if takes >= 2 else fn
+
+    def binds(*args: int) -> bool:
+        try:
+            sig.bind(*args)
+        except TypeError:
+            return False
+        return True
+
+    if binds(1, 2) and len(sig.parameters) >= 2:
+        return lambda width: fn(width, TWIN_LAYERS)
+    if binds(1):
+        return fn
+    raise SpecError(
+        f"{option}: {getattr(fn, '__name__', 'the factory')}{sig} takes neither (width) nor "
+        "(width, depth)"
+    )
 
 
 def _table(report: Any, title: str) -> Any:
@@ -154,35 +274,86 @@ def _table(report: Any, title: str) -> Any:
     return t
 
 
-def run_check(args: argparse.Namespace) -> int:
-    import tempfile
+class _Terminated(BaseException):
+    """SIGTERM during the check: unwinds like Ctrl-C, so the temporary folder is removed."""
 
+
+@contextlib.contextmanager
+def _temporary_folder() -> Any:
+    """A ``spectral-check-*`` folder for the generated config, removed when the block ends:
+    on success, on an error, on Ctrl-C (KeyboardInterrupt) and on SIGTERM (turned into
+    :class:`_Terminated` while the block runs; the previous handler is restored)."""
+    import signal
+    import tempfile
+    import threading
+
+    def terminate(signum: int, frame: Any) -> None:  # noqa: ARG001 - a handler's signature
+        raise _Terminated
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="spectral-check-") as folder:
+            yield folder
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _first_model(factory: Any, width: int, option: str) -> Any:
+    """``factory(width)``, checked as coord-check checks its factory: what it raises or a
+    result that is no ``nn.Module`` is one line naming it (exit code 2)."""
+    from torch import nn
+
+    try:
+        model = factory(width)
+    except Exception as exc:  # noqa: BLE001 - the user's code: any failure is bad input
+        raise SpecError(f"{option}: the factory raised at width {width}: {first_line(exc)}") from None
+    if not isinstance(model, nn.Module):
+        raise SpecError(
+            f"{option}: the factory returned {type(model).__name__} at width {width}, not a "
+            "torch.nn.Module"
+        )
+    return model
+
+
+def run_check(args: argparse.Namespace) -> int:
+    try:
+        return _run_check(args)
+    except _Terminated:
+        sys.stderr.write("error: terminated (SIGTERM)\n")
+        return 143
+
+
+def _run_check(args: argparse.Namespace) -> int:
     from ..codegen.torch import load_generated
     from ..measure.guard import user_code
     from .common import console, load_adapter, load_callable
 
     adapter = load_adapter(args.adapter) if args.adapter else None
+    option = f"--model-factory {args.model_factory}"
     # the user's print()s go to stderr: stdout has the table
-    with contextlib.redirect_stdout(sys.stderr):
-        cfg = load_generated(
-            args.optimizer,
-            args.others,
-            args.k,
-            base_width=args.base_width,
-            base_depth=args.base_depth,
-            folder=tempfile.mkdtemp(prefix="spectral-check-"),
-        )
-        from ..torch.check.widths import check_widths
-
+    with contextlib.redirect_stdout(sys.stderr), _temporary_folder() as folder:
         with user_code("the check across widths", args.timeout):
             if args.model_factory:
                 with user_code(f"importing {args.model_factory}", args.timeout):
                     factory = _by_width(
-                        load_callable(args.model_factory, option="--model-factory")
+                        load_callable(args.model_factory, option="--model-factory"), option
                     )
-                model = factory(min(args.widths))
+                with user_code(f"{option} at width {min(args.widths)}", args.timeout):
+                    model = _first_model(factory, min(args.widths), option)
             else:
                 factory, model = None, _hf_model(args.hf_config)
+            cfg = load_generated(
+                args.optimizer,
+                args.others,
+                args.k,
+                base_width=args.base_width,
+                base_depth=args.base_depth,
+                folder=folder,
+            )
+            from ..torch.check.widths import check_widths
+
             report = check_widths(
                 cfg.CONFIG,
                 model,
@@ -204,7 +375,7 @@ def run_check(args: argparse.Namespace) -> int:
     if report.rows:
         out.print(_table(report, title))
     for line in report.problems:
-        out.print(line, markup=False, highlight=False)
+        out.print(line, markup=False, highlight=False, soft_wrap=True)  # one line each
     if report.problems:
         return 1
     out.print(f"every module within ±{SLOPE_TOLERANCE_WIDTHS:g} of its rules at widths {widths}")

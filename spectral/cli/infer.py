@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import sys
 
 from ..errors import SpecError
@@ -134,7 +135,12 @@ def run_infer(args: argparse.Namespace) -> int:
     import torch  # noqa: F401 - imported before the time limit starts: it is not the user's time
 
     with contextlib.redirect_stdout(sys.stderr):
-        with user_code(f"importing {args.target.strip()}", args.timeout):
+        # what the module prints as it is imported (`this` prints the Zen of Python) is
+        # captured and dropped: it is neither the TOML nor one of our lines
+        chatter = io.StringIO()
+        with user_code(f"importing {args.target.strip()}", args.timeout), contextlib.redirect_stdout(
+            chatter
+        ), contextlib.redirect_stderr(chatter):
             target = load_target(args.target, kwargs, group)
         run = dict(
             widths=args.widths or DEFAULT_WIDTHS,

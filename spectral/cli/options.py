@@ -56,8 +56,11 @@ def integer(lo: int, hi: int) -> Callable[[str], int]:
     return parse
 
 
-def integers(lo: int, hi: int, *, at_least: int = 1, at_most: int = 64) -> Callable[[str], tuple[int, ...]]:
-    """Comma-separated integers, each from ``lo`` to ``hi``, ``at_least`` to ``at_most`` of them."""
+def integers(
+    lo: int, hi: int, *, at_least: int = 1, at_most: int = 64, distinct: bool = False
+) -> Callable[[str], tuple[int, ...]]:
+    """Comma-separated integers, each from ``lo`` to ``hi``, ``at_least`` to ``at_most`` of them
+    (``distinct``: ``at_least`` of them different, e.g. the widths a slope is fitted over)."""
 
     def parse(text: str) -> tuple[int, ...]:
         if len(text) > 2000:
@@ -76,6 +79,11 @@ def integers(lo: int, hi: int, *, at_least: int = 1, at_most: int = 64) -> Calla
         bad = [v for v in values if not lo <= v <= hi]
         if bad:
             raise Error(f"expected integers from {lo} to {hi}, got {bad[0]}")
+        if distinct and len(set(values)) < at_least:
+            raise Error(
+                f"expected at least {at_least} different integers, got {len(set(values))} "
+                f"({','.join(map(str, values))})"
+            )
         return values
 
     parse.__name__ = "integers"

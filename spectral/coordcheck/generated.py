@@ -23,7 +23,12 @@ def _folder() -> str:
     import tempfile
 
     if not _FOLDER:
+        import atexit
+        import shutil
+
         _FOLDER.append(tempfile.mkdtemp(prefix="spectral-coordcheck-"))
+        # removed as the process ends (Ctrl-C included): nothing left in $TMPDIR
+        atexit.register(shutil.rmtree, _FOLDER[0], ignore_errors=True)
     return _FOLDER[0]
 
 

@@ -135,7 +135,9 @@ _MODULES: dict[tuple, Any] = {}
 
 def config_module(cfg: JaxCoordCheckConfig, param: str) -> Any:
     """The JAX config module for ``param`` (``sp`` uses the ``mup`` module at the base)."""
+    import atexit
     import importlib.util
+    import shutil
     import sys
     import tempfile
     from pathlib import Path
@@ -153,6 +155,7 @@ def config_module(cfg: JaxCoordCheckConfig, param: str) -> Any:
             base_depth=cfg.base_depth,
         )
         folder = Path(tempfile.mkdtemp(prefix="spectral-coordcheck-jax-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)  # nothing left in $TMPDIR
         path = folder / "config_jax.py"
         path.write_text(source, encoding="utf-8")
         spec = importlib.util.spec_from_file_location(f"spectral_jax_config_{len(_MODULES)}", path)

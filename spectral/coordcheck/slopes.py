@@ -38,7 +38,13 @@ METRICS = ("h", "delta_h")
 EXTRA_METRICS = ("out", "delta_out", "delta_top")
 """Metrics whose slopes are reported but not judged (``"extra_slopes"``)."""
 DIVERGENCE_METRICS = ("h", "delta_h", "out", "delta_out", "loss")
-"""A run whose value of any of these is NaN or infinite has diverged (:func:`diverged`)."""
+"""A run whose value of any of these is NaN, infinite or past OVERFLOW has diverged
+(:func:`diverged`)."""
+
+OVERFLOW = math.sqrt(3.4028234663852886e38)
+"""sqrt of float32's largest value (1.84e19): past it a gradient's square overflows to inf in
+float32, where Adam's second moment lives, and the update is 0 (an output times 1e30 has a
+finite loss and never moves: slopes of nothing, not a pass)."""
 
 
 def slope_passes(slope: float, tolerance: float = SLOPE_TOLERANCE_COORD) -> bool:
@@ -85,7 +91,7 @@ def _not_finite(point: dict[str, Any]) -> str | None:
     for metric in DIVERGENCE_METRICS:
         if metric in point:
             v = point[metric]
-            if v is None or not math.isfinite(v):
+            if v is None or not math.isfinite(v) or abs(v) > OVERFLOW:
                 return metric
     return None
 
@@ -93,13 +99,24 @@ def _not_finite(point: dict[str, Any]) -> str | None:
 def diverged(points: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
     """Where the first diverged run (in sweep order) first went non-finite: the point's
     ``parameterization``, ``axis``, ``width``, ``depth``, ``seed`` and ``step``, the
-    ``metric`` and its ``value`` (``"NaN"``, ``"inf"``, ``"-inf"``; ``None`` read back from
-    JSON, where both are null); ``None`` when every run stayed finite."""
+    ``metric`` and its ``value`` (``"NaN"``, ``"inf"``, ``"-inf"``, a finite value past
+    OVERFLOW as text such as ``"7.58e+28"``; ``None`` read back from JSON, where NaN and inf
+    are null); ``None`` when every run stayed finite and below OVERFLOW."""
     for p in points:
         metric = _not_finite(p)
         if metric is not None:
             v = p[metric]
-            value = None if v is None else "NaN" if math.isnan(v) else "inf" if v > 0 else "-inf"
+            value = (
+                None
+                if v is None
+                else "NaN"
+                if math.isnan(v)
+                else f"{v:.3g}"
+                if math.isfinite(v)
+                else "inf"
+                if v > 0
+                else "-inf"
+            )
             keys = ("parameterization", "axis", "width", "depth", "seed", "step")
             return {**{k: p.get(k) for k in keys}, "metric": metric, "value": value}
     return None
@@ -118,6 +135,11 @@ def divergence_text(where: dict[str, Any]) -> str:
     """``diverged at step 3 (mup, n = 64, L = 2, seed 0): the loss is NaN`` for a
     :func:`diverged` record."""
     value = where["value"] or "NaN or inf"
+    if value not in ("NaN", "inf", "-inf", "NaN or inf"):  # finite, past OVERFLOW
+        value += (
+            f", past {OVERFLOW:.3g}, where a gradient's square overflows float32 (the "
+            "optimizer's update is then 0)"
+        )
     return (
         f"diverged at step {where['step']} ({where['parameterization']}, n = {where['width']}, "
         f"L = {where['depth']}, seed {where['seed']}): {_WORDS[where['metric']]} is {value}"

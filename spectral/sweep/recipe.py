@@ -99,7 +99,11 @@ def recipe(optimizer: str, parameterization: str, cfg: SweepConfig, folder: str 
     k, sp = RULES_K[parameterization], parameterization == "sp"
     split_optimizer(optimizer)
     if folder is None:
+        import atexit
+        import shutil
+
         folder = tempfile.mkdtemp(prefix="spectral-sweep-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)  # nothing left in $TMPDIR
     return GeneratedRecipe(generated_module(optimizer, k, cfg.base_width, cfg.base_depth, folder), sp)
 
 

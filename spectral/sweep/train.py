@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import SpecError
+from ..text import for_terminal
 from .options import Job, SweepConfig, lr_factor, plan, resolve_device
 from .recipe import recipe
 from .records import (
@@ -239,7 +240,8 @@ def _run_locked(cfg, out: Path, corpus, progress, command, say, warn) -> list[di
 
     results: list[dict[str, Any]] = [by_key[k] for *_, k in planned if k in by_key]
     todo_steps = sum(cfg.steps for job, _, fp, _ in pending if fp not in by_fp)
-    say(f"{len(planned)} runs planned, {len(planned) - len(pending)} already in {runs_path}")
+    shown = for_terminal(str(runs_path))  # a path holding a newline stays one line
+    say(f"{len(planned)} runs planned, {len(planned) - len(pending)} already in {shown}")
 
     if progress is not None:
         progress.start(cfg.optimizer, todo_steps)

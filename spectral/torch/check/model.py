@@ -166,8 +166,14 @@ def _optimizer_problems(
     patterns: Patterns | None,
     adapter: Any,
 ) -> list[str]:
+    inner = unwrap_optimizer(optimizer)
+    if not isinstance(getattr(inner, "param_groups", None), list):
+        raise ConfigTypeError(
+            "optimizer must be a torch.optim.Optimizer (or a framework's wrapper of one), "
+            f"got {type(inner).__name__}"
+        )
     if not base:
-        base = getattr(unwrap_optimizer(optimizer), "base", {})
+        base = getattr(inner, "base", {})
     if "lr" not in base:
         return [
             (
@@ -185,7 +191,7 @@ def _optimizer_problems(
     }
     problems, trained = [], set()
     now: list[dict[str, Any]] = []  # each group's lr now against its rule's
-    for group in optimizer.param_groups:
+    for group in inner.param_groups:
         first = expected.get(id(group["params"][0])) if group["params"] else None
         if first is not None:
             rule = first["lr"]
@@ -240,6 +246,12 @@ def _group_value_problems(
         checks.append(("eps", got, want.get("spectral_eps", want.get(key))))
     problems = []
     for what, got, rule in checks:
+        if isinstance(got, torch.Tensor) and got.device.type == "meta":
+            problems.append(
+                f"{name} ({want['role']}): {what} is a tensor on the meta device, "
+                "which holds no value to check: put it on the CPU or the GPU"
+            )
+            continue
         rule, got = _as_float(rule), _as_float(got)
         if rule is None:
             continue
@@ -253,7 +265,7 @@ def _group_value_problems(
 def _as_float(value: Any) -> Any:
     """A one-element tensor (a tensor lr) as its float; anything else as it is."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
-        return float(value)
+        return None if value.device.type == "meta" else float(value)
     return value
 
 
@@ -310,6 +322,8 @@ def check_model(
     """
     if not isinstance(measure, bool):
         raise ConfigTypeError(f"measure must be True or False, got {measure!r}")
+    if not isinstance(model, nn.Module):
+        raise ConfigTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     model = unwrap_model(model)
     try:
         placement = place(model, rules, patterns=patterns, adapter=adapter)
@@ -334,6 +348,6 @@ def check_model(
         problems += check_widths(
             rules, model, list(widths), factory=factory, adapter=adapter, patterns=patterns,
             multiplier=multiplier, example_input=example_input, timeout=timeout,
-            base=base or getattr(optimizer, "base", {}), seeds=seeds,
+            base=base or getattr(unwrap_optimizer(optimizer), "base", {}), seeds=seeds,
         ).problems
     return problems

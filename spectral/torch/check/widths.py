@@ -23,14 +23,22 @@ Cost: three or more twins of a few layers, one forward, backward, step and forwa
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import operator
+
 import torch
 from torch import nn
 
-from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
+from spectral.errors import (
+    ConfigError,
+    ConfigTypeError,
+    NotFiniteError,
+    UnsupportedModelError,
+)
 from spectral.measure.fit import rms
 from spectral.scaling import BaseValue
 from spectral.torch.apply.hooks import (
@@ -79,7 +87,43 @@ __all__ = [
 ]
 
 MIN_WIDTHS = 3
+MAX_SEEDS = 1000
+"""The most twins drawn per width (each draw costs a twin's build and step)."""
 SEED = 0
+
+
+def _whole(value: Any) -> int:
+    """A width as an int: an integer, or a float or one-element tensor holding a whole
+    number; a bool, a fraction (64.5), inf, NaN or text is refused (ValueError)."""
+    if isinstance(value, (bool, str, bytes)) or (
+        isinstance(value, torch.Tensor) and value.dtype == torch.bool
+    ):
+        raise ValueError
+    try:
+        return operator.index(value)
+    except TypeError:
+        pass
+    number = float(value)  # TypeError or ValueError for what holds no number
+    if not math.isfinite(number) or number != int(number):
+        raise ValueError
+    return int(number)
+
+
+def _not_finite(tensor: torch.Tensor) -> str | None:
+    """"NaN" or "inf" when the tensor holds one (NaN first), else None."""
+    if bool(torch.isnan(tensor).any()):
+        return "NaN"
+    return "inf" if not bool(torch.isfinite(tensor).all()) else None
+
+
+def _carried(twin: nn.Module, family: Adapter) -> dict[int, tuple[str, float]]:
+    """The hook-free form's :func:`_hooked`: id(module) -> (layer, 1.0) of every module a
+    multiplier is absorbed into (its parameters carry the factor: nothing scales after)."""
+    return {
+        id(module): (layer, 1.0)
+        for layer, modules in placements(twin, family).items()
+        for _, module in modules
+    }
 
 
 def _exponent(rules: TorchRules, role: str, hp: str) -> float:
@@ -164,7 +208,8 @@ def _measure_twin(
         twin, len(placements(twin, family)["hidden"]), family.branches_per_layer
     )
     builtin = builtin_multipliers(twin)
-    if not builtin:
+    absorbed = rules.absorbed is not None  # the hook-free form: init_ and groups carry them
+    if not builtin and not absorbed:
         install_multipliers(
             rules,
             twin,
@@ -175,7 +220,17 @@ def _measure_twin(
             patterns=patterns,
         )
     init_std = base.get("init_std", 0.02)
-    init_by_role(rules, twin, width, depth, init_std, patterns=patterns, adapter=family)
+    init_by_role(
+        rules,
+        twin,
+        width,
+        depth,
+        init_std,
+        patterns=patterns,
+        adapter=family,
+        multiplier=multiplier,
+    )
+    carried: dict[str, Any] = {"multiplier": multiplier} if absorbed else {}
     opt = build_composite(
         rules,
         twin,
@@ -184,10 +239,11 @@ def _measure_twin(
         adapter=family,
         patterns=patterns,
         multipliers_in_forward=builtin or None,
+        **carried,
         **{k: v for k, v in base.items() if k != "init_std"},
     )
     roles = {id(p): role for _, p, role, _ in roles_list}
-    hooked = _hooked(twin)
+    hooked = _carried(twin, family) if absorbed else _hooked(twin)
     tracked = _tracked(twin, family, roles)
     # the user's input, or one built as check() builds it: 2 x 8 token ids below the
     # token table (the same at every width), or a normal batch for a dense input layer
@@ -238,6 +294,7 @@ def _measure_twin(
             raise UnsupportedModelError(
                 "the model's output holds no tensor to take a loss of"
             )
+        _finite(logits, outputs, width, "at init")
         before = {**outputs, "logits": logits.detach().double().clone()}
         _loss(logits, getattr(out, "loss", None)).backward()
         opt.step()
@@ -248,6 +305,7 @@ def _measure_twin(
             raise UnsupportedModelError(
                 "the model's output holds no tensor after the step"
             )
+        _finite(after_logits, outputs, width, "after one step")
         after = {**outputs, "logits": after_logits.detach().double()}
     finally:
         for h in handles:
@@ -308,6 +366,26 @@ def _measure_twin(
         rows["logits"].step.append(rms(after["logits"] - before["logits"]))
         rows["logits"].total.append(rows["logits"].step[-1])
     return rows, batch
+
+
+def _finite(
+    logits: torch.Tensor, outputs: Mapping[str, torch.Tensor], width: int, when: str
+) -> None:
+    """Raise NotFiniteError when the output is NaN or inf, naming the first module measured
+    (in the order the forward pass ran them) whose output already was."""
+    kind = _not_finite(logits.detach())
+    if kind is None:
+        return
+    first = next((n for n, y in outputs.items() if _not_finite(y) is not None), None)
+    where = (
+        f"first in the output of {first}"
+        if first is not None
+        else "every module measured is finite: it comes after them"
+    )
+    raise NotFiniteError(
+        f"the model's output is {kind} at width {width} {when} ({where}): no slope can be "
+        "fitted; fix the model (or the base values) until it is finite"
+    )
 
 
 def _pooled(drawn: list[dict[str, WidthRow]]) -> dict[str, WidthRow]:
@@ -388,21 +466,23 @@ def check_widths(
     """Twins of ``model`` at ``widths`` measured; the report's problems are [] only when
     every module was measured at every width and is within SLOPE_TOLERANCE_WIDTHS of its rules.
 
-    ``timeout``: seconds for the whole check, looked at between twins (a twin that would
-    start after it is not built: the widths left are named as not measured). ``seeds``:
-    twins drawn per width (init seeds 0, 1, ...); each RMS is their mean before the slope
+    ``timeout``: seconds for the whole check, looked at before each twin of every seed (a
+    twin that would start after it is not built: the widths left are named as not
+    measured). ``seeds``: twins drawn per width (1 to MAX_SEEDS; init seeds 0, 1, ...); each RMS is their mean before the slope
     is fitted. At a few heads of width one draw's branch slopes scatter by about 0.1 from
     seed to seed, so a check near the tolerance wants several (the cost grows with them)."""
     base = dict(base or {})
-    bad_seeds = f"seeds must be a whole number of 1 or more, got {seeds!r}"
-    if isinstance(seeds, bool) or not isinstance(seeds, int):
-        raise ConfigTypeError(bad_seeds)
-    if seeds < 1:
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
+        shown = repr(seeds) if len(repr(seeds)) <= 40 else repr(seeds)[:40] + "..."
+        bad_seeds = f"seeds must be a whole number from 1 to {MAX_SEEDS}, got {shown}"
+        if isinstance(seeds, bool) or not isinstance(seeds, int):
+            raise ConfigTypeError(bad_seeds)
         raise ConfigError(bad_seeds)
     try:
-        sizes = sorted({int(w) for w in widths})
+        sizes = sorted({_whole(w) for w in widths})
     except (TypeError, ValueError):
-        raise ConfigError(f"widths must be whole numbers, got {widths!r}") from None
+        shown = repr(widths) if len(repr(widths)) <= 80 else repr(widths)[:80] + "..."
+        raise ConfigError(f"widths must be whole numbers, got {shown}") from None
     if len(sizes) < MIN_WIDTHS or sizes[0] < 1:
         raise ConfigError(
             f"check across widths needs {MIN_WIDTHS} or more widths, got {widths!r}"
@@ -416,22 +496,44 @@ def check_widths(
     per_width: list[dict[str, WidthRow]] = []
     problems: list[str] = []
     measured: list[int] = []
+    sizes_built: dict[int, int] = {}  # parameter count -> the width whose twin had it
+
+    def late() -> bool:
+        """The time limit reached (looked at before each twin, of every seed)."""
+        if deadline is None or time.monotonic() <= deadline:
+            return False
+        left = ", ".join(str(w) for w in sizes if w not in measured)
+        problems.append(
+            f"check across widths did not measure widths {left}: the time limit of "
+            f"{timeout:g} s was reached"
+        )
+        return True
+
     try:
         build = twin_builder(model, factory)
         placement = place(model, rules, patterns=patterns, adapter=adapter)
         family, patterns = placement.family, placement.patterns  # given once, kept
         for width in sizes:
-            if deadline is not None and time.monotonic() > deadline:
-                left = ", ".join(str(w) for w in sizes if w not in measured)
-                problems.append(
-                    f"check across widths did not measure widths {left}: the time limit of "
-                    f"{timeout:g} s was reached"
-                )
-                break
             drawn: list[dict[str, WidthRow]] = []
             for seed in range(seeds):
+                if late():
+                    break
                 torch.manual_seed(SEED + seed)
                 twin = build(width)
+                if not isinstance(twin, nn.Module):
+                    raise ConfigTypeError(
+                        f"factory({width}) returned {type(twin).__name__}, not a "
+                        "torch.nn.Module"
+                    )
+                if seed == 0:
+                    count = sum(p.numel() for p in twin.parameters())
+                    if count in sizes_built:
+                        raise ConfigError(
+                            f"the twins at widths {sizes_built[count]} and {width} are the "
+                            f"same size ({count} parameters each): the factory must build "
+                            "the model at the width it is given"
+                        )
+                    sizes_built[count] = width
                 twin_family = family or place(twin, rules, patterns=patterns).family
                 if twin_family is None:
                     raise UnsupportedModelError(
@@ -454,10 +556,14 @@ def check_widths(
                     ]
                 drawn.append(rows)
                 del twin
+            if len(drawn) < seeds:
+                break
             per_width.append(_pooled(drawn))
             measured.append(width)
     except ConfigError:  # a bad argument (adapter, base values) raises, as in check()
         raise
+    except NotFiniteError as exc:
+        return WidthReport(measured, [], problems + [str(exc)])
     except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
         at = f" at width {sizes[len(measured)]}" if len(measured) < len(sizes) else ""
         return WidthReport(
@@ -487,4 +593,11 @@ def check_widths(
                 row.fan_out += other.fan_out
                 row.features += other.features
             merged.append(row)
+    logits = next((row for row in merged if row.kind == "logits"), None)
+    if logits is not None and logits.dead:
+        problems.append(
+            f"the model's output is exactly 0 at init and after one step at widths "
+            f"{', '.join(map(str, measured))}: nothing learns (is it multiplied by 0 after "
+            "the readout?)"
+        )
     return WidthReport(measured, merged, problems + off_rules(measured, merged))

@@ -138,6 +138,10 @@ def record_base_shapes(
     model at another width (build it under ``torch.device("meta")``: no memory is
     spent), or ``factory(width)`` builds one, called here at two ``widths`` on the meta
     device. Returns parameter name -> per-dimension "grows" flags."""
+    if not isinstance(model, nn.Module):
+        raise ConfigTypeError(
+            f"set_base_shapes: model must be a torch.nn.Module, got {type(model).__name__}"
+        )
     if (base_model is None) == (factory is None):
         raise ConfigError(
             "set_base_shapes: pass exactly one of base_model= or factory="

@@ -16,39 +16,53 @@ from spectral.errors import ConfigError, ConfigStateError, ConfigTypeError
 LR_GUARDS = ("warn", "raise", "off")
 """What step() does when the groups' learning rates no longer keep the rule's ratios."""
 
-_WRAPPER_LAYERS = 8
-"""Most framework wrappers around one optimizer that unwrap_optimizer goes through."""
 _WRAPPER_FRAMES = 8
 """Frames above step() searched for a wrapper's own lr_guard (accelerate: 1 or 2)."""
+
+
+def _inner(wrapper: Any) -> Any:
+    """The optimizer a wrapper holds as ``.optimizer``; None for no wrapper (no such
+    attribute, itself, or an attribute that raises: any caller's object)."""
+    try:
+        inner = getattr(wrapper, "optimizer", None)
+    except Exception:  # noqa: BLE001 - any caller's object: not a wrapper then
+        return None
+    return None if inner is wrapper else inner
 
 
 def unwrap_optimizer(optimizer: Any) -> Any:
     """The optimizer inside framework wrappers: accelerate's AcceleratedOptimizer,
     Lightning's LightningOptimizer, Fabric's optimizer, any wrapper holding it as
-    ``.optimizer``; the first CompositeOptimizer found, else the innermost optimizer."""
-    for _ in range(_WRAPPER_LAYERS):
+    ``.optimizer``, through any number of them; the first CompositeOptimizer found, else
+    the innermost optimizer. Wrappers that hold each other in a cycle are a ValueError."""
+    seen: list[Any] = []
+    while True:
         # Lightning's and Fabric's wrappers are instances of a subclass of the wrapped
         # optimizer's class (they imitate it): the composite itself holds its parts
         if isinstance(optimizer, CompositeOptimizer) and "parts" in vars(optimizer):
             return optimizer
-        inner = getattr(optimizer, "optimizer", None)
-        if inner is None or inner is optimizer:
+        inner = _inner(optimizer)
+        if inner is None:
             return optimizer
+        seen.append(optimizer)  # kept alive: their ids stay theirs
+        if any(inner is w for w in seen):
+            chain = " -> ".join(type(o).__name__ for o in [*seen, inner])
+            raise ConfigError(
+                f"the optimizer's wrappers hold each other in a cycle ({chain} via "
+                "'.optimizer'): no optimizer inside them"
+            )
         optimizer = inner
-    return optimizer
 
 
 def _wraps(wrapper: Any, optimizer: Any) -> bool:
     """Whether ``wrapper`` holds ``optimizer`` through one or more ``.optimizer`` layers."""
-    for _ in range(_WRAPPER_LAYERS):
-        try:
-            inner = getattr(wrapper, "optimizer", None)
-        except Exception:  # noqa: BLE001 - any caller's object: not a wrapper then
-            return False
-        if inner is None or inner is wrapper:
-            return False
+    seen: list[Any] = []
+    while (inner := _inner(wrapper)) is not None:
         if inner is optimizer:
             return True
+        seen.append(wrapper)
+        if any(inner is w for w in seen):
+            return False
         wrapper = inner
     return False
 

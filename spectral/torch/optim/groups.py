@@ -150,6 +150,11 @@ def _tensor_lr(lr: Any) -> torch.Tensor | None:
             f"lr: a tensor lr must hold one floating-point number, got shape "
             f"{tuple(lr.shape)} of {lr.dtype}"
         )
+    if lr.device.type == "meta":
+        raise ConfigTypeError(
+            "lr: a tensor lr on the meta device holds no value: put it on the device the "
+            "model trains on"
+        )
     return lr
 
 
