@@ -23,6 +23,7 @@ __all__ = [
     "UnsupportedModelError",
     "MissingDependencyError",
     "NotFiniteError",
+    "Terminated",
     "InternalError",
     "VendorError",
     "UsageError",
@@ -94,6 +95,11 @@ class _Expired(BaseException):
     """Raised inside the user's code by the time limit's alarm and turned into
     :class:`TimeLimitExceeded` at once; a BaseException, so that an ``except Exception``
     in the user's code does not swallow it."""
+
+
+class Terminated(BaseException):
+    """SIGTERM while a command holds temporary files: unwinds like Ctrl-C (a
+    BaseException, past ``except Exception``), so they are removed on the way out."""
 
 
 class _JSONNumberError(SpectralError, ValueError):

@@ -12,7 +12,7 @@ import contextlib
 import sys
 from typing import Any
 
-from ..errors import SpecError, first_line
+from ..errors import SpecError, Terminated, first_line
 from ..measure.fit import SLOPE_TOLERANCE_WIDTHS, within
 from ..measure.guard import DEFAULT_TIMEOUT
 from . import options
@@ -274,21 +274,17 @@ def _table(report: Any, title: str) -> Any:
     return t
 
 
-class _Terminated(BaseException):
-    """SIGTERM during the check: unwinds like Ctrl-C, so the temporary folder is removed."""
-
-
 @contextlib.contextmanager
 def _temporary_folder() -> Any:
     """A ``spectral-check-*`` folder for the generated config, removed when the block ends:
     on success, on an error, on Ctrl-C (KeyboardInterrupt) and on SIGTERM (turned into
-    :class:`_Terminated` while the block runs; the previous handler is restored)."""
+    :class:`Terminated` while the block runs; the previous handler is restored)."""
     import signal
     import tempfile
     import threading
 
     def terminate(signum: int, frame: Any) -> None:  # noqa: ARG001 - a handler's signature
-        raise _Terminated
+        raise Terminated
 
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
@@ -320,7 +316,7 @@ def _first_model(factory: Any, width: int, option: str) -> Any:
 def run_check(args: argparse.Namespace) -> int:
     try:
         return _run_check(args)
-    except _Terminated:
+    except Terminated:
         sys.stderr.write("error: terminated (SIGTERM)\n")
         return 143
 
