@@ -475,6 +475,36 @@ def _compiled_problems(model: nn.Module, example: Any) -> list[str]:
     ]
 
 
+def _example_or_why_not(
+    model: nn.Module, family: Adapter | None, example_input: Any
+) -> tuple[Any, str | None]:
+    """The batch to run the model on, or the one line that says why it cannot be run."""
+    if family is None:
+        return None, (
+            "check did not run the model: no adapter recognises it, so its hooked "
+            "modules cannot be placed; pass adapter=... (as given to "
+            "apply_multipliers) or measure=False"
+        )
+    if any(type(p).__name__ == "DTensor" for p in model.parameters()):
+        # a forward pass of a sharded model is a collective: one rank's check would hang
+        return None, (
+            "check did not run the sharded model (DTensor parameters: its forward "
+            "pass is a collective every rank would have to join): check the unsharded "
+            "model after apply_multipliers, or pass measure=False"
+        )
+    example = (
+        example_input if example_input is not None else example_batch(model, family)
+    )
+    if example is None:
+        names = ", ".join(n for n, _ in placements(model, family)["input"]) or "none"
+        return None, (
+            f"check did not run the model: its input modules ({names}) hold no "
+            "token table (nn.Embedding) or dense layer (nn.Linear) to build an "
+            f"example batch from; {MEASURE_FIX}"
+        )
+    return example, None
+
+
 def measured_problems(
     model: nn.Module, family: Adapter | None, example_input: Any = None
 ) -> list[str]:
@@ -485,35 +515,10 @@ def measured_problems(
     here to perturb (its multipliers are built in: check reads their values): []."""
     if not our_hooks(model):
         return []
-    if family is None:
-        return [
-            (
-                "check did not run the model: no adapter recognises it, so its hooked "
-                "modules cannot be placed; pass adapter=... (as given to "
-                "apply_multipliers) or measure=False"
-            )
-        ]
-    if any(type(p).__name__ == "DTensor" for p in model.parameters()):
-        # a forward pass of a sharded model is a collective: one rank's check would hang
-        return [
-            (
-                "check did not run the sharded model (DTensor parameters: its forward "
-                "pass is a collective every rank would have to join): check the unsharded "
-                "model after apply_multipliers, or pass measure=False"
-            )
-        ]
-    example = (
-        example_input if example_input is not None else example_batch(model, family)
-    )
-    if example is None:
-        names = ", ".join(n for n, _ in placements(model, family)["input"]) or "none"
-        return [
-            (
-                f"check did not run the model: its input modules ({names}) hold no "
-                "token table (nn.Embedding) or dense layer (nn.Linear) to build an "
-                f"example batch from; {MEASURE_FIX}"
-            )
-        ]
+    example, unmeasured = _example_or_why_not(model, family, example_input)
+    if unmeasured is not None:
+        return [unmeasured]
+    assert family is not None  # _example_or_why_not says why not without one
     eager = getattr(model, "_orig_mod", model)  # a compiled model: perturb its module
     try:
         # in the model's own mode, gradients on: the compiled code training runs (a call

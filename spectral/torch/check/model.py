@@ -163,8 +163,7 @@ def _optimizer_problems(
     depth: float,
     optimizer: torch.optim.Optimizer,
     base: Mapping[str, Any],
-    patterns: Patterns | None,
-    adapter: Any,
+    placement: Placement,
 ) -> list[str]:
     inner = unwrap_optimizer(optimizer)
     if not isinstance(getattr(inner, "param_groups", None), list):
@@ -185,7 +184,8 @@ def _optimizer_problems(
     expected = {
         id(p): g
         for g in role_param_groups(
-            rules, model, width, depth, patterns=patterns, adapter=adapter, **base
+            rules, model, width, depth,
+            patterns=placement.patterns, adapter=None, **base  # None: the placement's
         )
         for p in g["params"]
     }
@@ -339,9 +339,7 @@ def check_model(
         measure = False  # the forward checks look for the hooks' factors
     problems += _head_dim_problems(model, head_dim)
     if optimizer is not None:
-        problems += _optimizer_problems(
-            rules, model, width, depth, optimizer, base, patterns, adapter
-        )
+        problems += _optimizer_problems(rules, model, width, depth, optimizer, base, placement)
     if measure and not problems:
         problems += measured_problems(model, placement.family, example_input)
     if widths is not None:

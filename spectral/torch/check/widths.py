@@ -24,11 +24,11 @@ Cost: three or more twins of a few layers, one forward, backward, step and forwa
 from __future__ import annotations
 
 import math
+import operator
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
-
-import operator
 
 import torch
 from torch import nn
@@ -192,69 +192,56 @@ def _loss(out: torch.Tensor, own: Any = None) -> torch.Tensor:
     return nn.functional.cross_entropy(flat, labels.to(flat.device))
 
 
-def _measure_twin(
+def _set_up_twin(
     rules: TorchRules,
     twin: nn.Module,
     width: int,
     family: Adapter,
     patterns: Patterns | None,
     multiplier: BaseValue,
-    example_input: Any,
     base: Mapping[str, Any],
-) -> tuple[dict[str, WidthRow], Any]:
-    """One twin set up, run, stepped once and run again: its rows (one value each)."""
-    roles_list = place(twin, rules, patterns=patterns, adapter=family).entries
+) -> torch.optim.Optimizer:
+    """The twin set up as the rules say: hooks (not in the hook-free form, whose init and
+    groups carry the multipliers), init by role, the optimizer."""
     depth = twin_depth(
         twin, len(placements(twin, family)["hidden"]), family.branches_per_layer
     )
     builtin = builtin_multipliers(twin)
-    absorbed = rules.absorbed is not None  # the hook-free form: init_ and groups carry them
+    absorbed = rules.absorbed is not None
     if not builtin and not absorbed:
         install_multipliers(
-            rules,
-            twin,
-            width,
-            depth,
-            multiplier=multiplier,
-            adapter=family,
-            patterns=patterns,
+            rules, twin, width, depth, multiplier=multiplier, adapter=family, patterns=patterns
         )
     init_std = base.get("init_std", 0.02)
     init_by_role(
-        rules,
-        twin,
-        width,
-        depth,
-        init_std,
-        patterns=patterns,
-        adapter=family,
-        multiplier=multiplier,
+        rules, twin, width, depth, init_std,
+        patterns=patterns, adapter=family, multiplier=multiplier,
     )
     carried: dict[str, Any] = {"multiplier": multiplier} if absorbed else {}
-    opt = build_composite(
-        rules,
-        twin,
-        width,
-        depth,
+    return build_composite(
+        rules, twin, width, depth,
         adapter=family,
         patterns=patterns,
         multipliers_in_forward=builtin or None,
         **carried,
         **{k: v for k, v in base.items() if k != "init_std"},
     )
-    roles = {id(p): role for _, p, role, _ in roles_list}
-    hooked = _carried(twin, family) if absorbed else _hooked(twin)
-    tracked = _tracked(twin, family, roles)
-    # the user's input, or one built as check() builds it: 2 x 8 token ids below the
-    # token table (the same at every width), or a normal batch for a dense input layer
-    batch = example_input if example_input is not None else example_batch(twin, family)
-    if batch is None:
-        raise UnsupportedModelError(
-            "no token table (nn.Embedding) or dense layer (nn.Linear) in the input modules "
-            "to build a batch from: pass example_input=... (what the model's forward "
-            "takes, the same at every width)"
-        )
-    outputs: dict[str, torch.Tensor] = {}
+
+
+Outputs = dict[str, torch.Tensor]
+"""Module name -> its output (double), and "logits"."""
+
+
+def _run_and_step(
+    twin: nn.Module,
+    batch: Any,
+    tracked: list[tuple[str, str, nn.Module]],
+    opt: torch.optim.Optimizer,
+    width: int,
+) -> tuple[Outputs, Outputs, dict[str, tuple[Any, Any]]]:
+    """Every tracked module's output before and after one step on ``batch``, and the
+    inputs of those with a weight from before the step."""
+    outputs: Outputs = {}
 
     def keep(name: str) -> Callable[..., None]:
         def hook(module: nn.Module, args: Any, out: Any) -> None:
@@ -281,11 +268,6 @@ def _measure_twin(
         for n, _, m in tracked
         if _weight(m) is not None
     ]
-    biases = {
-        name: b.detach().double().clone()
-        for name, _, m in tracked
-        if (b := _trained_bias(m)) is not None
-    }
     twin.eval()  # dropout off: the same function before and after the step
     try:
         out = _run(twin, batch)
@@ -310,61 +292,110 @@ def _measure_twin(
     finally:
         for h in handles:
             h.remove()
+    return before, after, inputs
+
+
+def _module_row(
+    rules: TorchRules,
+    twin: nn.Module,
+    name: str,
+    kind: str,
+    module: nn.Module,
+    roles: Mapping[int, str],
+    hooked: Mapping[int, tuple[str | None, float]],
+    values: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+) -> WidthRow:
+    """One module's row: its output's RMS at init, its change after the step (in all, and
+    from its own parameters alone: ``moved``), its fans."""
+    before, after, moved = values
+    w = _weight(module)
+    layer = hooked.get(id(module), (None, 1.0))[0]
+    role = roles.get(id(w), "") if w is not None else f"{layer}_weight"
+    row = WidthRow(name, kind, role, owns_weight=w is not None or kind == "logits")
+    row.features.append(int(before.shape[-1]) if before.ndim else 0)
+    row.init_predicted = _init_exponent(rules, role, layer)
+    row.init.append(rms(before))
+    row.total.append(rms(after - before))
+    row.step.append(rms(moved - before))
+    if w is not None:
+        n_out, n_in = fans(module, w)
+        row.fan_in.append(n_in)
+        row.fan_out.append(n_out)
+    if not any(row.init + row.step):
+        row.zeroed = [
+            n
+            for n, p in module.named_parameters()
+            if not n.endswith("bias") and not bool(p.detach().any())
+        ] or _zeroed_around(twin, name)
+    return row
+
+
+def _logits_row(rows: Mapping[str, WidthRow], before: Outputs, after: Outputs) -> WidthRow | None:
+    """The logits' row, with the readout's role and init exponent (None: no readout)."""
+    out_rows = [r for r in rows.values() if r.kind == "output"]
+    if not out_rows:
+        return None
+    row = WidthRow(
+        "logits", "logits", out_rows[0].role, init_predicted=out_rows[0].init_predicted
+    )
+    row.init.append(rms(before["logits"]))
+    row.step.append(rms(after["logits"] - before["logits"]))
+    row.total.append(row.step[-1])
+    return row
+
+
+def _measure_twin(
+    rules: TorchRules,
+    twin: nn.Module,
+    width: int,
+    family: Adapter,
+    patterns: Patterns | None,
+    multiplier: BaseValue,
+    example_input: Any,
+    base: Mapping[str, Any],
+) -> tuple[dict[str, WidthRow], Any]:
+    """One twin set up, run, stepped once and run again: its rows (one value each)."""
+    roles_list = place(twin, rules, patterns=patterns, adapter=family).entries
+    opt = _set_up_twin(rules, twin, width, family, patterns, multiplier, base)
+    roles = {id(p): role for _, p, role, _ in roles_list}
+    hooked = _carried(twin, family) if rules.absorbed is not None else _hooked(twin)
+    tracked = _tracked(twin, family, roles)
+    # the user's input, or one built as check() builds it: 2 x 8 token ids below the
+    # token table (the same at every width), or a normal batch for a dense input layer
+    batch = example_input if example_input is not None else example_batch(twin, family)
+    if batch is None:
+        raise UnsupportedModelError(
+            "no token table (nn.Embedding) or dense layer (nn.Linear) in the input modules "
+            "to build a batch from: pass example_input=... (what the model's forward "
+            "takes, the same at every width)"
+        )
+    biases = {
+        name: b.detach().double().clone()
+        for name, _, m in tracked
+        if (b := _trained_bias(m)) is not None
+    }
+    before, after, inputs = _run_and_step(twin, batch, tracked, opt, width)
     own = _own_outputs(tracked, inputs)
     rows: dict[str, WidthRow] = {}
     for name, kind, module in tracked:
-        if (
-            name not in before
-            or name not in after
-            or before[name].shape != after[name].shape
-        ):
+        if name not in before or name not in after or before[name].shape != after[name].shape:
             continue
-        w = _weight(module)
-        layer = hooked.get(id(module), (None, 1.0))[0]
-        role = roles.get(id(w), "") if w is not None else f"{layer}_weight"
-        row = WidthRow(name, kind, role, owns_weight=w is not None or kind == "logits")
-        row.features.append(int(before[name].shape[-1]) if before[name].ndim else 0)
-        row.init_predicted = _init_exponent(rules, role, layer)
-        row.init.append(rms(before[name]))
-        row.total.append(rms(after[name] - before[name]))
-        moved = (
-            own[name]
-            if name in own and own[name].shape == before[name].shape
-            else after[name]
-        )
-        row.step.append(rms(moved - before[name]))
-        if w is not None:
-            n_out, n_in = fans(module, w)
-            row.fan_in.append(n_in)
-            row.fan_out.append(n_out)
-        if not any(row.init + row.step):
-            row.zeroed = [
-                n
-                for n, p in module.named_parameters()
-                if not n.endswith("bias") and not bool(p.detach().any())
-            ] or _zeroed_around(twin, name)
-        rows[name] = row
+        mine = own.get(name)
+        moved = mine if mine is not None and mine.shape == before[name].shape else after[name]
+        values = (before[name], after[name], moved)
+        rows[name] = _module_row(rules, twin, name, kind, module, roles, hooked, values)
         bias = _trained_bias(module)
         if name in biases and bias is not None:
             factor = hooked.get(id(module), (None, 1.0))[1]
             b_role = next((r for _, p, r, _ in roles_list if p is bias), "")
-            moved = (bias.detach().double() - biases[name]) * factor
             b_row = WidthRow(f"{name}.bias", "bias", b_role, init_predicted=None)
             b_row.scaled = id(module) in hooked
             b_row.init.append(rms(biases[name] * factor))
-            b_row.step.append(rms(moved))
+            b_row.step.append(rms((bias.detach().double() - biases[name]) * factor))
             rows[b_row.name] = b_row
-    out_rows = [r for r in rows.values() if r.kind == "output"]
-    if out_rows:
-        rows["logits"] = WidthRow(
-            "logits",
-            "logits",
-            out_rows[0].role,
-            init_predicted=out_rows[0].init_predicted,
-        )
-        rows["logits"].init.append(rms(before["logits"]))
-        rows["logits"].step.append(rms(after["logits"] - before["logits"]))
-        rows["logits"].total.append(rows["logits"].step[-1])
+    logits = _logits_row(rows, before, after)
+    if logits is not None:
+        rows["logits"] = logits
     return rows, batch
 
 
@@ -449,29 +480,9 @@ def _zeroed_around(model: nn.Module, name: str) -> list[str]:
     ]
 
 
-def check_widths(
-    rules: TorchRules,
-    model: nn.Module,
-    widths: list[int],
-    *,
-    factory: Callable[[int], nn.Module] | None = None,
-    adapter: AdapterLike | None = None,
-    patterns: Patterns | None = None,
-    multiplier: BaseValue = 1.0,
-    example_input: Any = None,
-    timeout: float | None = 120.0,
-    base: Mapping[str, Any] | None = None,
-    seeds: int = 1,
-) -> WidthReport:
-    """Twins of ``model`` at ``widths`` measured; the report's problems are [] only when
-    every module was measured at every width and is within SLOPE_TOLERANCE_WIDTHS of its rules.
-
-    ``timeout``: seconds for the whole check, looked at before each twin of every seed (a
-    twin that would start after it is not built: the widths left are named as not
-    measured). ``seeds``: twins drawn per width (1 to MAX_SEEDS; init seeds 0, 1, ...); each RMS is their mean before the slope
-    is fitted. At a few heads of width one draw's branch slopes scatter by about 0.1 from
-    seed to seed, so a check near the tolerance wants several (the cost grows with them)."""
-    base = dict(base or {})
+def _checked_sizes(widths: Any, seeds: Any, base: Mapping[str, Any]) -> list[int]:
+    """The widths, sorted whole numbers, once the arguments are checked: a bad one raises
+    (ConfigError) before any twin is built."""
     if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
         shown = repr(seeds) if len(repr(seeds)) <= 40 else repr(seeds)[:40] + "..."
         bad_seeds = f"seeds must be a whole number from 1 to {MAX_SEEDS}, got {shown}"
@@ -492,94 +503,34 @@ def check_widths(
             "check across widths did not measure: no base lr to build the twins' "
             "optimizers with (pass the optimizer build_optimizers returned, or lr=...)"
         )
-    deadline = None if timeout is None else time.monotonic() + timeout
-    per_width: list[dict[str, WidthRow]] = []
-    problems: list[str] = []
-    measured: list[int] = []
-    sizes_built: dict[int, int] = {}  # parameter count -> the width whose twin had it
+    return sizes
 
-    def late() -> bool:
-        """The time limit reached (looked at before each twin, of every seed)."""
-        if deadline is None or time.monotonic() <= deadline:
-            return False
-        left = ", ".join(str(w) for w in sizes if w not in measured)
-        problems.append(
-            f"check across widths did not measure widths {left}: the time limit of "
-            f"{timeout:g} s was reached"
-        )
-        return True
 
-    try:
-        build = twin_builder(model, factory)
-        placement = place(model, rules, patterns=patterns, adapter=adapter)
-        family, patterns = placement.family, placement.patterns  # given once, kept
-        for width in sizes:
-            drawn: list[dict[str, WidthRow]] = []
-            for seed in range(seeds):
-                if late():
-                    break
-                torch.manual_seed(SEED + seed)
-                twin = build(width)
-                if not isinstance(twin, nn.Module):
-                    raise ConfigTypeError(
-                        f"factory({width}) returned {type(twin).__name__}, not a "
-                        "torch.nn.Module"
-                    )
-                if seed == 0:
-                    count = sum(p.numel() for p in twin.parameters())
-                    if count in sizes_built:
-                        raise ConfigError(
-                            f"the twins at widths {sizes_built[count]} and {width} are the "
-                            f"same size ({count} parameters each): the factory must build "
-                            "the model at the width it is given"
-                        )
-                    sizes_built[count] = width
-                twin_family = family or place(twin, rules, patterns=patterns).family
-                if twin_family is None:
-                    raise UnsupportedModelError(
-                        "no adapter recognises the model: pass adapter=..."
-                    )
-                rows, batch = _measure_twin(
-                    rules,
-                    twin,
-                    width,
-                    twin_family,
-                    patterns,
-                    multiplier,
-                    example_input,
-                    base,
-                )
-                if seed == 0 and width == sizes[len(sizes) // 2]:
-                    problems += [
-                        f"at width {width}: {line}"
-                        for line in measured_problems(twin, twin_family, batch)
-                    ]
-                drawn.append(rows)
-                del twin
-            if len(drawn) < seeds:
-                break
-            per_width.append(_pooled(drawn))
-            measured.append(width)
-    except ConfigError:  # a bad argument (adapter, base values) raises, as in check()
-        raise
-    except NotFiniteError as exc:
-        return WidthReport(measured, [], problems + [str(exc)])
-    except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
-        at = f" at width {sizes[len(measured)]}" if len(measured) < len(sizes) else ""
-        return WidthReport(
-            measured,
-            [],
-            problems
-            + [
-                f"check across widths did not measure the model{at} ({_exception_line(exc)})"
-            ],
+def _built(
+    build: Callable[[int], Any], width: int, sizes_built: dict[int, int] | None
+) -> nn.Module:
+    """The twin at ``width``; one that is no module, or (``sizes_built``: parameter count
+    -> the width whose twin had it) the same size as another width's, is the model's
+    problem, reported as not measured."""
+    twin = build(width)
+    if not isinstance(twin, nn.Module):
+        raise UnsupportedModelError(
+            f"factory({width}) returned {type(twin).__name__}, not a torch.nn.Module"
         )
-    if len(measured) < MIN_WIDTHS:
-        return WidthReport(
-            measured,
-            [],
-            problems or ["check across widths did not measure enough widths"],
-        )
+    if sizes_built is not None:
+        count = sum(p.numel() for p in twin.parameters())
+        if count in sizes_built:
+            raise UnsupportedModelError(
+                f"the twins at widths {sizes_built[count]} and {width} are the same size "
+                f"({count} parameters each): the factory must build the model at the width "
+                "it is given"
+            )
+        sizes_built[count] = width
+    return twin
+
+
+def _across_widths(per_width: list[dict[str, WidthRow]]) -> list[WidthRow]:
+    """One row per module measured at every width, its values in width order."""
     merged: list[WidthRow] = []
     for name, first in per_width[0].items():
         if all(name in rows_at for rows_at in per_width):
@@ -593,6 +544,125 @@ def check_widths(
                 row.fan_out += other.fan_out
                 row.features += other.features
             merged.append(row)
+    return merged
+
+
+@dataclass
+class _Progress:
+    """The widths measured so far, the problems found, and the time limit."""
+
+    sizes: list[int]
+    timeout: float | None
+    measured: list[int] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def late(self) -> bool:
+        """The time limit reached (looked at before each twin, of every seed): the widths
+        left are named as not measured."""
+        if self.timeout is None or time.monotonic() <= self.started + self.timeout:
+            return False
+        left = ", ".join(str(w) for w in self.sizes if w not in self.measured)
+        self.problems.append(
+            f"check across widths did not measure widths {left}: the time limit of "
+            f"{self.timeout:g} s was reached"
+        )
+        return True
+
+
+def _measure_widths(
+    rules: TorchRules,
+    model: nn.Module,
+    factory: Callable[[int], nn.Module] | None,
+    adapter: AdapterLike | None,
+    patterns: Patterns | None,
+    multiplier: BaseValue,
+    example_input: Any,
+    base: Mapping[str, Any],
+    seeds: int,
+    progress: _Progress,
+) -> list[dict[str, WidthRow]]:
+    """Each width's rows, pooled over its seeds, until every width is measured or the
+    time limit is reached (``progress`` holds what was measured and found)."""
+    sizes, problems, measured = progress.sizes, progress.problems, progress.measured
+    per_width: list[dict[str, WidthRow]] = []
+    sizes_built: dict[int, int] = {}  # parameter count -> the width whose twin had it
+    build = twin_builder(model, factory)
+    placement = place(model, rules, patterns=patterns, adapter=adapter)
+    family, patterns = placement.family, placement.patterns  # given once, kept
+    for width in sizes:
+        drawn: list[dict[str, WidthRow]] = []
+        for seed in range(seeds):
+            if progress.late():
+                break
+            torch.manual_seed(SEED + seed)
+            twin = _built(build, width, sizes_built if seed == 0 else None)
+            twin_family = family or place(twin, rules, patterns=patterns).family
+            if twin_family is None:
+                raise UnsupportedModelError(
+                    "no adapter recognises the model: pass adapter=..."
+                )
+            rows, batch = _measure_twin(
+                rules, twin, width, twin_family, patterns, multiplier, example_input, base
+            )
+            if seed == 0 and width == sizes[len(sizes) // 2]:
+                problems += [
+                    f"at width {width}: {line}"
+                    for line in measured_problems(twin, twin_family, batch)
+                ]
+            drawn.append(rows)
+            del twin
+        if len(drawn) < seeds:
+            break
+        per_width.append(_pooled(drawn))
+        measured.append(width)
+    return per_width
+
+
+def check_widths(
+    rules: TorchRules,
+    model: nn.Module,
+    widths: list[int],
+    *,
+    factory: Callable[[int], nn.Module] | None = None,
+    adapter: AdapterLike | None = None,
+    patterns: Patterns | None = None,
+    multiplier: BaseValue = 1.0,
+    example_input: Any = None,
+    timeout: float | None = 120.0,
+    base: Mapping[str, Any] | None = None,
+    seeds: int = 1,
+) -> WidthReport:
+    """Twins of ``model`` at ``widths`` measured; the report's problems are [] only when
+    every module was measured at every width and is within SLOPE_TOLERANCE_WIDTHS of its rules.
+
+    ``timeout``: seconds for the whole check, looked at before each twin of every seed (a
+    twin that would start after it is not built: the widths left are named as not
+    measured). ``seeds``: twins drawn per width (1 to MAX_SEEDS; init seeds 0, 1, ...);
+    each RMS is their mean before the slope is fitted. At a few heads of width one draw's
+    branch slopes scatter by about 0.1 from seed to seed, so a check near the tolerance
+    wants several (the cost grows with them). A bad argument raises ConfigError."""
+    base = dict(base or {})
+    sizes = _checked_sizes(widths, seeds, base)
+    progress = _Progress(sizes, timeout)
+    measured, problems = progress.measured, progress.problems
+    try:
+        per_width = _measure_widths(
+            rules, model, factory, adapter, patterns, multiplier, example_input, base,
+            seeds, progress,
+        )
+    except ConfigError:  # a bad argument (adapter, base values) raises, as in check()
+        raise
+    except NotFiniteError as exc:
+        return WidthReport(measured, [], problems + [str(exc)])
+    except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
+        at = f" at width {sizes[len(measured)]}" if len(measured) < len(sizes) else ""
+        line = f"check across widths did not measure the model{at} ({_exception_line(exc)})"
+        return WidthReport(measured, [], problems + [line])
+    if len(measured) < MIN_WIDTHS:
+        lines = problems or ["check across widths did not measure enough widths"]
+        return WidthReport(measured, [], lines)
+    merged = _across_widths(per_width)
     logits = next((row for row in merged if row.kind == "logits"), None)
     if logits is not None and logits.dead:
         problems.append(
