@@ -9,11 +9,12 @@ import pytest
 from spectral.cli import main
 from spectral.transfer import hparams, plan
 
-pytestmark = pytest.mark.generated  # also run on the --vendor form
+# generated (also run on the --vendor form): only the codegen tests; transfer writes no module
 
 BASE = ["--base-width", "256", "--base-depth", "4"]
 
 
+@pytest.mark.generated
 def test_codegen_writes_and_refuses_to_overwrite(tmp_path, capsys):
     out = tmp_path / "mup_config.py"
     assert main(["codegen", "muon-kimi", "--others", "adamw", *BASE, "-o", str(out)]) == 0
@@ -29,6 +30,7 @@ def test_codegen_writes_and_refuses_to_overwrite(tmp_path, capsys):
     assert '"hidden_weight": "adamw"' in out.read_text()
 
 
+@pytest.mark.generated
 def test_codegen_stdout_is_the_rendered_module(capsys):
     from spectral.codegen import render
 
@@ -43,6 +45,7 @@ def test_codegen_stdout_is_the_rendered_module(capsys):
     )
 
 
+@pytest.mark.generated
 def test_codegen_help_names_functions_the_module_defines():
     """Every name() the help text promises is a top-level function of the written module."""
     import ast
@@ -64,11 +67,13 @@ def test_codegen_help_names_functions_the_module_defines():
     assert promised <= defined
 
 
+@pytest.mark.generated
 def test_codegen_matrix_only_without_others_notes_it(tmp_path, capsys):
     assert main(["codegen", "muon", *BASE, "-o", str(tmp_path / "c.py")]) == 0
     assert "--others adamw" in capsys.readouterr().err
 
 
+@pytest.mark.generated
 def test_codegen_spec_file_in_either_slot(tmp_path, capsys):
     spec = tmp_path / "mine.toml"
     spec.write_text('name = "mine"\nupdate_norm = "n_in"\neps = "G / sqrt(n_in * n_out)"\n')

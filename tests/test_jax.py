@@ -555,6 +555,7 @@ def test_optimizer_refusals(hybrid, folder):
         muon_only.optimizer(params, 32, 2, lr=0.01)
 
 
+@pytest.mark.slow  # trains
 def test_gpt_trains_with_nnx_optimizer(hybrid):
     """The flax GPT, the module's init and optimizer, nnx.Optimizer: the loss goes down."""
     width, depth = 64, 1
@@ -735,6 +736,7 @@ def test_cross_framework_muon_kimi_defaults(folder):
 # ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # trains
 def test_docs_train_with_it_in_jax(tmp_path, monkeypatch, capsys):
     """The "Train with it in JAX" block of docs/jax.md runs as written, against the module
     its `spectral codegen` command writes."""

@@ -172,6 +172,7 @@ def _slope(widths: list[int], values: list[float]) -> float:
     return num / sum((a - mx) ** 2 for a in xs)
 
 
+@pytest.mark.slow  # a width sweep to 512
 def test_router_logit_change_after_one_step_is_flat_in_width(cfg):
     """One Muon-Kimi step moves the router logits by Theta(1) at every width (log-log
     slope within 0.15 over n = 64 ... 512); with the hidden rules (what the Llama adapter
@@ -274,6 +275,7 @@ def test_transposed_expert_layout_reads_each_matrix_out_by_in(cfg):
         torch.testing.assert_close(p.detach()[e].t(), q.detach())
 
 
+@pytest.mark.slow  # measures two more MoE families
 @pytest.mark.parametrize("build", [qwen2_moe, olmoe], ids=["qwen2-moe", "olmoe"])
 def test_other_moe_families_check_clean(cfg, build):
     for width in (64, 128):
@@ -301,6 +303,7 @@ def test_elementwise_optimizer_steps_fused_experts_whole(tmp_path):
     assert cfg.check(model, 64, BASE_DEPTH, opt) == []
 
 
+@pytest.mark.slow  # trains, saves, resumes
 def test_checkpoint_state_resumes_sliced_experts(cfg, tmp_path):
     """CheckpointState (torch.distributed.checkpoint, no process group) saves the sliced
     experts' state stacked and a fresh model and optimizer continue bit for bit."""

@@ -125,6 +125,7 @@ def test_check_measure_false_reads_names_only(cfgs):
     assert cfg.check(model, 64, 2, opt, adapter="llama", measure=False) == []
 
 
+@pytest.mark.slow  # compiles
 def test_check_sees_a_model_compiled_before_its_hooks(cfgs):
     cfg = cfgs["adamw"]
     model = _hf("llama", 128, 2).eval()  # above the base width: alpha_out = 1/2

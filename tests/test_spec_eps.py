@@ -14,7 +14,7 @@ from spectral.engine.spec_file import load_spec, parse_spec
 from spectral.symbols import G, n_in, n_out
 from spectral.transfer import eps_place
 
-pytestmark = pytest.mark.generated  # also run on the --vendor form
+# generated (also run on the --vendor form): only the tests that render a module
 
 ADAFACTOR_TOML = """
 name = "adafactor"
@@ -253,6 +253,7 @@ def _rendered_kinds(monkeypatch, *args, **kwargs) -> tuple[str, list[dict]]:
     return source, seen["kinds"]
 
 
+@pytest.mark.generated
 def test_render_passes_eps_index_of_a_user_spec(monkeypatch):
     spec = adafactor()
     source, kinds = _rendered_kinds(monkeypatch, spec, "adamw", base_width=64, base_depth=2)
@@ -263,12 +264,14 @@ def test_render_passes_eps_index_of_a_user_spec(monkeypatch):
     assert (by_name["adamw"]["eps_key"], by_name["adamw"]["eps_index"]) == ("eps", None)
 
 
+@pytest.mark.generated
 def test_render_alone_with_eps_index(monkeypatch):
     source, kinds = _rendered_kinds(monkeypatch, adafactor(eps_index=1), base_width=64, base_depth=2)
     compile(source, "<generated>", "exec")
     assert [(kd["name"], kd["eps_key"], kd["eps_index"]) for kd in kinds] == [("adafactor", "eps", 1)]
 
 
+@pytest.mark.generated
 def test_render_shampoo_reads_matrix_eps(monkeypatch):
     _, kinds = _rendered_kinds(monkeypatch, "shampoo", "adamw", base_width=64, base_depth=2)
     places = {kd["name"]: (kd["eps_key"], kd["eps_index"]) for kd in kinds}

@@ -83,6 +83,7 @@ def _logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return getattr(out, "logits", out)
 
 
+@pytest.mark.slow  # measures and steps at two sizes
 @pytest.mark.parametrize("label", list(LABELS))
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_tied_embeddings_check_clean_and_match_the_untied_model(cfgs, label, family):

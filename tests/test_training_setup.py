@@ -242,6 +242,7 @@ def _llama(width: int = 64, depth: int = 2, seed: int = 0):
     return transformers.LlamaForCausalLM(config)
 
 
+@pytest.mark.slow  # trains with HF Trainer
 def test_hf_trainer_takes_the_optimizer_and_scheduler(cfgs, tmp_path):
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate")

@@ -22,7 +22,8 @@ from spectral.cli import main  # noqa: E402
 from spectral.errors import SpecError  # noqa: E402
 from spectral.engine.spec_file import load_spec  # noqa: E402
 
-pytestmark = pytest.mark.generated  # also run on the --vendor form
+# generated (also run on the --vendor form): only the tests that load a generated module
+# (coord-check does; probe measures the optimizer alone)
 
 FACTORY = textwrap.dedent(
     """
@@ -75,6 +76,7 @@ def _one_line_error(capsys, match: str) -> str:
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # probes across widths
 def test_probe_signum_spec_with_factory_passes(files, capsys):
     tmp, module = files
     out = tmp / "probe.json"
@@ -106,6 +108,7 @@ def test_probe_signum_spec_with_factory_passes(files, capsys):
     assert "measured: signum = " in capsys.readouterr().out
 
 
+@pytest.mark.slow  # probes across widths
 def test_probe_signum_declared_wrong_by_half_fails(files, capsys):
     tmp, module = files
     out = tmp / "probe.json"
@@ -135,6 +138,7 @@ def test_probe_signum_declared_wrong_by_half_fails(files, capsys):
     assert sys.modules[module].CALLS  # the user's factory built what was measured
 
 
+@pytest.mark.slow  # probes across widths
 def test_probe_factory_replaces_a_catalog_implementation(files):
     """lion declares ``n_in`` too; measured through the user's factory, not Lion."""
     from spectral.measure.probe import probe
@@ -167,6 +171,7 @@ def test_probe_spec_of_a_catalog_name_uses_its_implementation(tmp_path):
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.generated
 def test_coord_check_signum_spec_with_factory(files):
     tmp, module = files
     out = tmp / "cc.json"
@@ -209,6 +214,7 @@ def test_coord_check_signum_spec_with_factory(files):
     assert (tmp / "mlp-signum-width.png").stat().st_size > 0
 
 
+@pytest.mark.generated
 def test_coord_check_user_spec_gets_the_rules_of_its_declaration(files):
     """signum declares what lion declares, so every parameter gets lion's lr; only the
     implementation (the user's) differs."""
@@ -230,6 +236,7 @@ def test_coord_check_user_spec_gets_the_rules_of_its_declaration(files):
     assert mod.CALLS == ["SignSGD"]
 
 
+@pytest.mark.generated
 def test_coord_check_factory_replaces_a_catalog_implementation(files):
     from spectral.coordcheck import CoordCheckConfig, build
 
@@ -245,6 +252,7 @@ def test_coord_check_factory_replaces_a_catalog_implementation(files):
     assert cfg.to_dict()["factory"] == f"{module}:make_signum"
 
 
+@pytest.mark.generated
 def test_load_generated_keeps_a_user_spec_apart_from_the_catalog(tmp_path):
     from spectral.codegen import load_generated
 
@@ -268,6 +276,7 @@ def _write(folder, name: str, text: str):
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.generated
 @pytest.mark.parametrize(
     ("factory", "match"),
     [
