@@ -38,6 +38,7 @@ def test_page_has_a_section_per_stack():
     }
 
 
+@pytest.mark.slow  # trains in every stack, compiles
 @pytest.mark.parametrize("section", SECTIONS, ids=[s["slug"] for s in SECTIONS])
 def test_section_runs(section, tmp_path, monkeypatch):
     litgpt = types.ModuleType("litgpt")

@@ -475,6 +475,7 @@ def test_adapter_json_file_with_a_huge_integer_is_one_line(tmp_path, capsys, no_
     assert os.listdir(tmp_path) == ["adapter.json"]
 
 
+@pytest.mark.slow  # trains until it diverges
 def test_coord_check_model_that_diverges_while_training_says_where(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = [*TINY_COORD, "--steps", "3", "--model-factory", "hostile_user:diverging_model"]
@@ -488,6 +489,7 @@ def test_coord_check_model_that_diverges_while_training_says_where(tmp_path, cap
     assert os.listdir(tmp_path) == []  # no output asked for, none written
 
 
+@pytest.mark.slow  # trains until it diverges
 def test_coord_check_json_of_a_diverged_model_records_where(tmp_path, capsys):
     argv = [*TINY_COORD, "--steps", "3", "--model-factory", "hostile_user:diverging_model",
             "--json", str(tmp_path / "r.json")]

@@ -54,6 +54,7 @@ SAME = [
 ]
 
 
+@pytest.mark.slow  # measures real implementations across widths
 @pytest.mark.parametrize(
     "target,kwargs,name,scope,update_norm,eps", SAME, ids=[c[2] for c in SAME]
 )
@@ -88,6 +89,7 @@ def test_cli_adamw_toml_derives_like_the_catalog(tmp_path, capsys):
     assert "exists; pass --force" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # measures across widths
 def test_cli_group_keys_normuon(tmp_path, capsys):
     """NorMuon steps only groups with use_muon=True (the others with its own AdamW at
     adamw_lr); --group sets it, and the inferred declaration derives the catalog's rules."""
@@ -102,6 +104,7 @@ def test_cli_group_keys_normuon(tmp_path, capsys):
     assert rules(load_spec(out)) == rules("normuon")
 
 
+@pytest.mark.slow  # measures across widths
 def test_shampoo_biases_measure_consistently_so_auto_covers_them():
     """pytorch-optimizer's Shampoo on a vector steps by g/‖g‖ — the n × 1 case of its matrix
     step — so the measurement extends to biases; the catalog (the paper) declares matrices."""
@@ -114,6 +117,7 @@ def test_shampoo_biases_measure_consistently_so_auto_covers_them():
     assert set(inferred) - set(catalog) == {"input_bias", "hidden_bias"}
 
 
+@pytest.mark.slow  # measures across widths
 def test_torch_muon_default_departs_on_the_input_layer():
     """torch's adjust_lr_fn='original' scales lr by sqrt(max(1, n_out/n_in)): the idealised
     Muon's input-layer step ‖A‖_R = sqrt(d0/n) becomes Θ(1), and only that rule differs."""

@@ -110,6 +110,7 @@ def _carriers(model):
                 yield name, layer
 
 
+@pytest.mark.slow  # builds and steps the 6-layer debug model
 def test_container_steps(cfg) -> None:
     model = _model()
     cfg.init_(model, WIDTH, DEPTH, init_std=0.02)
@@ -137,6 +138,7 @@ def test_container_steps(cfg) -> None:
         assert all(not torch.equal(before[n], p) for n, p in named.items())
 
 
+@pytest.mark.slow  # builds the 6-layer debug model
 def test_backward_stops_on_cpu() -> None:
     """Where torchtitan 0.3.0 stops on CPU (docs/torchtitan.md): FlexAttention's backward."""
     model = _model()
