@@ -7,7 +7,7 @@ code (tests/hostile_user.py) cannot hang, exit, or print into the output; a dama
 ``runs.jsonl`` loses no good run. Each case asserts the exit code, one error line naming the
 argument or file, and no traceback. In-process (:func:`spectral.cli.main`) where possible;
 sweeps in subprocesses where a kill or a second process must be observed
-(tests/test_hostile_sweep.py).
+(tests/sweep/test_hostile_sweep.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ pytest.importorskip("torch")
 
 from spectral.cli import main  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the shared helpers and workers
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:

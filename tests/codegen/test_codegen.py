@@ -29,7 +29,7 @@ from spectral.torch.model.ties import tie_differences  # noqa: E402
 
 pytestmark = pytest.mark.generated  # also run on the --vendor form
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUFF = Path(sys.executable).parent / "ruff"
 COMBOS = [(name, None) for name in catalog()] + [
     ("muon-kimi", "adamw"),
@@ -278,7 +278,7 @@ def test_classify_error_names_the_parameter(configs):
 
 def test_tied_embeddings_where_the_rules_allow_them(configs):
     """Allowed under AdamW's embedding rules (one input_weight group), refused under
-    NorMuon's, naming what differs (tests/test_ties_runtime.py: the whole story)."""
+    NorMuon's, naming what differs (tests/torch/test_ties_runtime.py: the whole story)."""
     g = GPT(64, 1, block_size=8)
     g.lm_head.weight = g.transformer.wte.weight
     cfg = configs["muon-kimi+adamw"]

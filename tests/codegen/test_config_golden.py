@@ -9,7 +9,7 @@ bytes, so a regenerated config that differs in any bit of any number fails here.
 the importing form and (``SPECTRAL_TEST_VENDOR=1``) the --vendor form; both must match the
 one record. Rewrite the records only when a change of the numbers is meant::
 
-    SPECTRAL_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_config_golden.py
+    SPECTRAL_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/codegen/test_config_golden.py
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from spectral.models import GPT  # noqa: E402
 
 pytestmark = pytest.mark.generated  # also run on the --vendor form
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 UPDATE = os.environ.get("SPECTRAL_UPDATE_GOLDEN") == "1"
 BASE_WIDTH, BASE_DEPTH = 64, 2
 WIDTH, DEPTH = 128, 4  # r_n = r_L = 2: every exponent of every rule counts

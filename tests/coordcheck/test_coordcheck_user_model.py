@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 from spectral.cli import main  # noqa: E402
 from spectral.errors import SpecError  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 TINY = textwrap.dedent(
     '''

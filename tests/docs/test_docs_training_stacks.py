@@ -1,5 +1,5 @@
 """docs/training-stacks.md runs: every ```python block, section by section, as a reader
-pastes it (the runner of tests/test_docs_your_model.py: one namespace per section,
+pastes it (the runner of tests/docs/test_docs_your_model.py: one namespace per section,
 `mup_config` generated from the page's `spectral codegen` command, a ```text block after a
 python block is its expected output). The litgpt section runs on a stand-in with litgpt's
 names (tests/litgpt_standin.py): litgpt 0.5.13 and transformers 5 do not install together."""
@@ -22,7 +22,7 @@ from test_docs_your_model import run_section, sections  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "training-stacks.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "training-stacks.md"
 SECTIONS = [s for s in sections(DOC.read_text()) if s["blocks"]]
 
 

@@ -28,7 +28,7 @@ from spectral.codegen import render, write  # noqa: E402
 
 pytestmark = [pytest.mark.generated, pytest.mark.slow]  # generated: also run on the --vendor form
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "your-model.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "your-model.md"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
 
 

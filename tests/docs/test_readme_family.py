@@ -20,7 +20,7 @@ from spectral.codegen import render  # noqa: E402
 
 pytestmark = pytest.mark.generated  # also run on the --vendor form
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _section_blocks() -> tuple[str, str]:

@@ -106,12 +106,12 @@ PAPER |= {
 
 BEYOND_PAPER = {"soap": {"eps"}}
 """HPs the catalog derives that the paper does not tabulate, left out of the comparison:
-SOAP's ε (``optimizers/soap.py``; its exponents are pinned in tests/test_spec_eps.py)."""
+SOAP's ε (``optimizers/soap.py``; its exponents are pinned in tests/engine/test_spec_eps.py)."""
 
 
 ROLES_BEYOND_PAPER = {"router_weight"}
 """Roles the engine derives that the paper's network does not have: the router
-(docs/router.md; its rules are pinned against a hand derivation in tests/test_router.py).
+(docs/router.md; its rules are pinned against a hand derivation in tests/engine/test_router.py).
 An addition, so every role the paper has must still come out exactly as tabulated."""
 
 
@@ -158,7 +158,7 @@ def test_every_catalog_optimizer_is_in_the_paper_table():
     from spectral import catalog
 
     # the catalog opens with the paper's nine; the optimizers declared after them are checked
-    # against their implementations instead (tests/test_catalog.py, tests/test_infer.py)
+    # against their implementations instead (tests/test_catalog.py, tests/infer/test_infer.py)
     assert {name for name, _ in PAPER} == set(list(catalog())[: len({n for n, _ in PAPER})])
 
 

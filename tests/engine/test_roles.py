@@ -170,7 +170,7 @@ def test_cli_json_lists_the_new_roles_by_default(optimizer, capsys):
     assert set(HAND[optimizer]) <= cited
 
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 
 
 @pytest.mark.parametrize(("optimizer", "k"), [("adamw", 2), ("muon-kimi", 1)])

@@ -43,7 +43,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning"),
 ]
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the shared helpers and workers
 BASE_WIDTH, BASE_DEPTH = 64, 2
 
 

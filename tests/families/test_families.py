@@ -263,7 +263,7 @@ def test_gemma_scale_missing_is_named(cfg):
 def test_an_adapters_refused_flag_is_named(cfg):
     """Adapter.refuse: a config flag the rules do not cover is refused in one line, by
     every call (no built-in family needs it since Gemma2's soft-capping and Falcon's
-    ALiBi were measured flat: tests/test_model_classes.py)."""
+    ALiBi were measured flat: tests/families/test_model_classes.py)."""
     ADAPTERS = cfg.ADAPTERS  # the config's own (the --vendor form holds its own Adapter class)
 
     [gemma2] = [a for a in ADAPTERS if a.name == "gemma2"]
@@ -281,7 +281,7 @@ def test_an_adapters_refused_flag_is_named(cfg):
 def test_tied_gemma_is_accepted_where_the_rules_allow_ties(cfg):
     """Gemma ties its embeddings by default: the rules of this config allow the tie (its
     input and output weights differ in the multiplier only, applied on the logits), so the
-    tied model is set up and checks clean (tests/test_ties_runtime.py: where they do not)."""
+    tied model is set up and checks clean (tests/torch/test_ties_runtime.py: where they do not)."""
     assert tie_differences(cfg.CONFIG) == []
     model = BUILD["gemma"](128, 2)
     model.config.tie_word_embeddings = True

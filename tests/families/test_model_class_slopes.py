@@ -1,9 +1,9 @@
 """Each model class's width slopes against a Llama control (issue 26).
 
-The classes, their builders and the measurement are tests/test_model_classes.py's; the test
+The classes, their builders and the measurement are tests/families/test_model_classes.py's; the test
 lives here, outside the ``generated`` marker, so that it runs once (on the importing form of
 the config): with eight twins per width it is the suite's costliest, and the vendored form
-runs the same check_widths code in tests/test_width_check.py and the other generated tests.
+runs the same check_widths code in tests/torch/test_width_check.py and the other generated tests.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from spectral.jax.labels import path_name  # noqa: E402
 
 pytestmark = pytest.mark.generated  # also run on the --vendor form
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUFF = Path(sys.executable).parent / "ruff"
 COMBOS = [(name, None) for name in catalog()] + [
     ("muon-kimi", "adamw"),

@@ -25,7 +25,7 @@ from spectral.cli import main  # noqa: E402
 from spectral.sweep import RUNS_FILE, read_runs  # noqa: E402
 from spectral.sweep.records import append_run, check_appendable, sweep_lock  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 TINY = ["--device", "cpu", "--no-progress", "--widths", "32,64", "--depth", "1", "--depths", "1,2", "--width", "32",
         "--base-width", "32", "--base-depth", "1", "--log2-lrs=-8,-6", "--steps", "3", "--batch-size", "2",

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("matplotlib")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 GPULIKE = ["--depths", "2", "--width", "128", "--base-width", "128", "--base-depth", "2", "--head-dim", "64",
            "--batch-size", "32", "--block-size", "256", "--steps", "200"]

@@ -351,7 +351,7 @@ def test_fsdp2_sharded_experts_take_the_one_process_update(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = tmp_path / "report.json"
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # tests/: the workers
     r = subprocess.run(
         [sys.executable, str(here / "moe_fsdp_worker.py"), str(port), str(out), str(config)],
         capture_output=True,

@@ -4,7 +4,7 @@ gets its init std, lr, weight decay and ε at any width (docs/roles.md).
 A toy model has every new role: an embedding, a branch with a fixed-rank factorisation
 (n → r → n), a per-channel vector and a depthwise conv, a pooler outside the residual
 stream and a readout with a bias. At width 2× the base, each number must be the base
-value times 2^a with ``a`` the derived exponent (tests/test_roles.py pins the exponents).
+value times 2^a with ``a`` the derived exponent (tests/engine/test_roles.py pins the exponents).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ LR_AT_2X = {
     "outer_bias": 1.0,
     "output_bias": 2.0,
 }
-"""Hand-derived lr factor at width 2× (tests/test_roles.py::HAND, 2**a), the same for
+"""Hand-derived lr factor at width 2× (tests/engine/test_roles.py::HAND, 2**a), the same for
 AdamW and for Muon-Kimi on the block's fixed-rank factors (a hidden matrix's would be
 1/√2 under Muon-Kimi)."""
 FAMILIES = ["adamw", "muon-kimi+adamw"]

@@ -431,7 +431,7 @@ def test_fold_multipliers_save_and_load_without_hooks(cfgs, family, tmp_path):
 def test_fold_multipliers_refuses_tied_embeddings_and_changes_nothing(cfgs):
     cfg = cfgs["adamw"]
     model = _gpt2(64, 2, tie=True)
-    # AdamW's rules allow the tie (tests/test_ties_runtime.py); fold does not: alpha_out
+    # AdamW's rules allow the tie (tests/torch/test_ties_runtime.py); fold does not: alpha_out
     # folded into the shared matrix would scale the input too
     cfg.apply_multipliers(model, 128, 2)
     before = {k: v.clone() for k, v in model.state_dict().items()}

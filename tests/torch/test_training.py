@@ -22,7 +22,7 @@ from spectral.models import GPT  # noqa: E402
 
 pytestmark = [pytest.mark.generated, pytest.mark.slow]  # generated: also run on the --vendor form
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the shared helpers and workers
 TEXT = (
     b"It is a truth universally acknowledged, that a single man in possession of a good "
     b"fortune, must be in want of a wife. However little known the feelings or views of "
