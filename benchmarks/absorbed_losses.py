@@ -7,7 +7,7 @@ multiplier 2/3, so no product is exact by luck), and AdamW, Muon-Kimi + AdamW, S
 20 float32 steps with the hooked config and with the --absorb-multipliers one; prints the
 largest absolute and relative loss difference. Muon runs twice: with torch.optim.Muon as it
 is (its Newton-Schulz iteration casts to bfloat16) and with that iteration in float32 (as
-tests/test_absorb.py does), to separate the bf16 rounding from the symmetry.
+tests/engine/test_absorb.py does), to separate the bf16 rounding from the symmetry.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ class TorchImpl:
     not_homogeneous: str = ""
     """Why the implementation's step is not homogeneous in the gradient as its declaration
     is (a trust ratio, a Hessian, a warm-up that switches rules): its hyperparameters cannot
-    absorb a multiplier (``--absorb-multipliers`` refuses; tests/test_absorb.py measures it)."""
+    absorb a multiplier (``--absorb-multipliers`` refuses; tests/engine/test_absorb.py measures it)."""
 
     def __post_init__(self) -> None:
         if self.sharding not in SHARDINGS:

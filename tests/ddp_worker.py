@@ -1,4 +1,4 @@
-"""DDP smoke run for tests/test_training.py: 2 CPU processes, gloo, a generated config.
+"""DDP smoke run for tests/torch/test_training.py: 2 CPU processes, gloo, a generated config.
 
     python tests/ddp_worker.py CONFIG.py PORT OUT.json
 

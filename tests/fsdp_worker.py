@@ -1,4 +1,4 @@
-"""FSDP2 runs for tests/test_fsdp.py: 2 CPU processes (gloo), generated config modules.
+"""FSDP2 runs for tests/torch/test_fsdp.py: 2 CPU processes (gloo), generated config modules.
 
     python tests/fsdp_worker.py PORT OUT.json CKPT_DIR JOB [JOB ...]
 

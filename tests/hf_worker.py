@@ -1,4 +1,4 @@
-"""DDP run for tests/test_adapters.py: a Hugging Face Llama with apply_multipliers.
+"""DDP run for tests/families/test_adapters.py: a Hugging Face Llama with apply_multipliers.
 
     python tests/hf_worker.py CONFIG.py PORT OUT.pt
 

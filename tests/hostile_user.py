@@ -1,4 +1,4 @@
-"""Careless and hostile user code for tests/test_hostile_cli.py: optimizer classes, factories
+"""Careless and hostile user code for tests/cli/test_hostile_cli.py: optimizer classes, factories
 and models that hang, exit, print, or step to NaN, inf, 1e300 or exactly nothing.
 
 Imported by name (``hostile_user.NaNStep``: tests/ is on ``sys.path`` under pytest, and the

@@ -5,7 +5,7 @@ Gemma3, OLMo2, Falcon, GPT-NeoX and OPT are built from config objects (tiny, CPU
 downloaded). nanoGPT, torchtitan's Llama and timm's VisionTransformer are stand-ins written
 here with those projects' module names and forward passes (torchtitan and timm are not
 installed; nothing is copied from them). :data:`CASES` says, per model, which family
-adapter takes it and where its roles and multipliers must land (tests/test_adapters.py).
+adapter takes it and where its roles and multipliers must land (tests/families/test_adapters.py).
 """
 
 from __future__ import annotations

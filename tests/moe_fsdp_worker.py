@@ -1,4 +1,4 @@
-"""FSDP2 run of a tiny HF Mixtral for tests/test_moe.py: 2 CPU processes (gloo).
+"""FSDP2 run of a tiny HF Mixtral for tests/torch/test_moe.py: 2 CPU processes (gloo).
 
     python tests/moe_fsdp_worker.py PORT OUT.json CONFIG.py
 

@@ -18,7 +18,7 @@ from spectral.symbols import SYMBOLS, n_in
 
 CATALOG = sorted(catalog())
 PAPER = {"muon-kimi", "muon", "shampoo", "soap", "sgd", "adamw", "lion", "sophia", "sso"}
-"""The optimizers the paper tabulates (tests/test_paper_tables.py pins their rules)."""
+"""The optimizers the paper tabulates (tests/engine/test_paper_tables.py pins their rules)."""
 MORE = {
     "adam", "nadam", "radam", "adafactor", "adopt", "adan", "mars", "schedulefree-adamw",
     "lamb", "signsgd", "scion", "normuon",

@@ -44,7 +44,7 @@ LLAMA3_PARAMETERS = (
     "lm_head.weight",
 )
 """The parameter names of one block and the rest of torchtitan 0.3.0's Llama3
-(``torchtitan.models.llama3``; tests/test_torchtitan.py checks them against the package)."""
+(``torchtitan.models.llama3``; tests/codegen/test_torchtitan.py checks them against the package)."""
 
 OPTIMIZER_NAMES = {"adamw": "AdamW", "adam": "Adam"}
 """Catalog optimizer -> the name torchtitan 0.3.0 builds it by

@@ -16,7 +16,7 @@ resolves through ``sys.modules[cls.__module__]`` — absent when a config file i
 path without being registered (``spec_from_file_location`` + ``exec_module``, the usual way
 to load one), so its dataclasses failed to build. Without it the annotations are evaluated
 where they stand, which the runtime modules allow (every name an annotation uses is
-imported or defined before it; tests/test_hostile.py loads both forms that way).
+imported or defined before it; tests/cli/test_hostile.py loads both forms that way).
 """
 
 from __future__ import annotations

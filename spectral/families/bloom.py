@@ -12,7 +12,7 @@ __all__ = ["BLOOM"]
 # that would normalise alpha_in away: h_0 is that norm's output, so alpha_in scales it.
 # Its ALiBi slopes 2^(-8i/heads) take the same spread of values at every head count (the
 # share of heads with a slope in any range stays put as the heads grow with the width);
-# tests/test_model_classes.py measures BLOOM's slopes (and Falcon's with alibi=True).
+# tests/families/test_model_classes.py measures BLOOM's slopes (and Falcon's with alibi=True).
 BLOOM = make_adapter(
     FALCON,
     name="bloom",  # Hugging Face BLOOM

@@ -11,7 +11,7 @@ __all__ = ["GEMMA2"]
 # Gemma2 and Gemma3 add h + post_norm(f(pre_norm(h))): OLMo2's branch ends, Gemma's
 # embedding scale and norms. Gemma2's soft-capping (tanh(x / c) * c on the logits and on the
 # attention scores, c fixed) is accepted: under muP both are Theta(1) at every width, so
-# the cap bends them the same way at every width (tests/test_model_classes.py measures the
+# the cap bends them the same way at every width (tests/families/test_model_classes.py measures the
 # capped logits' slopes).
 GEMMA2 = make_adapter(
     OLMO2,

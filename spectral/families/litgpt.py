@@ -16,7 +16,7 @@ __all__ = ["LITGPT"]
 # soft-capping (final_logit_softcapping, attention_logit_softcapping: tanh(x / c) * c, c
 # fixed) is accepted as Gemma2's is: the capped logits and scores are Theta(1) at every
 # width under muP, so a cap of fixed height bends them alike at every width
-# (tests/test_training_stacks.py measures the capped logits' slopes).
+# (tests/torch/test_training_stacks.py measures the capped logits' slopes).
 LITGPT = make_adapter(
     name="litgpt",
     detect=r"transformer\.h\.\d+\.post_attention_norm$",

@@ -1,0 +1,53 @@
+"""Each model class's width slopes against a Llama control (issue 26).
+
+The classes, their builders and the measurement are tests/families/test_model_classes.py's; the test
+lives here, outside the ``generated`` marker, so that it runs once (on the importing form of
+the config): with eight twins per width it is the suite's costliest, and the vendored form
+runs the same check_widths code in tests/torch/test_width_check.py and the other generated tests.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from spectral.codegen import load_generated  # noqa: E402
+from test_model_classes import (  # noqa: E402
+    CLASSES,
+    TOLERANCE,
+    llama,
+    measured_slopes,
+    off_control,
+    token_batch,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("class_slopes")
+    return load_generated(
+        "muon-kimi", "adamw", base_width=64, base_depth=2, folder=folder, all_roles=True
+    )
+
+
+@pytest.fixture(scope="module")
+def control(cfg):
+    return measured_slopes(cfg, llama, token_batch())[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_width_slopes_match_the_llama_control(cfg, control, name):
+    build, batch = CLASSES[name]
+    slopes, problems = measured_slopes(cfg, build, batch())
+    assert {"h0", "logits", "dlogits"} < set(slopes) and len(slopes) > 3, problems
+    assert None not in slopes.values(), f"{name}: a quantity is 0 at some width {slopes}"
+    off = off_control(slopes, control)
+    bad = {k: round(v, 3) for k, v in off.items() if abs(v) > TOLERANCE}
+    assert not bad, f"{name}: slopes off the Llama control {bad}; slopes {slopes}; {problems}"
+
+

@@ -1,0 +1,184 @@
+"""The committed sweep results are what their raw runs give: re-rendering each committed
+``runs.jsonl`` with the command in docs/transfer.md reproduces ``summary.md``, ``drift.json``
+and ``tuning.json`` byte for byte (so no table was edited by hand, and the report code still
+reads old runs the same way)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("matplotlib")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GPULIKE = ["--depths", "2", "--width", "128", "--base-width", "128", "--base-depth", "2", "--head-dim", "64",
+           "--batch-size", "32", "--block-size", "256", "--steps", "200"]
+"""The GPU's base and tokens on a CPU (cpu-gpulike/ and the gap/ folders tuned at the base)."""
+GAP = ["--widths", "256", "--width", "256", "--depths", "2", "--base-width", "128", "--base-depth", "2", "--head-dim",
+       "64", "--batch-size", "32", "--block-size", "256", "--steps", "200", "--multiplier", "output=1", "--seeds", "0,1"]
+
+CASES = {
+    "tuned/adamw": ["-O", "adamw", "--param", "sp", "--param", "mup", "--widths", "32,64,128,256",
+                    "--depths", "2,4,8,16", "--log2-lrs=-13,-12,-11,-10,-9,-8,-7,-6,-5", "--seeds", "0,1",
+                    "--tune", "output=1,4,16,32,64"],
+    "tuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup",
+                              "--widths", "32,64,128,256", "--depths", "2,4,8,16",
+                              "--log2-lrs=-9,-8,-7,-6,-5,-4,-3", "--seeds", "0,1", "--tune", "output=1,4,16,32,64"],
+    "gpu/muon-kimi+adamw": ["--preset", "gpu-8min", "--tune", "output=0.25,0.5,1,4,16"],
+    "cpu-long/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", "--widths", "32,128",
+                                 "--depths", "2", "--batch-size", "16", "--block-size", "256", "--steps", "200",
+                                 "--tune", "output=1,4", "--log2-lrs=-8,-7,-6,-5,-4,-3"],
+    "cpu-base128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", "--widths", "128,512",
+                                    "--depths", "2", "--width", "128", "--base-width", "128", "--base-depth", "2",
+                                    "--head-dim", "64", "--tune", "output=0.5,1,4", "--log2-lrs=-9,-8,-7,-6,-5,-4"],
+    "cpu-gpulike/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", "--widths", "128,256",
+                                    *GPULIKE, "--multiplier", "output=1", "--log2-lrs=-8,-7,-6,-5,-4",
+                                    "--tune", "lr.hidden_weight=0.5,1,2"],
+    "cpu-undo/alpha/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "mup", "--widths", "256", "--width", "256",
+                                       "--depths", "2", "--base-width", "128", "--base-depth", "2", "--head-dim", "64",
+                                       "--batch-size", "32", "--block-size", "256", "--steps", "200", "--log2-lrs=-6",
+                                       "--multiplier", "output=2"],
+    "cpu-undo/hidden-lr/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "mup", "--widths", "256", "--width", "256",
+                                           "--depths", "2", "--base-width", "128", "--base-depth", "2", "--head-dim", "64",
+                                           "--batch-size", "32", "--block-size", "256", "--steps", "200", "--log2-lrs=-6",
+                                           "--multiplier", "output=1", "--lr-scale", "hidden_weight=1.4142135623730951"],
+    # docs/sweep/gap: the two-seed probes of the GPU gap at n = 256 on the cpu-gpulike setup
+    "gap/reference/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", *GAP,
+                                      "--log2-lrs=-7,-6,-5"],
+    "gap/hidden-lr/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", "--widths", "128,256",
+                                      *GPULIKE, "--multiplier", "output=1", "--log2-lrs=-6,-5,-4", "--seeds", "0,1",
+                                      "--tune", "lr.hidden_weight=0.125,0.25,0.5"],
+    "gap/init-std/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "mup", *GAP, "--log2-lrs=-6",
+                                     "--init-scale", "hidden_weight=1.4142135623730951"],
+    "gap/eps/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", *GAP, "--log2-lrs=-6",
+                                "--eps", "1e-8"],
+    "gap/init-tune/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", "--widths", "128,256",
+                                      *GPULIKE, "--multiplier", "output=1", "--log2-lrs=-6,-5", "--seeds", "0,1",
+                                      "--tune", "init.hidden_weight=1,2"],
+    "gap/vocab/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--param", "mup", *GAP, "--log2-lrs=-6",
+                                  "--data", ".cache/bpe-2048", "--vocab-size", "2048"],
+    # docs/sweep/gap/gpu: benchmarks/gpu_evidence.sh on one H100 (issue 28)
+    "gap/gpu/a/muon-kimi+adamw": ["--preset", "gpu-8min", "--multiplier", "output=1", "--seeds", "0,1,2", "--widths",
+                                  "128,1024", "--depths", "2", "--tune", "init.hidden_weight=1,2,4",
+                                  "--log2-lrs=-7,-6,-5", "--sp-retune"],
+    "gap/gpu/b/muon-kimi+adamw": ["--preset", "gpu-8min", "--param", "sp", "--multiplier", "output=1", "--seeds", "0,1,2",
+                                  "--base-width", "1024", "--widths", "1024", "--width", "1024", "--depths", "2",
+                                  "--tune", "init.hidden_weight=0.5,1,2", "--log2-lrs=-9,-8,-7"],
+    "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
+    "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
+}
+
+
+def _rerender(tmp_path: Path, folder: str, args: list[str]) -> tuple[Path, Path]:
+    """Copy a committed folder's raw runs into ``tmp_path`` and render them with
+    ``--report-only``; returns the committed folder and the re-rendered one."""
+    from spectral.cli import main
+
+    src = ROOT / "docs" / "sweep" / folder
+    root = tmp_path / "out"
+    dst = root / src.name
+    dst.mkdir(parents=True)
+    for name in ("runs.jsonl", "sweep.json"):
+        shutil.copy(src / name, dst / name)
+    assert main(["sweep", "--device", "cpu", "--out", str(root), *args, "--report-only"]) == 0
+    return src, dst
+
+
+@pytest.mark.parametrize("folder", sorted(CASES))
+def test_committed_tables_come_from_the_raw_runs(tmp_path: Path, folder: str, capsys):
+    src, dst = _rerender(tmp_path, folder, CASES[folder])
+    capsys.readouterr()
+    for name in ("summary.md", "drift.json", "tuning.json", "tables.tex"):
+        if not (src / name).is_file() and "tune" not in " ".join(CASES[folder]):
+            continue  # an untuned sweep has no tuning.json
+        assert (dst / name).read_text(encoding="utf-8") == (src / name).read_text(encoding="utf-8"), name
+    # SP re-tuned at every size: there exactly where the runs hold SP with a non-winning candidate
+    if (src / "retuned.json").is_file():
+        assert (dst / "retuned.json").read_text(encoding="utf-8") == (src / "retuned.json").read_text(encoding="utf-8")
+    else:
+        assert not (dst / "retuned.json").exists()
+
+
+@pytest.mark.parametrize("folder", sorted(CASES))
+def test_committed_latex_compiles(tmp_path: Path, folder: str):
+    from test_render import _pdflatex
+
+    exe = _pdflatex()
+    tables = (ROOT / "docs" / "sweep" / folder / "tables.tex").read_text(encoding="utf-8")
+    doc = ("\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n"
+           "\\usepackage[margin=1cm]{geometry}\n\\begin{document}\n" + tables + "\n\\clearpage\n\\end{document}\n")
+    (tmp_path / "t.tex").write_text(doc, encoding="utf-8")
+    proc = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "t.tex"],
+                          cwd=tmp_path, capture_output=True, text=True, errors="replace", timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert ("base tuning" in tables) == ("tune" in " ".join(CASES[folder]))
+
+
+EXPONENT_FIT = ["--threads", "1", "--widths", "32,64,128,256", "--depths", "2,4,8", "--seeds", "0,1",
+                "--fit-exponent", "lr.hidden_weight", "--fit-exponent", "lr.input_weight",
+                "--fit-exponent", "lr.output_weight", "--log2-factors=-3,-2,-1,0,1,2,3,4"]
+EXPONENT_CASES = {
+    "exponents/adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-8,-7,-6", *EXPONENT_FIT],
+    "exponents/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--multiplier", "output=4", "--log2-lrs=-6,-5,-4",
+                                  *EXPONENT_FIT, "--fit-exponent", "init.hidden_weight"],
+}
+MORE_SEEDS = ["--threads", "1", "--widths", "32,64,128,256", "--depths", "2", "--log2-factors=-3,-2,-1,0,1,2,3,4"]
+ADAMW_BASE = ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-8,-7,-6"]
+MK_BASE = ["-O", "muon-kimi+adamw", "--multiplier", "output=4", "--log2-lrs=-6,-5,-4"]
+EXPONENT_CASES |= {  # docs/sweep/exponents/more-seeds: the committed seeds and more, width rows only
+    "exponents/more-seeds/hidden/adamw": [*ADAMW_BASE, *MORE_SEEDS, "--seeds", "0,1,2,3", "--fit-exponent", "lr.hidden_weight"],
+    "exponents/more-seeds/input/adamw": [*ADAMW_BASE, *MORE_SEEDS, "--seeds", "0,1,2", "--fit-exponent", "lr.input_weight"],
+    "exponents/more-seeds/input/muon-kimi+adamw": [*MK_BASE, *MORE_SEEDS, "--seeds", "0,1,2,3,4",
+                                                   "--fit-exponent", "lr.input_weight"],
+    "exponents/more-seeds/output/muon-kimi+adamw": [*MK_BASE, *MORE_SEEDS, "--seeds", "0,1,2,3,4,5",
+                                                    "--fit-exponent", "lr.output_weight"],
+}
+ROUTER = ["--threads", "1", "--widths", "32,64,128", "--depths", "2", "--seeds", "0,1", "--experts", "4", "--top-k", "2",
+          "--fit-exponent", "lr.router_weight", "--log2-factors=-3,-2,-1,0,1,2,3"]
+EXPONENT_CASES |= {  # docs/sweep/router: the router's η exponent on the 4-expert MoE
+    "router/adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-7", *ROUTER],
+    "router/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--multiplier", "output=4", "--log2-lrs=-5", *ROUTER],
+}
+
+
+@pytest.mark.parametrize("folder", sorted(EXPONENT_CASES))
+def test_committed_exponents_come_from_the_raw_runs(tmp_path: Path, folder: str, capsys):
+    """docs/sweep/exponents: each optimizer's fits re-render byte for byte from its runs.jsonl."""
+    src, dst = _rerender(tmp_path, folder, EXPONENT_CASES[folder])
+    capsys.readouterr()
+    for name in ("exponents.md", "exponents.json"):
+        assert (dst / name).read_text(encoding="utf-8") == (src / name).read_text(encoding="utf-8"), name
+
+
+def _script(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+    )
+    return done.stdout
+
+
+@pytest.mark.parametrize("opt", ["adamw", "muon-kimi+adamw"])
+def test_held_out_seed_tables_come_from_the_raw_runs(opt: str):
+    """docs/sweep/tuned/seed2: the table printed by benchmarks/held_out_seed.py from the
+    committed runs is the one in its README, and every close row has its seed-2 runs."""
+    table = _script("benchmarks/held_out_seed.py", "report", f"docs/sweep/tuned/{opt}", "docs/sweep/tuned/seed2")
+    assert table in (ROOT / "docs/sweep/tuned/seed2/README.md").read_text(encoding="utf-8")
+    rows = [line for line in table.splitlines() if "| yes |" in line]
+    assert rows and not any("not run" in line for line in rows)
+
+
+def test_machine_check_table_comes_from_the_raw_runs():
+    """docs/sweep/tuned/machine-check: benchmarks/compare_runs.py's table is the README's."""
+    table = _script(
+        "benchmarks/compare_runs.py", "docs/sweep/tuned/machine-check/device-runs.jsonl",
+        "docs/sweep/tuned/adamw/runs.jsonl", "docs/sweep/tuned/muon-kimi+adamw/runs.jsonl",
+    )
+    assert "adamw: 18 runs matched" in table and "muon-kimi+adamw: 14 runs matched" in table
+    assert table in (ROOT / "docs/sweep/tuned/machine-check/README.md").read_text(encoding="utf-8")
