@@ -32,7 +32,7 @@ from spectral.measure.fit import (
     within,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 T_975_2 = 4.302652729749464
 """Student t's 0.975 quantile at 2 degrees of freedom (the tables' 4.303)."""
 
