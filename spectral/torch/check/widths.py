@@ -39,24 +39,13 @@ from spectral.errors import (
     NotFiniteError,
     UnsupportedModelError,
 )
-from spectral.measure.fit import rms
 from spectral.scaling import BaseValue
-from spectral.torch.apply.hooks import (
-    builtin_multipliers,
-    install_multipliers,
-    our_hooks,
-    placements,
-)
-from spectral.torch.apply.init import init_by_role
 from spectral.torch.check.forward import (
     _exception_line,
-    _first_tensor,
-    _outside,
-    _run,
-    example_batch,
     measured_problems,
 )
-from spectral.torch.check.twins import twin_builder, twin_depth
+from spectral.torch.check.twin_rows import SEED, measure_twin
+from spectral.torch.check.twins import twin_builder
 from spectral.torch.check.verdict import (
     FAN_IN_GROWS,
     FAN_OUT_GROWS,
@@ -67,13 +56,10 @@ from spectral.torch.check.verdict import (
     off_rules,
 )
 from spectral.torch.model.classify import (
-    Adapter,
     AdapterLike,
     Patterns,
 )
 from spectral.torch.model.placement import place
-from spectral.torch.model.shapes import fans
-from spectral.torch.optim.groups import build_composite
 from spectral.torch.rules import TorchRules
 
 __all__ = [
@@ -89,7 +75,6 @@ __all__ = [
 MIN_WIDTHS = 3
 MAX_SEEDS = 1000
 """The most twins drawn per width (each draw costs a twin's build and step)."""
-SEED = 0
 
 
 def _whole(value: Any) -> int:
@@ -109,316 +94,6 @@ def _whole(value: Any) -> int:
     return int(number)
 
 
-def _not_finite(tensor: torch.Tensor) -> str | None:
-    """"NaN" or "inf" when the tensor holds one (NaN first), else None."""
-    if bool(torch.isnan(tensor).any()):
-        return "NaN"
-    return "inf" if not bool(torch.isfinite(tensor).all()) else None
-
-
-def _carried(twin: nn.Module, family: Adapter) -> dict[int, tuple[str, float]]:
-    """The hook-free form's :func:`_hooked`: id(module) -> (layer, 1.0) of every module a
-    multiplier is absorbed into (its parameters carry the factor: nothing scales after)."""
-    return {
-        id(module): (layer, 1.0)
-        for layer, modules in placements(twin, family).items()
-        for _, module in modules
-    }
-
-
-def _exponent(rules: TorchRules, role: str, hp: str) -> float:
-    return float(rules.rules[role][hp][0]) if role in rules.rules else 0.0
-
-
-def _init_exponent(rules: TorchRules, role: str, layer: str | None) -> float | None:
-    """alpha (of the hook on the module, if any) x sigma x sqrt(fan_in) of the role."""
-    grows = FAN_IN_GROWS.get(role)
-    if grows is None or role not in rules.rules:
-        return None
-    alpha = _exponent(rules, f"{layer}_weight", "multiplier") if layer else 0.0
-    return alpha + 0.5 * _exponent(rules, role, "init_var") + (0.5 if grows else 0.0)
-
-
-def _hooked(model: nn.Module) -> dict[int, tuple[str, float]]:
-    """id(module) -> (layer, factor / built-in) of the multiplier hook on it."""
-    out = {}
-    for _, module, _, hook in our_hooks(model):
-        kw = hook.keywords
-        out[id(module)] = (kw["layer"], kw["factor"] / kw.get("built_in", 1.0))
-    return out
-
-
-def _weight(module: nn.Module) -> torch.Tensor | None:
-    w = getattr(module, "weight", None)
-    return w if isinstance(w, nn.Parameter) and w.ndim >= 2 else None
-
-
-def _trained_bias(module: nn.Module) -> nn.Parameter | None:
-    """The module's own bias when it is trained (its effect on the output is measured)."""
-    b = getattr(module, "bias", None)
-    return b if isinstance(b, nn.Parameter) and b.requires_grad else None
-
-
-def _tracked(
-    model: nn.Module, family: Adapter, roles: Mapping[int, str]
-) -> list[tuple[str, str, nn.Module]]:
-    """(name, kind, module) of every module measured: placements, then weight modules."""
-    placed = placements(model, family)
-    out, seen = [], set()
-    for layer, kind in (("input", "input"), ("hidden", "branch"), ("output", "output")):
-        for name, module in placed[layer]:
-            out.append((name, kind, module))
-            seen.add(id(module))
-    for name, module in model.named_modules():
-        w = _weight(module)
-        if id(module) not in seen and w is not None and id(w) in roles:
-            out.append((name, "linear", module))
-    return out
-
-
-def _loss(out: torch.Tensor, own: Any = None) -> torch.Tensor:
-    """The model's own loss where its output carries one (a Hugging Face model given
-    labels in example_input: its shift, its masking), else cross-entropy against fixed
-    labels (the same at every width: they index the output's last dimension, which does
-    not grow)."""
-    if isinstance(own, torch.Tensor) and own.ndim == 0 and own.requires_grad:
-        return own
-    classes = out.shape[-1]
-    gen = torch.Generator().manual_seed(SEED + 1)
-    flat = out.reshape(-1, classes).float()
-    if classes == 1:
-        return (flat - 1.0).pow(2).mean()
-    labels = torch.randint(0, classes, (flat.shape[0],), generator=gen)
-    return nn.functional.cross_entropy(flat, labels.to(flat.device))
-
-
-def _set_up_twin(
-    rules: TorchRules,
-    twin: nn.Module,
-    width: int,
-    family: Adapter,
-    patterns: Patterns | None,
-    multiplier: BaseValue,
-    base: Mapping[str, Any],
-) -> torch.optim.Optimizer:
-    """The twin set up as the rules say: hooks (not in the hook-free form, whose init and
-    groups carry the multipliers), init by role, the optimizer."""
-    depth = twin_depth(
-        twin, len(placements(twin, family)["hidden"]), family.branches_per_layer
-    )
-    builtin = builtin_multipliers(twin)
-    absorbed = rules.absorbed is not None
-    if not builtin and not absorbed:
-        install_multipliers(
-            rules, twin, width, depth, multiplier=multiplier, adapter=family, patterns=patterns
-        )
-    init_std = base.get("init_std", 0.02)
-    init_by_role(
-        rules, twin, width, depth, init_std,
-        patterns=patterns, adapter=family, multiplier=multiplier,
-    )
-    carried: dict[str, Any] = {"multiplier": multiplier} if absorbed else {}
-    return build_composite(
-        rules, twin, width, depth,
-        adapter=family,
-        patterns=patterns,
-        multipliers_in_forward=builtin or None,
-        **carried,
-        **{k: v for k, v in base.items() if k != "init_std"},
-    )
-
-
-Outputs = dict[str, torch.Tensor]
-"""Module name -> its output (double), and "logits"."""
-
-
-def _run_and_step(
-    twin: nn.Module,
-    batch: Any,
-    tracked: list[tuple[str, str, nn.Module]],
-    opt: torch.optim.Optimizer,
-    width: int,
-) -> tuple[Outputs, Outputs, dict[str, tuple[Any, Any]]]:
-    """Every tracked module's output before and after one step on ``batch``, and the
-    inputs of those with a weight from before the step."""
-    outputs: Outputs = {}
-
-    def keep(name: str) -> Callable[..., None]:
-        def hook(module: nn.Module, args: Any, out: Any) -> None:
-            y = _first_tensor(out)
-            if y is not None:
-                # what the model uses: a factor its forward applies after the module (a
-                # family's config_scales, which the multiplier hook divides out) put back
-                outputs[name] = y.detach().double().clone() * _outside(module)
-
-        return hook
-
-    inputs: dict[str, tuple[Any, Any]] = {}
-
-    def keep_input(name: str) -> Callable[..., None]:
-        def hook(module: nn.Module, args: Any, kwargs: Any) -> None:
-            if name not in inputs:  # the input from before the step
-                inputs[name] = (_detached(args), _detached(kwargs))
-
-        return hook
-
-    handles = [m.register_forward_hook(keep(n)) for n, _, m in tracked]
-    handles += [
-        m.register_forward_pre_hook(keep_input(n), with_kwargs=True)
-        for n, _, m in tracked
-        if _weight(m) is not None
-    ]
-    twin.eval()  # dropout off: the same function before and after the step
-    try:
-        out = _run(twin, batch)
-        logits = _first_tensor(out)
-        if logits is None:
-            raise UnsupportedModelError(
-                "the model's output holds no tensor to take a loss of"
-            )
-        _finite(logits, outputs, width, "at init")
-        before = {**outputs, "logits": logits.detach().double().clone()}
-        _loss(logits, getattr(out, "loss", None)).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        with torch.no_grad():
-            after_logits = _first_tensor(_run(twin, batch))
-        if after_logits is None:
-            raise UnsupportedModelError(
-                "the model's output holds no tensor after the step"
-            )
-        _finite(after_logits, outputs, width, "after one step")
-        after = {**outputs, "logits": after_logits.detach().double()}
-    finally:
-        for h in handles:
-            h.remove()
-    return before, after, inputs
-
-
-def _module_row(
-    rules: TorchRules,
-    twin: nn.Module,
-    name: str,
-    kind: str,
-    module: nn.Module,
-    roles: Mapping[int, str],
-    hooked: Mapping[int, tuple[str | None, float]],
-    values: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-) -> WidthRow:
-    """One module's row: its output's RMS at init, its change after the step (in all, and
-    from its own parameters alone: ``moved``), its fans."""
-    before, after, moved = values
-    w = _weight(module)
-    layer = hooked.get(id(module), (None, 1.0))[0]
-    role = roles.get(id(w), "") if w is not None else f"{layer}_weight"
-    row = WidthRow(name, kind, role, owns_weight=w is not None or kind == "logits")
-    row.features.append(int(before.shape[-1]) if before.ndim else 0)
-    row.init_predicted = _init_exponent(rules, role, layer)
-    row.init.append(rms(before))
-    row.total.append(rms(after - before))
-    row.step.append(rms(moved - before))
-    if w is not None:
-        n_out, n_in = fans(module, w)
-        row.fan_in.append(n_in)
-        row.fan_out.append(n_out)
-    if not any(row.init + row.step):
-        row.zeroed = [
-            n
-            for n, p in module.named_parameters()
-            if not n.endswith("bias") and not bool(p.detach().any())
-        ] or _zeroed_around(twin, name)
-    return row
-
-
-def _logits_row(rows: Mapping[str, WidthRow], before: Outputs, after: Outputs) -> WidthRow | None:
-    """The logits' row, with the readout's role and init exponent (None: no readout)."""
-    out_rows = [r for r in rows.values() if r.kind == "output"]
-    if not out_rows:
-        return None
-    row = WidthRow(
-        "logits", "logits", out_rows[0].role, init_predicted=out_rows[0].init_predicted
-    )
-    row.init.append(rms(before["logits"]))
-    row.step.append(rms(after["logits"] - before["logits"]))
-    row.total.append(row.step[-1])
-    return row
-
-
-def _measure_twin(
-    rules: TorchRules,
-    twin: nn.Module,
-    width: int,
-    family: Adapter,
-    patterns: Patterns | None,
-    multiplier: BaseValue,
-    example_input: Any,
-    base: Mapping[str, Any],
-) -> tuple[dict[str, WidthRow], Any]:
-    """One twin set up, run, stepped once and run again: its rows (one value each)."""
-    roles_list = place(twin, rules, patterns=patterns, adapter=family).entries
-    opt = _set_up_twin(rules, twin, width, family, patterns, multiplier, base)
-    roles = {id(p): role for _, p, role, _ in roles_list}
-    hooked = _carried(twin, family) if rules.absorbed is not None else _hooked(twin)
-    tracked = _tracked(twin, family, roles)
-    # the user's input, or one built as check() builds it: 2 x 8 token ids below the
-    # token table (the same at every width), or a normal batch for a dense input layer
-    batch = example_input if example_input is not None else example_batch(twin, family)
-    if batch is None:
-        raise UnsupportedModelError(
-            "no token table (nn.Embedding) or dense layer (nn.Linear) in the input modules "
-            "to build a batch from: pass example_input=... (what the model's forward "
-            "takes, the same at every width)"
-        )
-    biases = {
-        name: b.detach().double().clone()
-        for name, _, m in tracked
-        if (b := _trained_bias(m)) is not None
-    }
-    before, after, inputs = _run_and_step(twin, batch, tracked, opt, width)
-    own = _own_outputs(tracked, inputs)
-    rows: dict[str, WidthRow] = {}
-    for name, kind, module in tracked:
-        if name not in before or name not in after or before[name].shape != after[name].shape:
-            continue
-        mine = own.get(name)
-        moved = mine if mine is not None and mine.shape == before[name].shape else after[name]
-        values = (before[name], after[name], moved)
-        rows[name] = _module_row(rules, twin, name, kind, module, roles, hooked, values)
-        bias = _trained_bias(module)
-        if name in biases and bias is not None:
-            factor = hooked.get(id(module), (None, 1.0))[1]
-            b_role = next((r for _, p, r, _ in roles_list if p is bias), "")
-            b_row = WidthRow(f"{name}.bias", "bias", b_role, init_predicted=None)
-            b_row.scaled = id(module) in hooked
-            b_row.init.append(rms(biases[name] * factor))
-            b_row.step.append(rms((bias.detach().double() - biases[name]) * factor))
-            rows[b_row.name] = b_row
-    logits = _logits_row(rows, before, after)
-    if logits is not None:
-        rows["logits"] = logits
-    return rows, batch
-
-
-def _finite(
-    logits: torch.Tensor, outputs: Mapping[str, torch.Tensor], width: int, when: str
-) -> None:
-    """Raise NotFiniteError when the output is NaN or inf, naming the first module measured
-    (in the order the forward pass ran them) whose output already was."""
-    kind = _not_finite(logits.detach())
-    if kind is None:
-        return
-    first = next((n for n, y in outputs.items() if _not_finite(y) is not None), None)
-    where = (
-        f"first in the output of {first}"
-        if first is not None
-        else "every module measured is finite: it comes after them"
-    )
-    raise NotFiniteError(
-        f"the model's output is {kind} at width {width} {when} ({where}): no slope can be "
-        "fitted; fix the model (or the base values) until it is finite"
-    )
-
-
 def _pooled(drawn: list[dict[str, WidthRow]]) -> dict[str, WidthRow]:
     """One width's rows over its seeds: the first draw's rows, each measured value the mean
     over the draws (a module missing from a draw is left out)."""
@@ -432,52 +107,6 @@ def _pooled(drawn: list[dict[str, WidthRow]]) -> dict[str, WidthRow]:
                 setattr(row, quantity, [sum(v[0] for v in values) / len(values)])
         pooled[name] = row
     return pooled
-
-
-def _detached(value: Any) -> Any:
-    """Tensors in (nested) args and kwargs detached, so the step does not change them."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, tuple):
-        return tuple(_detached(v) for v in value)
-    if isinstance(value, list):
-        return [_detached(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _detached(v) for k, v in value.items()}
-    return value
-
-
-@torch.no_grad()
-def _own_outputs(
-    tracked: list[tuple[str, str, nn.Module]], inputs: Mapping[str, tuple[Any, Any]]
-) -> dict[str, torch.Tensor]:
-    """Each weight module's output after the step on its input from before it: the change
-    its own parameters made (what its role's rules set), apart from what its input brought
-    (the modules before it answer for that). A module that cannot be called alone again is
-    left out: its whole change counts."""
-    out = {}
-    for name, _, module in tracked:
-        if name not in inputs:
-            continue
-        args, kwargs = inputs[name]
-        try:
-            y = _first_tensor(module(*args, **kwargs))
-        except Exception:  # noqa: BLE001, S112 - a module that needs more than its inputs
-            continue
-        if y is not None:
-            out[name] = y.detach().double() * _outside(module)
-    return out
-
-
-def _zeroed_around(model: nn.Module, name: str) -> list[str]:
-    """All-zero parameters (not biases) in the block around a dead module."""
-    parent = name.rpartition(".")[0]
-    block = model.get_submodule(parent) if parent else model
-    return [
-        f"{parent + '.' if parent else ''}{n}"
-        for n, p in block.named_parameters()
-        if not n.endswith("bias") and not bool(p.detach().any())
-    ]
 
 
 def _checked_sizes(widths: Any, seeds: Any, base: Mapping[str, Any]) -> list[int]:
@@ -602,7 +231,7 @@ def _measure_widths(
                 raise UnsupportedModelError(
                     "no adapter recognises the model: pass adapter=..."
                 )
-            rows, batch = _measure_twin(
+            rows, batch = measure_twin(
                 rules, twin, width, twin_family, patterns, multiplier, example_input, base
             )
             if seed == 0 and width == sizes[len(sizes) // 2]:
