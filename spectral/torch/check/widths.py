@@ -83,14 +83,14 @@ def _whole(value: Any) -> int:
     if isinstance(value, (bool, str, bytes)) or (
         isinstance(value, torch.Tensor) and value.dtype == torch.bool
     ):
-        raise ValueError
+        raise ConfigError(f"not a whole number: {value!r}")
     try:
         return operator.index(value)
     except TypeError:
         pass
     number = float(value)  # TypeError or ValueError for what holds no number
     if not math.isfinite(number) or number != int(number):
-        raise ValueError
+        raise ConfigError(f"not a whole number: {value!r}")
     return int(number)
 
 
