@@ -125,3 +125,20 @@ def test_a_placement_does_not_keep_its_model_alive(cfg):
 def test_not_a_module_is_one_clear_error(cfg):
     with pytest.raises(TypeError, match="expected an nn.Module, got int"):
         place(42, cfg.CONFIG)
+
+
+def test_the_public_names_stay_where_users_import_them():
+    """The runtime's folders moved (model/, apply/, optim/, check/); what users import from
+    spectral.torch is still there, and the names docs point to inside the folders are the
+    same objects."""
+    import spectral.torch as runtime
+    from spectral.torch.apply.absorb import parameter_hparams
+    from spectral.torch.check.widths import check_widths
+    from spectral.torch.optim.torchtitan import param_group_configs
+
+    for name in runtime.__all__:
+        assert getattr(runtime, name) is not None, name
+    assert runtime.check_widths is check_widths
+    assert runtime.parameter_hparams is parameter_hparams
+    assert runtime.param_group_configs is param_group_configs
+    assert {"Config", "ADAPTERS", "Adapter", "classify", "unwrap_optimizer"} <= set(runtime.__all__)
