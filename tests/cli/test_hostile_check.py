@@ -27,6 +27,7 @@ from torch import nn  # noqa: E402
 
 from spectral.cli import main  # noqa: E402
 from spectral.codegen import load_generated  # noqa: E402
+from spectral.errors import ConfigError  # noqa: E402
 from spectral.torch.check.widths import check_widths  # noqa: E402
 from spectral.torch.optim.composite import unwrap_optimizer  # noqa: E402
 
@@ -332,8 +333,9 @@ def test_widths_that_are_not_whole_numbers_are_refused(widths, shown, cfg, monke
     import spectral.torch.check.widths as module
 
     monkeypatch.setattr(module, "twin_builder", lambda *a: pytest.fail("work started"))
-    report = check_widths(cfg.CONFIG, nn.Linear(2, 2), widths, base={"lr": 1e-3})
-    assert report.problems == [f"widths must be whole numbers, got {shown}"]
+    with pytest.raises(ConfigError) as raised:  # a bad argument raises, as in check()
+        check_widths(cfg.CONFIG, nn.Linear(2, 2), widths, base={"lr": 1e-3})
+    assert str(raised.value) == f"widths must be whole numbers, got {shown}"
 
 
 @pytest.mark.generated
@@ -357,9 +359,9 @@ def test_whole_widths_of_other_types_are_taken(cfg, monkeypatch):
 @pytest.mark.generated
 @pytest.mark.parametrize("seeds", [10**40, 1001, 0, True, 2.0])
 def test_seeds_out_of_range_are_refused_before_work(seeds, cfg):
-    report = check_widths(cfg.CONFIG, nn.Linear(2, 2), [64, 128, 256], base={"lr": 1e-3}, seeds=seeds)
-    [line] = report.problems
-    assert line.startswith("seeds must be a whole number from 1 to 1000, got ")
+    with pytest.raises(ConfigError) as raised:  # a bad argument raises, as in check()
+        check_widths(cfg.CONFIG, nn.Linear(2, 2), [64, 128, 256], base={"lr": 1e-3}, seeds=seeds)
+    assert str(raised.value).startswith("seeds must be a whole number from 1 to 1000, got ")
 
 
 @pytest.mark.generated
