@@ -169,6 +169,12 @@ class SweepConfig:
     router is the ``router_weight`` role (docs/router.md)."""
     top_k: int = 2
     """Experts each token is routed to (with ``experts``)."""
+    ablation: tuple[tuple[str, str, float], ...] = ()
+    """``spectral sweep --ablate``: (role, HP, width exponent) entries that replace the
+    derived rule's exponent of ``r_n`` in ``mup`` runs (``0.0``: SP's rule); empty: the
+    derived rules (:mod:`spectral.sweep.ablate`)."""
+    ablation_name: str = ""
+    """What ``ablation`` swaps, in words (``hidden init``): the tables' row name."""
     seed: int = 0
     device: str = "cpu"
     threads: int | None = None
@@ -200,6 +206,9 @@ class SweepConfig:
             extra["init_scale"] = init
         if self.experts:  # only then: the keys of dense runs stay as they were
             extra["experts"], extra["top_k"] = self.experts, self.top_k
+        if self.ablation:  # likewise: runs under the derived rules keep their keys
+            extra["ablation"] = {"name": self.ablation_name,
+                                 "exponents": [[role, hp, float(a)] for role, hp, a in self.ablation]}
         return extra | {
             "optimizer": self.optimizer,
             "base_width": self.base_width,
