@@ -97,7 +97,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         eval_batches=8,
         n_bytes=16 * 2**20,
     ),
-    # --fit-exponent in the paper's regime on one lent GPU: gpu-8min's base and tokens, μP only,
+    # --fit-exponent in gpu-8min's regime on one lent GPU (not the paper's App. E: 200 steps, not 1,221;
+    # 32 × 256 bytes of the stdlib, vocabulary 256, not BPE on OpenWebText; base 128 × 2, not 256 × 4):
+    # gpu-8min's base and tokens, μP only,
     # the hidden (Muon-Kimi) and output (AdamW) η's exponents in width over 128-1024, two seeds.
     # Factors 2^-3 … 2^4: the CPU optima of these rows and of the input η lie within -2.2 … +3.0
     # (docs/sweep/exponents), so each keeps a neighbour on both sides. From the H200 step times
