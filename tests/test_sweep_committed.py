@@ -182,3 +182,23 @@ def test_machine_check_table_comes_from_the_raw_runs():
     )
     assert "adamw: 18 runs matched" in table and "muon-kimi+adamw: 14 runs matched" in table
     assert table in (ROOT / "docs/sweep/tuned/machine-check/README.md").read_text(encoding="utf-8")
+
+
+ABLATE = ["--widths", "16,128", "--depths", "2", "--width", "16", "--base-width", "16", "--head-dim", "16",
+          "--seeds", "0,1,2", "--ablate"]
+ABLATION_CASES = {  # docs/sweep/ablate: one role-rule at a time swapped to SP's at 8× the base (issue 35)
+    "ablate/cpu-16-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", *ABLATE, "--log2-lrs=-9,-8,-7,-6,-5,-4,-3",
+                                          "--tune", "output=1,2,4,8,16"],
+    "ablate/cpu-16-128/adamw": ["-O", "adamw", *ABLATE, "--log2-lrs=-10,-9,-8,-7,-6,-5", "--tune", "output=4,16,32"],
+}
+
+
+@pytest.mark.parametrize("folder", sorted(ABLATION_CASES))
+def test_committed_ablations_come_from_the_raw_runs(tmp_path: Path, folder: str, capsys):
+    """docs/sweep/ablate: each table (and its JSON and base tuning) re-renders byte for byte from its runs.jsonl."""
+    if not (ROOT / "docs" / "sweep" / folder / "ablation.md").is_file():
+        pytest.skip(f"{folder}: not run yet")
+    src, dst = _rerender(tmp_path, folder, ABLATION_CASES[folder])
+    capsys.readouterr()
+    for name in ("ablation.md", "ablation.json", "tuning.json"):
+        assert (dst / name).read_text(encoding="utf-8") == (src / name).read_text(encoding="utf-8"), name

@@ -48,7 +48,9 @@ def run_ablation(cfg: SweepConfig, variants: Sequence[Ablation], tune: Sequence[
         raise SpecError(f"--ablate: the target width (the largest of --widths, {target}) must exceed "
                         f"--base-width {cfg.base_width}")
     cfg, choice = tune_at_base(cfg, tune, seeds, out, train, warn=warn)
-    col = choice.best_col[choice.winner]  # tune_at_base refuses a choice without a winner
+    winner = choice.winner  # tune_at_base refuses a choice without a winner
+    assert winner is not None
+    col = choice.best_col[winner]
     assert col is not None
     log2_lr = choice.log2_lrs[col]
     rules = derived_rules(cfg, out / "generated")
@@ -59,7 +61,7 @@ def run_ablation(cfg: SweepConfig, variants: Sequence[Ablation], tune: Sequence[
     meta = read_meta(out / META_FILE, warn)
     base = {
         "log2_lr": log2_lr,
-        "loss": choice.mean[choice.winner][col],
+        "loss": choice.mean[winner][col],
         "log2_lrs": list(choice.log2_lrs),
         "tuned": ", ".join(choice.keys),
         "winner": label(choice.chosen, choice.keys) if choice.keys else "",
