@@ -192,8 +192,11 @@ ABLATE = ["--widths", "16,128", "--depths", "2", "--width", "16", "--base-width"
           "--seeds", "0,1,2", "--ablate"]
 ABLATION_CASES = {  # docs/sweep/ablate: one role-rule at a time swapped to SP's at 8× the base (issue 35)
     "ablate/cpu-16-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", *ABLATE, "--log2-lrs=-9,-8,-7,-6,-5,-4,-3",
-                                          "--tune", "output=1,2,4,8,16"],
-    "ablate/cpu-16-128/adamw": ["-O", "adamw", *ABLATE, "--log2-lrs=-10,-9,-8,-7,-6,-5", "--tune", "output=4,16,32"],
+                                          "--tune", "output=1,2,4,8,16", "--ablate-variant", "multiplier.output=-0.5",
+                                          "--ablate-variant", "lr.input_weight=-0.5"],
+    "ablate/cpu-16-128/adamw": ["-O", "adamw", *ABLATE, "--log2-lrs=-10,-9,-8,-7,-6,-5", "--tune", "output=4,16,32",
+                                "--ablate-variant", "lr.input_weight=-0.5", "--ablate-variant", "multiplier.output=-0.5",
+                                "--ablate-variant", "init.output=-0.5"],
 }
 
 
