@@ -20,6 +20,7 @@ from .. import sweep as sweep_package
 from ..base_values import parse_base_value
 from ..errors import SpecError
 from ..sweep import report as sweep_report
+from ..sweep import ablate_report as sweep_ablate
 from ..sweep import fit_exponent as sweep_fit
 from ..sweep import train as sweep_train
 from ..sweep.estimate import estimate
@@ -35,6 +36,7 @@ from ..sweep.options import (
 from ..sweep.records import RUNS_FILE, check_appendable, read_runs
 from ..sweep.retune import has_retune_runs, retune_configs, retuned_rows
 from ..sweep.exponent import FitKey, fit_configs, parse_fit_key, with_factor
+from ..sweep.ablate import Ablation, check_variant, parse_variant
 from ..sweep.tune import apply, base_configs, candidates, label, parse_tune
 from ..text import for_terminal
 from . import options
@@ -107,6 +109,14 @@ def configure_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log2-factors", type=options.integers(-16, 16, at_most=33),
                    metavar="E1,E2,…", help="--fit-exponent's grid of factors 2^e, consecutive integers "
                                             "around 0 (default -2,-1,0,1,2)")
+    p.add_argument("--ablate", action="store_true",
+                   help="instead of the transfer sweep: at the largest of --widths (the base depth), μP at the "
+                        "base-optimal η (after --tune) with one role-rule at a time swapped to SP's (hidden, "
+                        "readout and embedding init, output multiplier, embedding, norm-gain, hidden and output η, "
+                        "weight-decay scaling, ε), and μP and SP themselves, every seed; writes ablation.md")
+    p.add_argument("--ablate-variant", action="append", type=parse_variant, default=[], metavar="KIND.ROLE=EXP",
+                   help="with --ablate: also a named variant, the role's width exponent set to EXP, e.g. "
+                        "lr.input_weight=-0.5 (KIND: lr, init (the std's exponent), multiplier, wd, eps); repeatable")
     p.add_argument("--estimate", action="store_true",
                    help="train nothing: time a few steps at each size on --device and print the plan "
                         "(runs × steps) with its estimated wall time")
@@ -274,6 +284,7 @@ def run_sweep(args: argparse.Namespace, argv: Iterable[str] | None = None) -> in
         corpus = data.load_data(args.data, n_bytes=n_bytes, val_fraction=args.val_fraction, vocab_size=args.vocab_size)
     seeds = _seeds(args)
     fit_keys = _check_fit_args(args)
+    _check_ablate_args(args, fit_keys)
     if args.estimate:
         return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, fit_keys, _log2_factors(args),
                                 _sp_retune(args))
@@ -294,6 +305,11 @@ def run_sweep(args: argparse.Namespace, argv: Iterable[str] | None = None) -> in
                 bar = None if args.no_progress else _StepBar()
                 sweep_train.run_sweep(c, out, corpus, progress=bar, command=command, log=_print, warn=warn)
 
+        if args.ablate:
+            for pth in sweep_ablate.run_ablation(cfg, _variants(args, cfg, out), tune, seeds, out, train,
+                                                 warn=warn, command=command):
+                wrote(pth)
+            continue
         if fit_keys:
             for pth in sweep_fit.fit_exponents(cfg, fit_keys, _log2_factors(args), tune, seeds, out,
                                                train, warn=warn, command=command):
@@ -314,6 +330,8 @@ def run_sweep(args: argparse.Namespace, argv: Iterable[str] | None = None) -> in
         paths = sweep_report.write_report(out, cfg, seeds=seeds, choice=choice, warn=warn, retuned=retuned)
         for pth in paths:
             wrote(pth)
+    if args.ablate:
+        return 0
     if fit_keys:
         index = sweep_fit.write_exponent_index(out_root, OPTIMIZERS)
         if index is not None:
@@ -355,6 +373,32 @@ def _check_fit_args(args: argparse.Namespace) -> list[FitKey]:
     if args.params:
         raise SpecError("--fit-exponent runs μP only (the rule under test); drop --param")
     return keys
+
+
+def _check_ablate_args(args: argparse.Namespace, fit_keys: list[FitKey]) -> None:
+    """``--ablate`` runs μP and SP itself, at one η per seed: no --param, --fit-exponent, --estimate."""
+    if args.ablate_variant and not args.ablate:
+        raise SpecError("--ablate-variant is a row of --ablate's table; give --ablate too")
+    if not args.ablate:
+        return
+    if fit_keys:
+        raise SpecError("--ablate and --fit-exponent exclude each other")
+    if args.params:
+        raise SpecError("--ablate runs μP, each swap and SP itself; drop --param")
+    if args.estimate:
+        raise SpecError("--ablate has no --estimate yet: time one run at the target width instead")
+
+
+def _variants(args: argparse.Namespace, cfg: SweepConfig, out: Path) -> list[Ablation]:
+    """``--ablate-variant``'s rows, each checked against ``cfg``'s derived rules."""
+    if not args.ablate_variant:
+        return []
+    from ..sweep.recipe import derived_rules
+
+    rules = derived_rules(cfg, out / "generated")
+    for v in args.ablate_variant:
+        check_variant(rules, v)
+    return list(args.ablate_variant)
 
 
 def _print(message: str) -> None:

@@ -73,6 +73,10 @@ def _as_json(fit: AxisFit) -> dict[str, Any]:
     def clean(v: float | None) -> float | str | None:
         return "inf" if v is not None and math.isinf(v) else v
 
+    informative = fit.interval is not None and (fit.interval[1] - fit.interval[0]) / 2 <= TARGET
+    verdict = fit.verdict
+    if verdict == "agrees" and not informative:  # an interval this wide holds rules ½ apart too
+        verdict = "not informative"
     return {
         "key": fit.key.text,
         "axis": fit.axis,
@@ -85,7 +89,8 @@ def _as_json(fit: AxisFit) -> dict[str, Any]:
         "slope": fit.slope,
         "measured": fit.measured,
         "interval_95": None if fit.interval is None else list(fit.interval),
-        "verdict": fit.verdict,
+        "verdict": verdict,
+        "informative": informative,
         "edges": fit.edges,
         "optimal_log2_factor": [[None if o is None else o[0] for o in row] for row in fit.optima],
         "val_loss": [[[clean(v) for v in seed] for seed in size] for size in fit.losses],

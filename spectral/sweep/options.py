@@ -97,7 +97,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         eval_batches=8,
         n_bytes=16 * 2**20,
     ),
-    # --fit-exponent in the paper's regime on one lent GPU: gpu-8min's base and tokens, μP only,
+    # --fit-exponent in gpu-8min's regime on one lent GPU (not the paper's App. E: 200 steps, not 1,221;
+    # 32 × 256 bytes of the stdlib, vocabulary 256, not BPE on OpenWebText; base 128 × 2, not 256 × 4):
+    # gpu-8min's base and tokens, μP only,
     # the hidden (Muon-Kimi) and output (AdamW) η's exponents in width over 128-1024, two seeds.
     # Factors 2^-3 … 2^4: the CPU optima of these rows and of the input η lie within -2.2 … +3.0
     # (docs/sweep/exponents), so each keeps a neighbour on both sides. From the H200 step times
@@ -169,6 +171,12 @@ class SweepConfig:
     router is the ``router_weight`` role (docs/router.md)."""
     top_k: int = 2
     """Experts each token is routed to (with ``experts``)."""
+    ablation: tuple[tuple[str, str, float], ...] = ()
+    """``spectral sweep --ablate``: (role, HP, width exponent) entries that replace the
+    derived rule's exponent of ``r_n`` in ``mup`` runs (``0.0``: SP's rule); empty: the
+    derived rules (:mod:`spectral.sweep.ablate`)."""
+    ablation_name: str = ""
+    """What ``ablation`` swaps, in words (``hidden init``): the tables' row name."""
     seed: int = 0
     device: str = "cpu"
     threads: int | None = None
@@ -200,6 +208,9 @@ class SweepConfig:
             extra["init_scale"] = init
         if self.experts:  # only then: the keys of dense runs stay as they were
             extra["experts"], extra["top_k"] = self.experts, self.top_k
+        if self.ablation:  # likewise: runs under the derived rules keep their keys
+            extra["ablation"] = {"name": self.ablation_name,
+                                 "exponents": [[role, hp, float(a)] for role, hp, a in self.ablation]}
         return extra | {
             "optimizer": self.optimizer,
             "base_width": self.base_width,

@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import SpecError
 from .options import PARAMETERIZATIONS, RULES_K, SweepConfig, split_optimizer
 
-__all__ = ["GeneratedRecipe", "derived_rules", "generated_module", "recipe"]
+__all__ = ["AblatedModule", "GeneratedRecipe", "derived_rules", "generated_module", "recipe"]
 
 
 def _init_stds(model: Any, role_of: Any, std_of: Any) -> dict[str, float | None]:
@@ -73,6 +73,42 @@ class GeneratedRecipe:
         return [opt]
 
 
+class AblatedModule:
+    """A generated config module with some width exponents replaced (``--ablate``).
+
+    ``overrides``: (role, HP, a) entries; each sets the exponent of ``r_n`` in that role's
+    rule for that HP to ``a`` (the exponent of ``r_L`` is kept). Built from the module's own
+    ``CONFIG`` (a frozen dataclass) with its ``rules`` replaced, so every function the recipe
+    calls — ``hparams``, ``multipliers``, ``init_std_of``, ``init_``, ``build_optimizers`` —
+    applies the replaced rules and nothing else changes.
+    """
+
+    def __init__(self, module: Any, overrides: tuple[tuple[str, str, float], ...]):
+        import dataclasses
+
+        rules = {role: dict(entry) for role, entry in module.CONFIG.rules.items()}
+        for role, hp, a in overrides:
+            if hp not in rules.get(role, {}):
+                raise SpecError(f"--ablate: the rules have no {hp} for {role} "
+                                f"(roles and HPs: {_rule_names(rules)})")
+            rules[role][hp] = (float(a), rules[role][hp][1])
+        self.module, self.overrides = module, overrides
+        self.CONFIG = dataclasses.replace(module.CONFIG, rules=rules)
+        self.RULES = rules
+        self.BASE_WIDTH, self.BASE_DEPTH = module.BASE_WIDTH, module.BASE_DEPTH
+        self.OPTIMIZERS = module.OPTIMIZERS
+        self.classify = module.classify
+        self.hparams = self.CONFIG.hparams
+        self.multipliers = self.CONFIG.multipliers
+        self.init_std_of = self.CONFIG.init_std_of
+        self.init_ = self.CONFIG.init_
+        self.build_optimizers = self.CONFIG.build_optimizers
+
+
+def _rule_names(rules: dict[str, dict[str, Any]]) -> str:
+    return "; ".join(f"{role}: {', '.join(entry)}" for role, entry in rules.items())
+
+
 _OPTIMIZER_KWARGS = {
     "adamw": {"betas": (0.9, 0.95)},
     "muon-kimi": {"momentum": 0.95, "nesterov": True},
@@ -91,7 +127,8 @@ def generated_module(optimizer: str, k: int, base_width: int, base_depth: int, f
 
 def recipe(optimizer: str, parameterization: str, cfg: SweepConfig, folder: str | os.PathLike[str] | None = None) -> GeneratedRecipe:
     """The HP recipe of one (optimizer, parameterisation) pair: the generated config module
-    (written to ``folder``, a temporary folder by default)."""
+    (written to ``folder``, a temporary folder by default); a ``mup`` recipe of a config with
+    ``ablation`` applies those exponents instead of the derived ones (:class:`AblatedModule`)."""
     import tempfile
 
     if parameterization not in PARAMETERIZATIONS:
@@ -104,7 +141,10 @@ def recipe(optimizer: str, parameterization: str, cfg: SweepConfig, folder: str 
 
         folder = tempfile.mkdtemp(prefix="spectral-sweep-")
         atexit.register(shutil.rmtree, folder, ignore_errors=True)  # nothing left in $TMPDIR
-    return GeneratedRecipe(generated_module(optimizer, k, cfg.base_width, cfg.base_depth, folder), sp)
+    module = generated_module(optimizer, k, cfg.base_width, cfg.base_depth, folder)
+    if cfg.ablation and parameterization == "mup":
+        module = AblatedModule(module, cfg.ablation)
+    return GeneratedRecipe(module, sp)
 
 
 def derived_rules(cfg: SweepConfig, folder: str | os.PathLike[str] | None = None) -> dict[str, dict[str, tuple[float, float]]]:

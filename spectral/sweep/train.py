@@ -104,8 +104,11 @@ def fingerprint(job: Job, cfg: SweepConfig, rec: Any, model: Any, opts: list[Any
                 per_param[names[id(p)]] = [type(opt).__name__, settings]
     stds = rec.init_stds(model, job.width, job.depth, cfg.init_stds)
     mult = [model.alpha_input, model.alpha_hidden, model.alpha_output]
+    # an --ablate swap is in the HPs above, not in the fingerprint: a swap that changes no
+    # number (a rule μP and SP share, a weight decay of 0) reuses μP's run
+    settings = {k: v for k, v in cfg.settings().items() if k != "ablation"}
     return digest(
-        round_floats([job.width, job.depth, job.log2_lr, cfg.settings(), data_sha, stds, mult, per_param])
+        round_floats([job.width, job.depth, job.log2_lr, settings, data_sha, stds, mult, per_param])
     )
 
 
@@ -180,7 +183,10 @@ def keyed_plan(cfg: SweepConfig, folder: Path, corpus: Any) -> list[tuple[Job, A
         with torch.device("meta"):
             model, opts = build_run(job, cfg, rec, corpus.vocab_size, "meta")
         fp = fingerprint(job, cfg, rec, model, opts, data_sha)
-        planned.append((job, rec, fp, digest([fp, job.parameterization, cfg.optimizer])))
+        ident = [fp, job.parameterization, cfg.optimizer]
+        if cfg.ablation:  # its own record even where it changes no number (reused, then)
+            ident.append(cfg.settings()["ablation"])
+        planned.append((job, rec, fp, digest(ident)))
     return planned
 
 

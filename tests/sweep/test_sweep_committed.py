@@ -70,6 +70,10 @@ CASES = {
     "gap/gpu/b/muon-kimi+adamw": ["--preset", "gpu-8min", "--param", "sp", "--multiplier", "output=1", "--seeds", "0,1,2",
                                   "--base-width", "1024", "--widths", "1024", "--width", "1024", "--depths", "2",
                                   "--tune", "init.hidden_weight=0.5,1,2", "--log2-lrs=-9,-8,-7"],
+    # docs/sweep/ablate/sp-tuned-128: SP tuned at n = 128 over α_out × η (a base of 128: every ratio 1)
+    "ablate/sp-tuned-128/adamw": ["-O", "adamw", "--param", "sp", "--widths", "128", "--width", "128", "--depths", "2",
+                                  "--base-width", "128", "--head-dim", "16", "--log2-lrs=-11,-10,-9,-8",
+                                  "--seeds", "0,1,2", "--tune", "output=1,4,16"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
     "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
 }
@@ -182,3 +186,24 @@ def test_machine_check_table_comes_from_the_raw_runs():
     )
     assert "adamw: 18 runs matched" in table and "muon-kimi+adamw: 14 runs matched" in table
     assert table in (ROOT / "docs/sweep/tuned/machine-check/README.md").read_text(encoding="utf-8")
+
+
+ABLATE = ["--widths", "16,128", "--depths", "2", "--width", "16", "--base-width", "16", "--head-dim", "16",
+          "--seeds", "0,1,2", "--ablate"]
+ABLATION_CASES = {  # docs/sweep/ablate: one role-rule at a time swapped to SP's at 8× the base (issue 35)
+    "ablate/cpu-16-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", *ABLATE, "--log2-lrs=-9,-8,-7,-6,-5,-4,-3",
+                                          "--tune", "output=1,2,4,8,16", "--ablate-variant", "multiplier.output=-0.5",
+                                          "--ablate-variant", "lr.input_weight=-0.5"],
+    "ablate/cpu-16-128/adamw": ["-O", "adamw", *ABLATE, "--log2-lrs=-10,-9,-8,-7,-6,-5", "--tune", "output=4,16,32",
+                                "--ablate-variant", "lr.input_weight=-0.5", "--ablate-variant", "multiplier.output=-0.5",
+                                "--ablate-variant", "init.output=-0.5"],
+}
+
+
+@pytest.mark.parametrize("folder", sorted(ABLATION_CASES))
+def test_committed_ablations_come_from_the_raw_runs(tmp_path: Path, folder: str, capsys):
+    """docs/sweep/ablate: each table (and its JSON and base tuning) re-renders byte for byte from its runs.jsonl."""
+    src, dst = _rerender(tmp_path, folder, ABLATION_CASES[folder])
+    capsys.readouterr()
+    for name in ("ablation.md", "ablation.json", "tuning.json"):
+        assert (dst / name).read_text(encoding="utf-8") == (src / name).read_text(encoding="utf-8"), name
