@@ -130,14 +130,13 @@ def _multiplier_problems(
                 f"{name}: alpha_{layer} is {got:.6g}, the rules give {want[layer]:.6g} at "
                 f"width {width}, depth {depth} (apply_multipliers for another size?)"
             )
-    if hooks:
-        if family is not None:
-            placed = placements(model, family)
-            problems += placement_problems(placed, family, depth)
-            for layer, modules in placed.items():
-                for name, module in modules:
-                    if id(module) not in seen:
-                        problems.append(f"alpha_{layer} missing on {name}")
+    if hooks and family is not None:
+        placed = placements(model, family)
+        problems += placement_problems(placed, family, depth)
+        for layer, modules in placed.items():
+            for name, module in modules:
+                if id(module) not in seen:
+                    problems.append(f"alpha_{layer} missing on {name}")
     for module in model.modules():
         if getattr(module, "applies_mup_multipliers", False) and hasattr(
             module, "alpha_input"
