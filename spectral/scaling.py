@@ -95,6 +95,7 @@ class BaseValues:
             if f.name == "lr" or getattr(self, f.name) != getattr(defaults, f.name)
         }
 
+
 LAYER_OF: dict[str, str] = {
     "input_weight": "input",
     "hidden_weight": "hidden",
@@ -266,7 +267,9 @@ def scale_rules(
     as described in the module docstring (:class:`BaseValues`).
     """
     if base.lr is None:
-        raise ConfigTypeError("missing the base value lr (the learning rate tuned at the base size)")
+        raise ConfigTypeError(
+            "missing the base value lr (the learning rate tuned at the base size)"
+        )
     lr, init_std, weight_decay = base.lr, base.init_std, base.weight_decay
     eps, multiplier, d_in = base.eps, base.multiplier, base.d_in
     r_n, r_L = ratios(width, depth, base_width, base_depth)

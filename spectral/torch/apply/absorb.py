@@ -255,10 +255,16 @@ def clip_by_hooked_norm(
     is moved. In the hooked form it is ``clip_grad_norm_`` itself.
     """
     grads = [p.grad for p in model.parameters() if p.grad is not None]
-    if not isinstance(max_norm, (int, float)) or isinstance(max_norm, bool) or max_norm <= 0:
+    if (
+        not isinstance(max_norm, (int, float))
+        or isinstance(max_norm, bool)
+        or max_norm <= 0
+    ):
         raise ConfigError(f"max_norm must be a number > 0, got {max_norm!r}")
     factors = carriers_of(rules, model, width, depth, multiplier, adapter)
-    if not factors:  # hooked form (or nothing carries): the gradients are the hooked ones
+    if (
+        not factors
+    ):  # hooked form (or nothing carries): the gradients are the hooked ones
         return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, norm_type)
     if not grads:
         return torch.tensor(0.0)

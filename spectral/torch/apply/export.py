@@ -58,7 +58,9 @@ def fold_into_weights(
     if not hooks:
         raise ConfigError("no multiplier hooks to fold: call apply_multipliers first")
     want = rules.multipliers(width, depth, multiplier)
-    offset = float(getattr(place(model, rules, adapter=adapter).family, "norm_offset", 0.0))
+    offset = float(
+        getattr(place(model, rules, adapter=adapter).family, "norm_offset", 0.0)
+    )
     users: dict[int, list[str]] = {}
     for name, module in model.named_modules(remove_duplicate=False):
         for p in module.parameters(recurse=False):

@@ -183,8 +183,13 @@ def _optimizer_problems(
     expected = {
         id(p): g
         for g in role_param_groups(
-            rules, model, width, depth,
-            patterns=placement.patterns, adapter=None, **base  # None: the placement's
+            rules,
+            model,
+            width,
+            depth,
+            patterns=placement.patterns,
+            adapter=None,
+            **base,  # None: the placement's
         )
         for p in g["params"]
     }
@@ -300,29 +305,17 @@ def check_model(
     assume it stays fixed as the width grows (or 1/d attention scaling), so a different
     one is a problem.
 
-    measure=True (the default) also runs the model on a small example batch (built from its
-    input embedding, or example_input: what its forward takes) and verifies the rules on
-    the real forward pass: h_0 is the multiplied embedding output, every checked branch
-    end's multiplier reaches the residual stream, alpha_out reaches the output, every norm
-    has gain 1 at init, a compiled model computes what its module does. It costs a few
-    forward passes (spectral.torch.check.forward); measure=False reads names and values only.
-    It never returns [] unmeasured: a batch it cannot build, a model that raises on it, a
-    sharded model or a run with nothing to compare is one line saying what was not measured.
-    (Multipliers built into the model or folded into its weights have no hooks to perturb:
-    their values are read.)
-
-    widths=[w1, w2, w3, ...] also checks across widths (spectral.torch.check.widths): small
-    twins of the model (rebuilt from a Hugging Face config, or factory(width)) are set up
-    with these rules, stepped once on a fixed batch, and every module whose output slope
-    against the width, at init or after the step, is more than 0.2 off the rules' exponent is
-    named; a dead module (exactly 0 before and after the step) too. timeout: seconds for it;
-    seeds: twins per width, their values averaged (one draw's slopes scatter by about 0.1 at a
-    few heads of width; more seeds cost proportionally more time).
+    measure=True (the default) also runs the model on a small example batch (from its input
+    embedding, or example_input) and verifies the multipliers on the real forward pass
+    (spectral.torch.check.forward); it never returns [] unmeasured. widths=[w1, w2, w3, ...]
+    also checks twins across widths (spectral.torch.check.widths; timeout, seeds there).
     """
     if not isinstance(measure, bool):
         raise ConfigTypeError(f"measure must be True or False, got {measure!r}")
     if not isinstance(model, nn.Module):
-        raise ConfigTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        raise ConfigTypeError(
+            f"model must be a torch.nn.Module, got {type(model).__name__}"
+        )
     model = unwrap_model(model)
     try:
         placement = place(model, rules, patterns=patterns, adapter=adapter)
@@ -338,13 +331,23 @@ def check_model(
         measure = False  # the forward checks look for the hooks' factors
     problems += _head_dim_problems(model, head_dim)
     if optimizer is not None:
-        problems += _optimizer_problems(rules, model, width, depth, optimizer, base, placement)
+        problems += _optimizer_problems(
+            rules, model, width, depth, optimizer, base, placement
+        )
     if measure and not problems:
         problems += measured_problems(model, placement.family, example_input)
     if widths is not None:
         problems += check_widths(
-            rules, model, list(widths), factory=factory, adapter=adapter, patterns=patterns,
-            multiplier=multiplier, example_input=example_input, timeout=timeout,
-            base=base or getattr(unwrap_optimizer(optimizer), "base", {}), seeds=seeds,
+            rules,
+            model,
+            list(widths),
+            factory=factory,
+            adapter=adapter,
+            patterns=patterns,
+            multiplier=multiplier,
+            example_input=example_input,
+            timeout=timeout,
+            base=base or getattr(unwrap_optimizer(optimizer), "base", {}),
+            seeds=seeds,
         ).problems
     return problems

@@ -49,7 +49,7 @@ SEED = 0
 
 
 def _not_finite(tensor: torch.Tensor) -> str | None:
-    """"NaN" or "inf" when the tensor holds one (NaN first), else None."""
+    """ "NaN" or "inf" when the tensor holds one (NaN first), else None."""
     if bool(torch.isnan(tensor).any()):
         return "NaN"
     return "inf" if not bool(torch.isfinite(tensor).all()) else None
@@ -149,16 +149,31 @@ def _set_up_twin(
     absorbed = rules.absorbed is not None
     if not builtin and not absorbed:
         install_multipliers(
-            rules, twin, width, depth, multiplier=multiplier, adapter=family, patterns=patterns
+            rules,
+            twin,
+            width,
+            depth,
+            multiplier=multiplier,
+            adapter=family,
+            patterns=patterns,
         )
     init_std = base.get("init_std", 0.02)
     init_by_role(
-        rules, twin, width, depth, init_std,
-        patterns=patterns, adapter=family, multiplier=multiplier,
+        rules,
+        twin,
+        width,
+        depth,
+        init_std,
+        patterns=patterns,
+        adapter=family,
+        multiplier=multiplier,
     )
     carried: dict[str, Any] = {"multiplier": multiplier} if absorbed else {}
     return build_composite(
-        rules, twin, width, depth,
+        rules,
+        twin,
+        width,
+        depth,
         adapter=family,
         patterns=patterns,
         multipliers_in_forward=builtin or None,
@@ -269,7 +284,9 @@ def _module_row(
     return row
 
 
-def _logits_row(rows: Mapping[str, WidthRow], before: Outputs, after: Outputs) -> WidthRow | None:
+def _logits_row(
+    rows: Mapping[str, WidthRow], before: Outputs, after: Outputs
+) -> WidthRow | None:
     """The logits' row, with the readout's role and init exponent (None: no readout)."""
     out_rows = [r for r in rows.values() if r.kind == "output"]
     if not out_rows:
@@ -317,10 +334,18 @@ def measure_twin(
     own = _own_outputs(tracked, inputs)
     rows: dict[str, WidthRow] = {}
     for name, kind, module in tracked:
-        if name not in before or name not in after or before[name].shape != after[name].shape:
+        if (
+            name not in before
+            or name not in after
+            or before[name].shape != after[name].shape
+        ):
             continue
         mine = own.get(name)
-        moved = mine if mine is not None and mine.shape == before[name].shape else after[name]
+        moved = (
+            mine
+            if mine is not None and mine.shape == before[name].shape
+            else after[name]
+        )
         values = (before[name], after[name], moved)
         rows[name] = _module_row(rules, twin, name, kind, module, roles, hooked, values)
         bias = _trained_bias(module)

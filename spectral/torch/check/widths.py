@@ -112,7 +112,11 @@ def _pooled(drawn: list[dict[str, WidthRow]]) -> dict[str, WidthRow]:
 def _checked_sizes(widths: Any, seeds: Any, base: Mapping[str, Any]) -> list[int]:
     """The widths, sorted whole numbers, once the arguments are checked: a bad one raises
     (ConfigError) before any twin is built."""
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
+    if (
+        isinstance(seeds, bool)
+        or not isinstance(seeds, int)
+        or not 1 <= seeds <= MAX_SEEDS
+    ):
         shown = repr(seeds) if len(repr(seeds)) <= 40 else repr(seeds)[:40] + "..."
         bad_seeds = f"seeds must be a whole number from 1 to {MAX_SEEDS}, got {shown}"
         if isinstance(seeds, bool) or not isinstance(seeds, int):
@@ -232,7 +236,14 @@ def _measure_widths(
                     "no adapter recognises the model: pass adapter=..."
                 )
             rows, batch = measure_twin(
-                rules, twin, width, twin_family, patterns, multiplier, example_input, base
+                rules,
+                twin,
+                width,
+                twin_family,
+                patterns,
+                multiplier,
+                example_input,
+                base,
             )
             if seed == 0 and width == sizes[len(sizes) // 2]:
                 problems += [
@@ -277,8 +288,16 @@ def check_widths(
     measured, problems = progress.measured, progress.problems
     try:
         per_width = _measure_widths(
-            rules, model, factory, adapter, patterns, multiplier, example_input, base,
-            seeds, progress,
+            rules,
+            model,
+            factory,
+            adapter,
+            patterns,
+            multiplier,
+            example_input,
+            base,
+            seeds,
+            progress,
         )
     except ConfigError:  # a bad argument (adapter, base values) raises, as in check()
         raise

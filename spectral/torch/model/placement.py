@@ -57,7 +57,9 @@ class Placement:
     @functools.cached_property
     def _entries(self) -> tuple[tuple[str, nn.Parameter, str, nn.Module | None], ...]:
         model = self._model()
-        placed = classify_parameters(model, list(self.patterns), self.family, self.rules)
+        placed = classify_parameters(
+            model, list(self.patterns), self.family, self.rules
+        )
         # the root module is held weakly (through model_ref): the table keeps placements
         # while their model lives, and a placement holding its own key would keep it forever
         return tuple(
@@ -91,9 +93,9 @@ class Placement:
         return {name: role for name, _, role, _ in self._entries}
 
 
-_PLACED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[Any, ...], Adapter | None, Placement]] = (
-    weakref.WeakKeyDictionary()
-)
+_PLACED: weakref.WeakKeyDictionary[
+    nn.Module, tuple[tuple[Any, ...], Adapter | None, Placement]
+] = weakref.WeakKeyDictionary()
 """Model -> (its parameters and records when placed, the adapter given, the placement)."""
 
 

@@ -47,6 +47,7 @@ def records_made() -> int:
     """How many times :func:`record_base_shapes` has recorded (a placement's staleness)."""
     return _RECORDS[0]
 
+
 # config fields that are the width, an intermediate (MLP / expert / SSM inner) size or a
 # head count; all else is kept. The head dimension stays put: heads = width / head_dim.
 _WIDTH_FIELDS = re.compile(

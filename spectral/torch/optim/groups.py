@@ -76,10 +76,9 @@ def role_param_groups(
     "role" / "optimizer" for bookkeeping. An eps that lives inside a tuple-valued key
     (rules.eps_places) is carried as "spectral_eps" and put in place by build_optimizers, once
     the implementation has filled in the tuple's other entries. init_std is accepted
-    (and ignored) so that one dict of base values serves every function; multiplier only
-    matters in the hook-free form, where it scales what the carriers hold.
-    Frozen parameters (requires_grad=False) are left out. Each group is named
-    "role/optimizer" ("name": what Lightning's LearningRateMonitor and other loggers show),
+    (and ignored) so one dict of base values serves every function; multiplier only matters
+    in the hook-free form.
+    Frozen parameters are left out. Each group is named "role/optimizer" (what loggers show),
     with the lr factor of a shape compensation or "experts" after it where a role has
     several groups. A one-element tensor lr (torch's recipe for a compiled optimizer step,
     which then does not recompile as the lr changes) gives every group a tensor lr of its
@@ -98,7 +97,9 @@ def role_param_groups(
     )
     factors = carriers_of(rules, model, width, depth, multiplier, adapter)
     groups: dict[tuple[str, str, float, str | None, float], dict[str, Any]] = {}
-    for name, p, role, module in place(model, rules, patterns=patterns, adapter=adapter):
+    for name, p, role, module in place(
+        model, rules, patterns=patterns, adapter=adapter
+    ):
         if not p.requires_grad:
             continue
         rules.covered(role, f"parameter {name!r}")
