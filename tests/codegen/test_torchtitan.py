@@ -268,7 +268,8 @@ def test_base_trains_as_torchtitans_own_setup(small_cfg, one_thread) -> None:
 def test_away_from_the_base_torchtitans_init_times_the_ratio(small_cfg, one_thread) -> None:
     """At 2x the width and depth: each parameter is torchtitan's own value times the rule's
     std ratio (hidden matrices r_n^-1/2) times the multiplier it carries (branch ends
-    alpha_hidden = 1/r_L, lm_head alpha_out = 1/r_n), exactly."""
+    alpha_hidden = 1/r_L, lm_head alpha_out = 1/r_n), exactly; lm_head also times
+    r_n^1/2, which divides out the dim^-1/2 of torchtitan's own std for it."""
     width, depth = 2 * SMALL_W, 2 * SMALL_D
     model = _small(width, depth)
     own = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -280,7 +281,7 @@ def test_away_from_the_base_torchtitans_init_times_the_ratio(small_cfg, one_thre
         elif name.endswith(("wqkv.weight", "w1.weight", "w3.weight")):
             f = hidden
         elif name == "lm_head.weight":
-            f = 0.5
+            f = 0.5 * 2**0.5
         else:  # the embedding (alpha_in = 1) and the norm gains
             f = 1.0
         assert torch.equal(p, own[name] * f), name

@@ -501,6 +501,30 @@ def test_init_draws_each_role_with_its_std(hybrid):
     assert np.all(np.asarray(new["input.bias"]) == 0.0)
 
 
+def test_init_keeps_the_models_own_values_at_the_base(hybrid):
+    """init with no init_std: at the base (16 x 1) every leaf comes back as the model's own
+    init made it, bit for bit; no key is needed (issue 35)."""
+    model = JaxGPT(16, 1, block_size=8, head_dim=8, rngs=nnx.Rngs(3))
+    own = flat(nnx.state(model, nnx.Param))
+    new = flat(hybrid.init(nnx.state(model, nnx.Param), None, 16, 1))
+    assert new.keys() == own.keys()
+    assert all(np.array_equal(np.asarray(new[k]), np.asarray(own[k])) for k in own)
+
+
+def test_init_is_the_own_init_times_the_rules_ratio(hybrid):
+    """Away from the base (64 x 4: r_n = r_L = 4) each leaf is its own value times its
+    role's std ratio: hidden kernels x r_n^-1/2 = 0.5, everything else x 1, exactly."""
+    width, depth = 64, 4
+    model = JaxGPT(width, depth, block_size=8, head_dim=8, rngs=nnx.Rngs(0))
+    own = flat(nnx.state(model, nnx.Param))
+    new = flat(hybrid.init(nnx.state(model, nnx.Param), jax.random.key(0), width, depth))
+    for path, value in own.items():
+        role = hybrid.classify(path)
+        ratio = hybrid.CONFIG.init_ratio(role, width, depth)
+        assert ratio == (0.5 if role == "hidden_weight" else 1.0), path
+        assert np.array_equal(np.asarray(new[path]), np.asarray(value) * np.float32(ratio)), path
+
+
 def test_optimizer_applies_each_roles_lr_and_schedule(folder):
     """SGD from zero weights with unit gradients steps by exactly -lr of each role."""
     sgd = generate(folder, "sgd")
