@@ -70,12 +70,13 @@ def init_by_role(
     model's values are replaced by draws from N(0, init_std_of(role)^2), as before this
     became the default: see :func:`draw_by_role`.
 
-    Norm gains and biases keep the model's values here (their variance rule does not
-    change with the width, so the ratio is 1; models start gains at 1). A vector that is
-    neither a bias nor a norm gain (Mamba's A_log and D, a depthwise kernel) keeps its
-    values in both forms. In the hook-free form (a config generated with
-    --absorb-multipliers) the parameters of each module a multiplier scaled carry it:
-    their values times the multiplier (spectral.torch.apply.absorb).
+    Biases are scaled by their role's ratio like the weights (1 for the derived rules: the
+    bias variance does not move with the width). A norm's gain and bias keep the model's
+    values: a gain has no width rule, and models start it at 1 (the draw sets it to 1).
+    A vector that is neither a bias nor a norm gain (Mamba's A_log and D, a depthwise
+    kernel) keeps its values in both forms. In the hook-free form (a config generated
+    with --absorb-multipliers) the parameters of each module a multiplier scaled carry it:
+    their values times the multiplier, a norm's included (spectral.torch.apply.absorb).
     """
     if init_std is not None:
         draw_by_role(
@@ -117,15 +118,19 @@ def init_factors(
     multiplier: BaseValue = 1.0,
 ) -> dict[str, float]:
     """Parameter name -> the factor ``init_`` (with no ``init_std``) multiplies it by: its
-    role's init_ratio times its carrier factor (hook-free form); 1.0 for a norm's
-    parameters outside the carriers and for a vector that keeps its own values."""
+    role's init_ratio times its carrier factor (hook-free form); a norm's parameters only
+    the carrier factor (1.0 outside the carriers); 1.0 for a vector that keeps its own
+    values."""
     placement = place(model, rules, patterns=patterns, adapter=adapter)
     factors = carriers_of(rules, model, width, depth, multiplier, placement.family)
     out: dict[str, float] = {}
     for name, p, role, module in placement:
         s = factors.get(id(p), 1.0)
-        if not is_norm(module) and not keeps_own_values(name, role, module, None):
-            s *= rules.init_ratio(role, width, depth)
+        if not is_norm(module):
+            if keeps_own_values(name, role, module, None):
+                s = 1.0  # init_ leaves it as it is, carrier or not
+            else:
+                s *= rules.init_ratio(role, width, depth)
         out[name] = s
     return out
 
