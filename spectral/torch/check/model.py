@@ -27,7 +27,7 @@ from spectral.torch.model.classify import (
     unwrap_model,
 )
 from spectral.torch.model.placement import Placement, place
-from spectral.torch.model.shapes import fans, is_norm
+from spectral.torch.model.shapes import fans, head_dims, is_norm
 from spectral.torch.optim.composite import lr_ratio_problem, unwrap_optimizer
 from spectral.torch.optim.groups import role_param_groups
 from spectral.torch.rules import TorchRules
@@ -35,33 +35,6 @@ from spectral.torch.rules import TorchRules
 
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
-
-
-def head_dims(model: nn.Module) -> set[int]:
-    """Head dimensions found on attention modules: head_dim (HF Llama, GPT-2, OPT, timm,
-    torchtitan), head_size (HF GPT-NeoX), or n_embd // n_head (nanoGPT, which keeps no
-    head dimension)."""
-
-    def count(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-    dims: set[int] = set()
-    for module in model.modules():
-        for attr in ("head_dim", "head_size", "attention_head_size"):
-            value = getattr(module, attr, None)
-            if isinstance(value, int) and count(value):
-                dims.add(value)
-                break
-        else:
-            n_embd, n_head = (getattr(module, a, None) for a in ("n_embd", "n_head"))
-            if (
-                isinstance(n_embd, int)
-                and isinstance(n_head, int)
-                and count(n_embd)
-                and count(n_head)
-            ):
-                dims.add(n_embd // n_head)
-    return dims
 
 
 def _head_dim_problems(model: nn.Module, head_dim: int | None) -> list[str]:
