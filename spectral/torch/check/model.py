@@ -18,6 +18,7 @@ from spectral.torch.apply.hooks import (
     placement_problems,
     placements,
 )
+from spectral.torch.check.clipping import clipping_problems
 from spectral.torch.check.forward import measured_problems
 from spectral.torch.check.widths import check_widths
 from spectral.torch.model.classify import (
@@ -263,6 +264,7 @@ def check_model(
     factory: Callable[[int], nn.Module] | None = None,
     timeout: float | None = 120.0,
     seeds: int = 1,
+    trainer: Any = None,
     **base: Any,
 ) -> list[str]:
     """Problems found on the real model (and optimizer); [] when all is right.
@@ -302,7 +304,7 @@ def check_model(
     else:  # hook-free form: no hooks, and every multiplier sits in parameters
         problems += absorbed_problems(rules, model, width, depth, multiplier, adapter)
         measure = False  # the forward checks look for the hooks' factors
-    problems += _head_dim_problems(model, head_dim)
+    problems += _head_dim_problems(model, head_dim) + clipping_problems(rules, trainer)
     if optimizer is not None:
         problems += _optimizer_problems(
             rules, model, width, depth, optimizer, base, placement
