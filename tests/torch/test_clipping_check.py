@@ -98,3 +98,18 @@ def test_lightning_clip_is_read():
         "Trainer(gradient_clip_val=...)", 0.5, "gradient_clip_val=None"
     )
     assert framework_clip(lightning.Trainer(logger=False))[1] is None
+
+
+def test_fold_multipliers_on_an_absorbed_config_says_there_is_nothing_to_fold(configs, llama):
+    _, free = configs
+    with pytest.raises(ConfigError, match="^this config absorbs the block multipliers"):
+        free.fold_multipliers(llama, WIDTH, DEPTH)
+
+
+def test_sweep_trains_models_whose_gradients_are_the_hooked_ones(tmp_path):
+    """spectral sweep clips with torch's clip_grad_norm_: exact, since its GPT applies the
+    multipliers in its forward pass (a config generated without --absorb-multipliers)."""
+    from spectral.sweep.recipe import generated_module
+
+    module = generated_module("adamw", 2, 64, 2, tmp_path)
+    assert module.CONFIG.absorbed is None
