@@ -80,7 +80,7 @@ def configure_check(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--patterns", type=_pattern, action="append", metavar="REGEX=ROLE",
         help="give the parameters whose name matches REGEX this role, before the adapter's "
-        "(repeatable; e.g. 'mixer\\.x_proj\\.weight$=hidden_weight'), as patterns= in check()",
+        "(repeatable; e.g. 'self_attn\\.sinks$=hidden_bias'), as patterns= in check()",
     )
     p.add_argument(
         "--timeout", type=options.timeout, default=DEFAULT_TIMEOUT, metavar="SECONDS",

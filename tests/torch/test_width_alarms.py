@@ -226,3 +226,4 @@ def test_gpt_oss_router_is_checked_as_a_router(cfg):
     routers = [r for r in report.rows if r.name.endswith("mlp.router")]
     assert routers and all(r.role == "router_weight" for r in routers)
     assert not [line for line in report.problems if "router" in line], report.problems
+

@@ -191,10 +191,7 @@ def classify_parameters(
         except ValueError:
             unplaced.append(f"{name} {tuple(p.shape)}")
             continue
-        # names place it, its shape says which dims grow; a role the user's patterns
-        # give is theirs (Mamba's x_proj as a hidden weight), not replaced by the shape
-        given = any(pat == name or re.search(pat, name) for pat, _ in pairs)
-        if id(p) not in seen and not given:
+        if id(p) not in seen:  # names place it, its shape says which dims grow
             module = model.get_submodule(name.rpartition(".")[0])
             role = shaped_role(name, p, module, role, dims.get(id(p)), rules)
         if id(p) in seen:
