@@ -120,7 +120,7 @@ def _cut_vocabulary(twin: Any, vocab: int) -> None:
     """The twin's vocabulary cut to ``vocab`` tokens, and the special token ids the config
     names (bos, eos, pad) that would fall outside it dropped."""
     size = getattr(twin, "vocab_size", None)
-    if not _count(size) or size <= vocab:
+    if not isinstance(size, int) or not _count(size) or size <= vocab:
         return
     twin.vocab_size = vocab
     for key, value in vars(twin).items():
@@ -234,7 +234,7 @@ def _one_over_d(model: nn.Module) -> bool:
             getattr(module, "head_dim", None),
             getattr(module, "scaling", None),
         )
-        if _count(dim) and isinstance(scaling, float):
+        if isinstance(dim, int) and _count(dim) and isinstance(scaling, float):
             if not math.isclose(scaling, 1.0 / dim, rel_tol=1e-6):
                 return False
             found = True
