@@ -26,7 +26,7 @@ _EXACT = (
 """The fix's second half, the same for every framework."""
 
 
-def _number(value: Any) -> float | None:
+def _clip_value(value: Any) -> float | None:
     """A clip value as a float: None for none set (None, 0, a negative or NaN)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -53,16 +53,16 @@ def framework_clip(trainer: Any) -> tuple[str, float | None, str]:
         trainer, "args", trainer
     )  # a Hugging Face Trainer holds its arguments
     if hasattr(args, "max_grad_norm"):
-        value = _number(args.max_grad_norm)
+        value = _clip_value(args.max_grad_norm)
         return "TrainingArguments.max_grad_norm", value, "max_grad_norm=0"
     if hasattr(trainer, "gradient_clip_val"):
-        value = _number(trainer.gradient_clip_val)
+        value = _clip_value(trainer.gradient_clip_val)
         if value is not None and _overrides_clipping(trainer):
             value = None  # the module's configure_gradient_clipping decides
         return "Trainer(gradient_clip_val=...)", value, "gradient_clip_val=None"
     training = getattr(trainer, "training", trainer)
     if hasattr(training, "max_norm") and hasattr(training, "steps"):
-        value = _number(training.max_norm)
+        value = _clip_value(training.max_norm)
         value = None if value == math.inf else value
         return "torchtitan's training.max_norm", value, "training.max_norm=inf"
     raise ConfigTypeError(
