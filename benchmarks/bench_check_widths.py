@@ -85,8 +85,19 @@ def run_cli(widths: str, check: bool) -> int:
     with open(path, "w", encoding="utf-8") as f:
         json.dump(LLAMA_7B_JSON, f)
     command = [
-        sys.executable, "-m", "spectral", "check", "muon-kimi", "--others", "adamw",
-        "--hf-config", path, "--widths", widths, "--timeout", "3600",
+        sys.executable,
+        "-m",
+        "spectral",
+        "check",
+        "muon-kimi",
+        "--others",
+        "adamw",
+        "--hf-config",
+        path,
+        "--widths",
+        widths,
+        "--timeout",
+        "3600",
     ]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -142,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Llama-7B config (32 layers) on meta, twins at widths {widths}, 2 layers:")
     print(f"  build on meta    median {build_s:6.2f} s over {args.repeat}")
     cpu_s = statistics.median(cpus)
-    print(f"  check(widths=)   median {cpu_s:6.2f} s CPU over {args.repeat} (target ≤ {TARGET_S:g} s)")
+    print(
+        f"  check(widths=)   median {cpu_s:6.2f} s CPU over {args.repeat} (target ≤ {TARGET_S:g} s)"
+    )
     print(f"                   median {check_s:6.2f} s wall (other jobs on the machine included)")
     print(f"  peak memory      {peak / 1024**3:6.2f} GB (target ≤ {TARGET_BYTES / 1024**3:g} GB)")
     print(f"  modules measured {len(report.rows)}, named {len(report.problems)}")

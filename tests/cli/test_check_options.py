@@ -23,9 +23,14 @@ def config_file(tmp_path):
     path.write_text(
         json.dumps(
             {
-                "model_type": "llama", "architectures": ["LlamaForCausalLM"],
-                "vocab_size": 64, "hidden_size": 64, "intermediate_size": 128,
-                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+                "model_type": "llama",
+                "architectures": ["LlamaForCausalLM"],
+                "vocab_size": 64,
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 4,
             }
         )
     )
@@ -42,7 +47,9 @@ def seen(monkeypatch):
     def fake(rules, model, sizes, **kw):
         calls.update(kw)
         warnings.warn("the twins have a head per 8 of the width", UserWarning, stacklevel=2)
-        line = "model.layers.N.mlp.up_proj (hidden_weight): ...; give it another role (patterns={...})"
+        line = (
+            "model.layers.N.mlp.up_proj (hidden_weight): ...; give it another role (patterns={...})"
+        )
         return WidthReport(sizes, [], [line])
 
     monkeypatch.setattr(widths, "check_widths", fake)
@@ -51,15 +58,26 @@ def seen(monkeypatch):
 
 @pytest.mark.slow  # the generated config and the meta model built: ~10 s under load
 def test_seeds_and_patterns_reach_the_check(config_file, seen, capsys):
-    code = main([
-        "check", "adamw", "--hf-config", config_file, "--seeds", "3",
-        "--patterns", r"mlp\.up_proj\.weight$=hidden_weight", "--patterns", "lm_head=output_weight",
-    ])
+    code = main(
+        [
+            "check",
+            "adamw",
+            "--hf-config",
+            config_file,
+            "--seeds",
+            "3",
+            "--patterns",
+            r"mlp\.up_proj\.weight$=hidden_weight",
+            "--patterns",
+            "lm_head=output_weight",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 1
     assert seen["seeds"] == 3
     assert seen["patterns"] == [
-        (r"mlp\.up_proj\.weight$", "hidden_weight"), ("lm_head", "output_weight")
+        (r"mlp\.up_proj\.weight$", "hidden_weight"),
+        ("lm_head", "output_weight"),
     ]
     assert "note: the twins have a head per 8 of the width\n" in err
     assert "give it another role (--patterns REGEX=ROLE)" in out and "patterns={" not in out
@@ -91,9 +109,16 @@ def test_patterns_given_once_are_remembered(tmp_path):
     with torch.device("meta"):
         model = transformers.GptOssForCausalLM(
             transformers.GptOssConfig(
-                vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
-                num_attention_heads=4, num_key_value_heads=4, head_dim=16,
-                num_local_experts=4, num_experts_per_tok=2, tie_word_embeddings=False,
+                vocab_size=64,
+                hidden_size=64,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=4,
+                head_dim=16,
+                num_local_experts=4,
+                num_experts_per_tok=2,
+                tie_word_embeddings=False,
             )
         )
     unplaced = cfg.check(model, 64, 2, measure=False)

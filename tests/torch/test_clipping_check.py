@@ -28,9 +28,7 @@ WIDTH, DEPTH = 64, 2
 def configs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("clipping")
     hooked = load_generated("adamw", None, 2, base_width=64, base_depth=2, folder=folder)
-    free = load_generated(
-        "adamw", None, 2, base_width=64, base_depth=2, folder=folder, absorb=True
-    )
+    free = load_generated("adamw", None, 2, base_width=64, base_depth=2, folder=folder, absorb=True)
     return hooked, free
 
 
@@ -38,9 +36,14 @@ def configs(tmp_path_factory):
 def llama():
     return transformers.LlamaForCausalLM(
         transformers.LlamaConfig(
-            vocab_size=64, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
-            num_hidden_layers=DEPTH, num_attention_heads=4, num_key_value_heads=4,
-            head_dim=16, tie_word_embeddings=False,
+            vocab_size=64,
+            hidden_size=WIDTH,
+            intermediate_size=2 * WIDTH,
+            num_hidden_layers=DEPTH,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            head_dim=16,
+            tie_word_embeddings=False,
         )
     )
 
@@ -95,7 +98,9 @@ def test_lightning_clip_is_read():
     lightning = pytest.importorskip("lightning")
     clipped = lightning.Trainer(gradient_clip_val=0.5, logger=False, enable_checkpointing=False)
     assert framework_clip(clipped) == (
-        "Trainer(gradient_clip_val=...)", 0.5, "gradient_clip_val=None"
+        "Trainer(gradient_clip_val=...)",
+        0.5,
+        "gradient_clip_val=None",
     )
     assert framework_clip(lightning.Trainer(logger=False))[1] is None
 

@@ -42,8 +42,13 @@ def tinyllama_config(**kw):
     """TinyLlama-1.1B's attention (32 heads of 64, 4 KV heads) and MLP ratio; 2 layers
     and a small vocabulary, as its twins have anyway."""
     fields = dict(
-        vocab_size=256, hidden_size=2048, intermediate_size=5632, num_hidden_layers=2,
-        num_attention_heads=32, num_key_value_heads=4, tie_word_embeddings=False,
+        vocab_size=256,
+        hidden_size=2048,
+        intermediate_size=5632,
+        num_hidden_layers=2,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        tie_word_embeddings=False,
     )
     return transformers.LlamaConfig(**{**fields, **kw})
 
@@ -51,9 +56,16 @@ def tinyllama_config(**kw):
 def gpt_oss_config(**kw):
     """GPT-OSS-20B's attention: width 2880, 64 heads of head_dim 64, 8 KV heads."""
     fields = dict(
-        vocab_size=256, hidden_size=2880, intermediate_size=2880, num_hidden_layers=2,
-        num_attention_heads=64, num_key_value_heads=8, head_dim=64, num_local_experts=4,
-        num_experts_per_tok=2, tie_word_embeddings=False,
+        vocab_size=256,
+        hidden_size=2880,
+        intermediate_size=2880,
+        num_hidden_layers=2,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        head_dim=64,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        tie_word_embeddings=False,
     )
     return transformers.GptOssConfig(**{**fields, **kw})
 
@@ -81,7 +93,9 @@ def test_gqa_twins_keep_head_dim_and_group_at_small_widths():
     )
     twins = [twin_config(config, w, plan=plan) for w in WIDTHS]
     assert [(t.num_attention_heads, t.num_key_value_heads, t.head_dim) for t in twins] == [
-        (8, 1, 64), (16, 2, 64), (32, 4, 64),
+        (8, 1, 64),
+        (16, 2, 64),
+        (32, 4, 64),
     ]
     # widths that hold whole groups of its own heads keep everything, silently
     assert head_plan(config, [512, 1024, 2048]).note is None
@@ -154,8 +168,13 @@ def test_gpt_oss_router_is_read_by_its_shape(cfg):
     hidden rule its name alone gives."""
     with torch.device("meta"):
         model = transformers.GptOssForCausalLM(
-            gpt_oss_config(hidden_size=64, num_attention_heads=4, num_key_value_heads=4,
-                           head_dim=16, intermediate_size=128)
+            gpt_oss_config(
+                hidden_size=64,
+                num_attention_heads=4,
+                num_key_value_heads=4,
+                head_dim=16,
+                intermediate_size=128,
+            )
         )
     roles = place(model, cfg.CONFIG, patterns=GPT_OSS_PATTERNS).roles()
     assert roles["model.layers.0.mlp.router.weight"] == "router_weight"
@@ -165,10 +184,17 @@ def test_gpt_oss_router_is_read_by_its_shape(cfg):
 def llama4(width: int = 64):
     return transformers.Llama4ForCausalLM(
         transformers.Llama4TextConfig(
-            vocab_size=256, hidden_size=width, intermediate_size=2 * width,
-            intermediate_size_mlp=2 * width, num_hidden_layers=2, num_attention_heads=width // 16,
-            num_key_value_heads=width // 16, head_dim=16, num_local_experts=4,
-            num_experts_per_tok=1, tie_word_embeddings=False,
+            vocab_size=256,
+            hidden_size=width,
+            intermediate_size=2 * width,
+            intermediate_size_mlp=2 * width,
+            num_hidden_layers=2,
+            num_attention_heads=width // 16,
+            num_key_value_heads=width // 16,
+            head_dim=16,
+            num_local_experts=4,
+            num_experts_per_tok=1,
+            tie_word_embeddings=False,
         )
     )
 
@@ -226,4 +252,3 @@ def test_gpt_oss_router_is_checked_as_a_router(cfg):
     routers = [r for r in report.rows if r.name.endswith("mlp.router")]
     assert routers and all(r.role == "router_weight" for r in routers)
     assert not [line for line in report.problems if "router" in line], report.problems
-
