@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from spectral.torch.apply.export import fold_into_weights
 from spectral.torch.apply.hooks import install_multipliers
-from spectral.torch.apply.init import init_by_role
+from spectral.torch.apply.init import init_by_role, init_factors
 from spectral.torch.apply.absorb import clip_by_hooked_norm
 from spectral.torch.check.model import check_model
 from spectral.torch.model.shapes import record_shapes_at_base
@@ -24,6 +24,7 @@ class Config(TorchRules):
 
     apply_multipliers = install_multipliers
     init_ = init_by_role
+    init_factors = init_factors
     param_groups = role_param_groups
     build_optimizers = build_composite
     check = check_model
