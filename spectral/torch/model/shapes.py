@@ -216,17 +216,18 @@ _ROUTER = re.compile(r"(^|\.)(router|gate)\.weight$")
 """A width -> fixed matrix named as a router or a gate: router_weight, not rank-down."""
 
 
-def _is_matrix(module: nn.Module, p: torch.Tensor) -> bool:
-    """Whether ``p`` is the module's weight matrix: a Linear's, an Embedding's, a conv's
-    (subclasses too: Llama4's router is an nn.Linear), HF Conv1D's, or any other module's
-    2-D ``weight`` outside a norm, read as F.linear takes it, (out, in): GPT-OSS's router
-    holds one and calls F.linear itself."""
+def _is_matrix(module: nn.Module, p: torch.Tensor, name: str) -> bool:
+    """Whether ``p`` is the module's weight matrix: a Linear's, an Embedding's, a conv's,
+    HF Conv1D's; a subclass of those only when named as a router (Llama4's router is an
+    nn.Linear; other subclasses, such as FalconLinear, keep their patterns' roles as
+    before); or any other module's 2-D ``weight`` outside a norm, read as F.linear takes
+    it, (out, in): GPT-OSS's router holds one and calls F.linear itself."""
     if p is not getattr(module, "weight", None):
         return False
-    if type(module).__name__ in _MATRIX_MODULES or isinstance(
-        module, (nn.Linear, nn.Embedding, nn.modules.conv._ConvNd)
-    ):
+    if type(module).__name__ in _MATRIX_MODULES:
         return True
+    if isinstance(module, (nn.Linear, nn.Embedding, nn.modules.conv._ConvNd)):
+        return _ROUTER.search(name) is not None
     return p.ndim == 2 and not is_norm(module)
 
 
@@ -307,7 +308,7 @@ def shaped_role(
     role it has no rule for (one generated without --all-roles)."""
     if dims is None:
         return role
-    weight = _is_matrix(module, p)
+    weight = _is_matrix(module, p, name)
     shape = tuple(p.shape)
 
     def refuse(reads: str) -> ValueError:
