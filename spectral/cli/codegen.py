@@ -78,7 +78,6 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-depth", type=_positive_int, required=True, metavar="L")
 
 
-
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -87,8 +86,12 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     if value > MAX_SIZE:  # width / base_width must stay a float that holds it
-        shown = text.strip() if len(text.strip()) <= 20 else f"an integer of {len(text.strip())} digits"
-        raise argparse.ArgumentTypeError(f"expected a positive integer of at most 2**53, got {shown}")
+        shown = (
+            text.strip() if len(text.strip()) <= 20 else f"an integer of {len(text.strip())} digits"
+        )
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer of at most 2**53, got {shown}"
+        )
     return value
 
 
@@ -135,12 +138,14 @@ def configure_codegen(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     p.add_argument(
         "--framework",
-        choices=("torch", "jax", "torchtitan"),  # spectral.codegen.FRAMEWORKS (not imported: light)
+        # spectral.codegen.FRAMEWORKS (not imported: light)
+        choices=("torch", "jax", "torchtitan", "megatron"),
         default="torch",
         help="torch (default): the PyTorch module; jax: the same rules as a JAX module "
         "(jax + optax: labels(), init(), optimizer() over optax.multi_transform); "
         "torchtitan: torchtitan's optimizer param_groups and per-module init, hook-free "
-        "(docs/torchtitan.md)",
+        "(docs/torchtitan.md); megatron: Megatron-core's config_overrides and "
+        "TransformerConfig init, hook-free (docs/megatron.md)",
     )
     p.add_argument(
         "--vendor",
@@ -153,7 +158,8 @@ def configure_codegen(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the hook-free form: every block multiplier 1, absorbed into the init, lr, "
         "weight decay and eps of the modules it scaled (verified like any rule set; "
-        "no apply_multipliers, no model change). --framework torchtitan always uses it",
+        "no apply_multipliers, no model change). --framework torchtitan and megatron always "
+        "use it",
     )
 
 

@@ -3,7 +3,8 @@
 :mod:`~spectral.codegen.context` builds what every module is rendered from (the numbers,
 the rules, the docstring text); each target renders its framework's module from it:
 :mod:`~spectral.codegen.torch` (PyTorch, the default), :mod:`~spectral.codegen.jax`
-(JAX/optax) and :mod:`~spectral.codegen.torchtitan` (torchtitan's param_groups), the
+(JAX/optax), :mod:`~spectral.codegen.torchtitan` (torchtitan's param_groups) and
+:mod:`~spectral.codegen.megatron` (Megatron-core's config_overrides), the
 torch-based ones sharing :mod:`~spectral.codegen.torch_records`. No target imports another;
 :func:`render` picks one. :mod:`~spectral.codegen.vendor` lays the runtime's own sources end
 to end for ``--vendor``. Nothing here imports torch or jax.
@@ -19,12 +20,17 @@ from ..errors import SpecError
 from ..io import write_atomic
 from ..spec import OptimizerSpec
 from ..transfer import Plan
-from . import jax, torch, torchtitan
+from . import jax, megatron, torch, torchtitan
 from .torch import load_generated
 
 __all__ = ["FRAMEWORKS", "TORCH_RUNTIME", "check_options", "load_generated", "render", "write"]
 
-_TARGETS: dict[str, ModuleType] = {"torch": torch, "jax": jax, "torchtitan": torchtitan}
+_TARGETS: dict[str, ModuleType] = {
+    "torch": torch,
+    "jax": jax,
+    "torchtitan": torchtitan,
+    "megatron": megatron,
+}
 
 FRAMEWORKS = tuple(_TARGETS)
 """What ``render(framework=...)`` writes a module for."""

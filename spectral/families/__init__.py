@@ -20,6 +20,7 @@ from spectral.families.hf_vit import HF_VIT
 from spectral.families.litgpt import LITGPT
 from spectral.families.llama import LLAMA
 from spectral.families.mamba import MAMBA
+from spectral.families.megatron import MEGATRON
 from spectral.families.modernbert import MODERNBERT
 from spectral.families.moe import MOE
 from spectral.families.neox import NEOX
@@ -75,6 +76,7 @@ ADAPTERS: tuple[Adapter, ...] = (
     NEOX,
     OPT,
     TORCHTITAN,
+    MEGATRON,
     VIT,
     MAMBA,
     BERT,

@@ -237,8 +237,6 @@ def test_transfer_spec_with_eps_rule_needs_eps(tmp_path, capsys):
         assert json.loads(capsys.readouterr().out) == want
 
 
-
-
 @pytest.mark.parametrize(
     "options, message",
     [
@@ -252,8 +250,13 @@ def test_transfer_spec_with_eps_rule_needs_eps(tmp_path, capsys):
             "error: --vendor applies to --framework torch and jax only: the torchtitan module "
             "imports spectral.torch (pip install spectral-mup)\n",
         ),
+        (
+            ["--framework", "megatron", "--vendor"],
+            "error: --vendor applies to --framework torch and jax only: the megatron module "
+            "imports spectral.torch (pip install spectral-mup)\n",
+        ),
     ],
-    ids=["jax-absorb", "torchtitan-vendor"],
+    ids=["jax-absorb", "torchtitan-vendor", "megatron-vendor"],
 )
 def test_codegen_refuses_a_form_the_target_cannot_write(tmp_path, capsys, options, message):
     """A form the target has not got is a usage error (2) of one line, and no file is

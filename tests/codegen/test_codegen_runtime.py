@@ -149,7 +149,12 @@ def test_vendored_module_is_the_same_bytes_under_any_hash_seed(framework):
 def test_no_target_imports_another():
     """Each target builds on the shared context (and the torch-based ones on the torch
     records), never on another target; what renders a JAX module needs no torch target."""
-    targets = {"spectral.codegen.torch", "spectral.codegen.jax", "spectral.codegen.torchtitan"}
+    targets = {
+        "spectral.codegen.torch",
+        "spectral.codegen.jax",
+        "spectral.codegen.torchtitan",
+        "spectral.codegen.megatron",
+    }
     importers = {*targets, "spectral.coordcheck.jax"}
     found = {}
     for name in sorted(importers):

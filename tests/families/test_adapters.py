@@ -186,7 +186,10 @@ def test_detection_takes_the_right_family_first(configs):
     recognises a model of a family listed before it."""
     cfg = configs["adamw"]
     llama = ["model.layers.0.self_attn.o_proj", "model.layers.0.mlp.down_proj"]
-    post_norms = ["model.layers.0.post_attention_layernorm", "model.layers.0.post_feedforward_layernorm"]
+    post_norms = [
+        "model.layers.0.post_attention_layernorm",
+        "model.layers.0.post_feedforward_layernorm",
+    ]
     typical = {
         "gpt2": (["transformer.h.0.attn.c_proj"], {"GPT2Attention"}),
         "litgpt": (["transformer.h.0.post_attention_norm"], {"Identity"}),
@@ -203,6 +206,7 @@ def test_detection_takes_the_right_family_first(configs):
         "neox": (["gpt_neox.layers.0.attention.dense"], {"Linear"}),
         "opt": (["model.decoder.layers.0.self_attn.out_proj"], {"Linear"}),
         "torchtitan": (["layers.0.attention.wo"], {"Linear"}),
+        "megatron": (["decoder.layers.0.self_attention.linear_proj"], {"RowParallelLinear"}),
         "vit": (["blocks.0.attn.proj"], {"Linear"}),
         "granite": (llama, {"GraniteRMSNorm"}),
         "bloom": (

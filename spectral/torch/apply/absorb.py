@@ -35,6 +35,15 @@ from spectral.torch.model.placement import place
 from spectral.torch.model.shapes import is_norm
 
 _LINEAR_TYPES = (nn.Linear, nn.Embedding, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+_LINEAR_NAMES = frozenset(
+    {
+        "Conv1D",  # Hugging Face GPT-2's
+        # Megatron-core's tensor-parallel layers (x W^T + b and a lookup, on shards)
+        "ColumnParallelLinear",
+        "RowParallelLinear",
+        "VocabParallelEmbedding",
+    }
+)
 
 
 def linear_in_parameters(module: nn.Module) -> bool:
@@ -42,7 +51,7 @@ def linear_in_parameters(module: nn.Module) -> bool:
     and bias included: ``x_hat * w + b``), so a factor on the output can move into them."""
     return (
         isinstance(module, _LINEAR_TYPES)
-        or type(module).__name__ == "Conv1D"
+        or type(module).__name__ in _LINEAR_NAMES
         or is_norm(module)
     )
 

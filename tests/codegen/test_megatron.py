@@ -1,0 +1,291 @@
+"""``spectral codegen --framework megatron`` against the installed megatron-core 0.16.1.
+
+A tiny GPTModel (local spec: Megatron's own ColumnParallelLinear / RowParallelLinear /
+VocabParallelEmbedding, learned positions, linear biases, untied head) is built on CPU in
+one gloo process with the generated ``transformer_config`` values, and Megatron's own
+``get_megatron_optimizer`` builds its optimizer with the generated ``config_overrides``;
+Megatron's ``OptimizerParamScheduler`` then writes every group's lr and weight decay. Every
+parameter's lr, weight decay and eps and every init std is compared with the config's
+``parameter_hparams``. What needs CUDA (docs/megatron.md): ``FP32Optimizer.__init__`` puts
+its loss scale on ``device='cuda'`` (replaced here by the same line on the CPU), Megatron's
+DDP wrapper (``ddp_config`` is set on the bare model instead) and the forward pass
+(DotProductAttention's buffer), so the step below uses gradients drawn at random.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import re
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("megatron.core")
+
+import torch.distributed as dist  # noqa: E402
+from megatron.core import parallel_state  # noqa: E402
+from megatron.core.distributed import DistributedDataParallelConfig  # noqa: E402
+from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec  # noqa: E402
+from megatron.core.models.gpt.gpt_model import GPTModel  # noqa: E402
+from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer  # noqa: E402
+from megatron.core.optimizer.optimizer import FP32Optimizer, MegatronOptimizer  # noqa: E402
+from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler  # noqa: E402
+from megatron.core.transformer.transformer_config import TransformerConfig  # noqa: E402
+
+from spectral.codegen import render  # noqa: E402
+from spectral.codegen.megatron import GPT_PARAMETERS  # noqa: E402
+from spectral.errors import SpecError  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+
+BASE_WIDTH, BASE_DEPTH = 64, 2
+WIDTH, DEPTH = 128, 3  # r_n = 2, r_L = 1.5: every multiplier differs from 1
+HEAD_DIM, VOCAB, SEQ = 32, 512, 256
+LR, MIN_LR, WD, EPS = 3e-3, 3e-4, 0.1, 1e-8
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory):
+    source = render("adamw", base_width=BASE_WIDTH, base_depth=BASE_DEPTH, framework="megatron")
+    path = tmp_path_factory.mktemp("megatron") / "megatron_config.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("megatron_config", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def one_process():
+    """torch.distributed with one gloo process (an in-memory store: no port) and
+    Megatron's parallel state, as get_megatron_optimizer needs them."""
+    started = not dist.is_initialized()
+    if started:
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    parallel_state.initialize_model_parallel(1, 1)
+    yield
+    parallel_state.destroy_model_parallel()
+    if started:
+        dist.destroy_process_group()
+
+
+def _model(cfg, width=WIDTH, depth=DEPTH, **extra):
+    torch.manual_seed(0)
+    config = TransformerConfig(
+        num_layers=depth,
+        hidden_size=width,
+        num_attention_heads=width // HEAD_DIM,
+        kv_channels=HEAD_DIM,
+        use_cpu_initialization=True,
+        add_bias_linear=True,
+        **cfg.transformer_config(width, depth, init_std=0.02),
+        **extra,
+    )
+    model = GPTModel(
+        config,
+        get_gpt_layer_local_spec(),
+        vocab_size=VOCAB,
+        max_sequence_length=SEQ,
+        position_embedding_type="learned_absolute",
+    )
+    model.ddp_config = DistributedDataParallelConfig()  # what Megatron's DDP (CUDA) holds
+    return model
+
+
+@pytest.fixture(scope="module")
+def model(cfg, one_process):
+    m = _model(cfg)
+    assert cfg.scale_output_layer_(m, WIDTH, DEPTH, init_std=0.02) == 1
+    return m
+
+
+def _cpu_fp32_init(self, optimizer, config, init_state_fn):
+    """FP32Optimizer.__init__ with its loss scale on the CPU (Megatron's: device='cuda')."""
+    MegatronOptimizer.__init__(self, optimizer, config, init_state_fn)
+    self._scale = torch.tensor([1.0], dtype=torch.float)
+    self.is_stub_optimizer = optimizer is None
+
+
+def test_parameter_names_are_the_packages(model) -> None:
+    names = {re.sub(r"layers\.\d+\.", "layers.0.", n) for n, _ in model.named_parameters()}
+    fused = {n for n in GPT_PARAMETERS if "layer_norm_" in n}  # Transformer Engine's spec
+    assert names == set(GPT_PARAMETERS) - fused
+
+
+def test_every_parameter_matches_exactly_one_key(cfg, model) -> None:
+    overrides = cfg.config_overrides(WIDTH, DEPTH, lr=LR, min_lr=MIN_LR, weight_decay=WD)
+    assert len(overrides) == 7  # input, hidden weight / bias, the branch ends', norm, head
+    assert cfg.check_overrides(model, overrides) == []
+    # a missing key and a doubled one are named
+    keys = list(overrides)
+    fewer = {k: v for k, v in overrides.items() if k is not keys[-1]}
+    assert cfg.check_overrides(model, fewer) == [
+        "output_layer.weight: no override matches it (Megatron trains it with the global lr "
+        "and weight decay, not its rule's)"
+    ]
+    doubled = {**overrides, type(keys[0])(name=("*output_layer.weight",)): {"max_lr": 1.0}}
+    assert cfg.check_overrides(model, doubled) == [
+        "output_layer.weight: 2 overrides match it, not one"
+    ]
+
+
+def test_megatron_optimizer_gives_every_parameter_its_numbers(cfg, model, monkeypatch) -> None:
+    monkeypatch.setattr(FP32Optimizer, "__init__", _cpu_fp32_init)
+    optimizer = get_megatron_optimizer(
+        OptimizerConfig(
+            optimizer=cfg.MEGATRON_OPTIMIZER, lr=LR, min_lr=MIN_LR, weight_decay=WD,
+            adam_eps=EPS, clip_grad=0.0,
+        ),
+        [model],
+        config_overrides=cfg.config_overrides(
+            WIDTH, DEPTH, lr=LR, min_lr=MIN_LR, weight_decay=WD, eps=EPS
+        ),
+    )  # fmt: skip
+    inner = optimizer.chained_optimizers[0].optimizer
+    assert type(inner) is torch.optim.AdamW  # no TE / Apex here: Megatron's torch fallback
+    scheduler = OptimizerParamScheduler(
+        optimizer, init_lr=0.0, max_lr=LR, min_lr=MIN_LR, lr_warmup_steps=2,
+        lr_decay_steps=10, lr_decay_style="cosine", start_wd=WD, end_wd=WD,
+        wd_incr_steps=10, wd_incr_style="constant",
+    )  # fmt: skip
+    want = cfg.parameter_hparams(model, WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    group_of = {id(p): g for g in optimizer.param_groups for p in g["params"]}
+    named = dict(model.named_parameters())
+    assert len(group_of) == len(named) == len(want)
+    assert len({id(g) for g in group_of.values()}) == 7
+
+    def compare(scale: float) -> None:
+        for name, p in named.items():
+            group, rule = group_of[id(p)], want[name]
+            assert group["lr"] == pytest.approx(rule["lr"] * scale, rel=1e-12), name
+            assert group["weight_decay"] == pytest.approx(rule["weight_decay"], rel=1e-12), name
+            assert group["eps"] == pytest.approx(rule["eps"], rel=1e-12), name
+
+    scheduler.step(2)  # the end of the warmup from 0: every group at its rule's lr
+    compare(1.0)
+    # the carriers moved by the symmetry (AdamW: lr * s, weight decay / s, eps / s)
+    folded = cfg.CONFIG.folded_multipliers(WIDTH, DEPTH)
+    hp = cfg.hparams(WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    proj = want["decoder.layers.1.self_attention.linear_proj.weight"]
+    assert proj["lr"] == pytest.approx(hp["hidden_weight"]["lr"] * folded["hidden"])
+    assert proj["weight_decay"] == pytest.approx(
+        hp["hidden_weight"]["weight_decay"] / folded["hidden"]
+    )
+    assert proj["eps"] == pytest.approx(hp["hidden_weight"]["eps"] / folded["hidden"])
+    assert want["output_layer.weight"]["lr"] == pytest.approx(
+        hp["output_weight"]["lr"] * folded["output"]
+    )
+    assert folded["hidden"] != 1.0 and folded["output"] != 1.0
+    # Megatron's no-decay on 1-D parameters and biases, as the rules say it
+    assert {n for n, p in named.items() if group_of[id(p)]["weight_decay"] == 0} == {
+        n for n, p in named.items() if p.dim() == 1
+    }
+    # along the cosine schedule every ratio holds: one factor for all groups
+    scheduler.step(4)
+    factor = MIN_LR / LR + (1 - MIN_LR / LR) * 0.5 * (1 + math.cos(math.pi * 4 / 8))
+    compare(factor)
+
+    # one step of the AdamW Megatron built (gradients drawn: no CPU forward pass)
+    scheduler.step(-4)  # back to the rule's lr
+    before = {n: p.detach().clone() for n, p in named.items()}
+    generator = torch.Generator().manual_seed(1)
+    for p in named.values():
+        p.grad = torch.randn(p.shape, generator=generator)
+    inner.step()
+    for name, p in named.items():
+        rule = want[name]
+        g, w = p.grad, before[name]
+        step = w * (1 - rule["lr"] * rule["weight_decay"]) - rule["lr"] * g / (
+            g.abs() + rule["eps"]
+        )
+        torch.testing.assert_close(p.detach(), step, rtol=1e-5, atol=1e-9, msg=name)
+
+
+def test_transformer_config_values_give_the_rules_init(cfg, one_process) -> None:
+    model = _model(cfg)  # as drawn (the module's model has taken a step)
+    cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02)
+    want = cfg.parameter_hparams(model, WIDTH, DEPTH, lr=LR, init_std=0.02)
+    for name, p in model.named_parameters():
+        if p.dim() == 1:  # biases 0, norm gains 1: Megatron's and the rules'
+            assert torch.all(p == (1.0 if name.endswith("norm.weight") else 0.0)), name
+            continue
+        std = p.detach().std().item()
+        assert std == pytest.approx(want[name]["init_std"], rel=0.02), name
+    stds = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)
+    folded = cfg.CONFIG.folded_multipliers(WIDTH, DEPTH)
+    assert stds["init_method"] == pytest.approx(0.02 * 2**-0.5)  # hidden: r_n^-1/2
+    assert stds["output_layer_init_method"] == pytest.approx(0.02 * 2**-0.5 * folded["hidden"])
+    assert stds["embedding_init_method"] == pytest.approx(0.02 * folded["input"])
+    assert stds["output_layer"] == pytest.approx(0.02 * folded["output"])
+
+
+def test_head_needs_its_scale(cfg, one_process) -> None:
+    """GPTModel draws output_layer with init_method (the hidden std): without
+    scale_output_layer_ the head starts at the hidden matrices' std."""
+    m = _model(cfg)
+    stds = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)
+    head = m.output_layer.weight.detach().std().item()
+    assert head == pytest.approx(stds["init_method"], rel=0.02)
+    assert abs(head / stds["output_layer"] - 1) > 0.1
+
+
+def test_base_size(cfg) -> None:
+    """At the base width and depth every std is init_std (0.02), the branch ends' too
+    unless branch_end_std keeps Megatron's own init_method_std / sqrt(2 L) there; every
+    group has the base lr, weight decay and eps."""
+    stds = cfg.init_stds(BASE_WIDTH, BASE_DEPTH, init_std=0.02)
+    assert stds == pytest.approx(dict.fromkeys(stds, 0.02))
+    own = 0.02 / math.sqrt(2 * BASE_DEPTH)  # Megatron's scaled_init_method_normal
+    kept = cfg.init_stds(BASE_WIDTH, BASE_DEPTH, init_std=0.02, branch_end_std=own)
+    assert kept["output_layer_init_method"] == pytest.approx(own)
+    moved = cfg.init_stds(WIDTH, DEPTH, init_std=0.02, branch_end_std=own)
+    plain = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)
+    assert moved["output_layer_init_method"] == pytest.approx(
+        plain["output_layer_init_method"] * own / 0.02
+    )
+    overrides = cfg.config_overrides(BASE_WIDTH, BASE_DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    values = {tuple(k.name)[0]: v for k, v in overrides.items()}
+    assert values["decoder.layers.*.self_attention.linear_proj.weight"] == pytest.approx(
+        {"max_lr": LR, "min_lr": 0.0, "wd_mult": 1.0, "eps": EPS}
+    )
+
+
+def test_refusals(cfg) -> None:
+    with pytest.raises(SpecError, match="not muon-kimi"):
+        render("muon-kimi", "adamw", base_width=64, base_depth=2, framework="megatron")
+    with pytest.raises(SpecError, match="not sgd"):
+        render("sgd", base_width=64, base_depth=2, framework="megatron")
+    from spectral.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="lr must be a number"):
+        cfg.config_overrides(WIDTH, DEPTH, lr={"default": 1e-3})
+    with pytest.raises(ConfigError, match="min_lr must be at most lr"):
+        cfg.config_overrides(WIDTH, DEPTH, lr=1e-3, min_lr=1e-2)
+
+
+def test_module_is_linted_and_deterministic(tmp_path) -> None:
+    """The generated module passes ruff (the project's rules and ruff's own defaults) and
+    ruff format, and the same inputs write the same bytes."""
+    import subprocess
+    from pathlib import Path
+
+    source = render("adamw", base_width=BASE_WIDTH, base_depth=BASE_DEPTH, framework="megatron")
+    assert source == render(
+        "adamw", base_width=BASE_WIDTH, base_depth=BASE_DEPTH, framework="megatron"
+    )
+    path = tmp_path / "mup_megatron.py"
+    path.write_text(source)
+    root = Path(__file__).resolve().parents[2]
+    ruff = Path(sys.executable).parent / "ruff"
+    for extra in (["--config", str(root / "pyproject.toml")], ["--isolated"]):
+        done = subprocess.run(
+            [str(ruff), "check", "--no-cache", *extra, str(path)], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run(
+        [str(ruff), "format", "--check", "--isolated", str(path)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
