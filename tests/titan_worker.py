@@ -54,17 +54,21 @@ if not hasattr(torch.distributed, "set_timeout"):  # torch 2.13.0 has only the p
 
     torch.distributed.set_timeout = _set_pg_timeout
 
-_CPU = _cpu_device_module()
-torch._utils._get_available_device_type = lambda: "cpu"
-_device_module = torch._utils._get_device_module
-torch._utils._get_device_module = lambda t: _CPU if t == "cpu" else _device_module(t)
+if not torch.cuda.is_available():  # on a GPU torchtitan finds it itself
+    _CPU = _cpu_device_module()
+    _device_module = torch._utils._get_device_module
+    torch._utils._get_available_device_type = lambda: "cpu"
+    torch._utils._get_device_module = lambda t: _CPU if t == "cpu" else _device_module(t)
 
 from torchtitan.components.dataloader import BaseDataLoader  # noqa: E402
 from torchtitan.components.optimizer import default_adamw  # noqa: E402
 from torchtitan.components.tokenizer import BaseTokenizer  # noqa: E402
 from torchtitan.config import TrainingConfig  # noqa: E402
 
-WIDTH, DEPTH, VOCAB, HEAD_DIM, SEQ, BATCH = 128, 4, 256, 16, 32, 4
+WIDTH = int(os.environ.get("TITAN_WIDTH", 128))  # benchmarks/titan_gpu.sh sets these
+DEPTH = int(os.environ.get("TITAN_DEPTH", 4))
+STEPS = int(os.environ.get("TITAN_STEPS", 3))
+VOCAB, HEAD_DIM, SEQ, BATCH = 256, 16, 32, 4
 
 
 class ToyTokenizer(BaseTokenizer):
@@ -168,7 +172,7 @@ def tiny():
         tokenizer=ToyTokenizer.Config(),
         dataloader=RandomTokens.Config(),
         loss=CrossEntropyLoss.Config(),
-        training=TrainingConfig(local_batch_size=BATCH, seq_len=SEQ, steps=3),
+        training=TrainingConfig(local_batch_size=BATCH, seq_len=SEQ, steps=STEPS),
         activation_checkpoint=None,
     )
     config.lr_scheduler.warmup_steps = 0
@@ -195,7 +199,7 @@ def main(out: str, args: list[str]) -> None:
     config = ConfigManager().parse_args(args)
     trainer = config.build()  # torchtitan's Trainer, as torchtitan.train builds it
     model = trainer.model_parts[0]
-    init = {n: p.detach().clone() for n, p in model.named_parameters()}
+    init = {n: p.detach().float().cpu().clone() for n, p in model.named_parameters()}
     groups = {}
     for opt in trainer.optimizers:
         for group in opt.param_groups:
@@ -219,9 +223,13 @@ def main(out: str, args: list[str]) -> None:
 
     trainer.loss_fn.fn = recorded
     trainer.train()
-    moved = {n: bool(not torch.equal(init[n], p.detach())) for n, p in model.named_parameters()}
+    moved = {
+        n: bool(not torch.equal(init[n], p.detach().float().cpu()))
+        for n, p in model.named_parameters()
+    }
     result = {
         "steps": trainer.step,
+        "device": str(trainer.device),
         "width": config.optimizer.width,
         "depth": config.optimizer.depth,
         "cli": {

@@ -35,6 +35,7 @@ from torch import nn
 from torchtitan.components.optimizer import OptimizersContainer, ParamGroupConfig
 from torchtitan.models.common.param_init import skip_param_init
 from torchtitan.protocols.module import Module
+from torchtitan.tools.logging import logger
 
 from spectral.errors import ConfigError, UnsupportedModelError
 from spectral.scaling import BIAS_ROLES, BaseValue, ratios
@@ -64,6 +65,15 @@ EXTRA_FACTORIES: dict[str, Callable[..., torch.optim.Optimizer]] = {"Muon": torc
 REGISTRY_MODULE = "torchtitan.models.llama3.config_registry"
 """Where a generated module looks up the registry functions it answers for: the patterns
 are those of torchtitan's Llama3."""
+
+
+CLIP_NOTE = (
+    "spectral: torchtitan clips the global gradient norm at training.max_norm = "
+    "{max_norm}, taken in the hook-free coordinates, not the hooked model's: where the "
+    "clip binds, runs away from the base width and depth are scaled differently from the "
+    "hooked form (docs/torchtitan.md); --training.max-norm inf turns it off"
+)
+"""The warning :func:`mup_config` logs when torchtitan's own clip is on."""
 
 
 @dataclass(frozen=True)
@@ -299,6 +309,9 @@ def mup_config(
     depth = len(layers)
     setup = TitanSetup(rules, tuple(groups), dict(optimizer_names))
     install_init(setup, model, width, depth)
+    max_norm = getattr(getattr(config, "training", None), "max_norm", None)
+    if isinstance(max_norm, (int, float)) and 0 < max_norm < float("inf"):
+        logger.warning(CLIP_NOTE.format(max_norm=max_norm))
     own = _own_optimizer_values(config.optimizer)
     if "betas" in own:
         own["betas"] = tuple(own["betas"])
