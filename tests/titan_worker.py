@@ -238,7 +238,11 @@ def main(out: str, args: list[str]) -> None:
             "eps": config.optimizer.eps,
             "betas": list(config.optimizer.betas),
             "max_norm": config.training.max_norm,
+            "optimizer_max_norm": config.optimizer.max_norm,
         },
+        "hooked_norm": None
+        if getattr(trainer.optimizers, "hooked_norm", None) is None
+        else float(trainer.optimizers.hooked_norm),
         "init_std": {n: float(t.float().std()) for n, t in init.items()},
         "init_mean_abs": {n: float(t.float().abs().mean()) for n, t in init.items()},
         "groups": groups,

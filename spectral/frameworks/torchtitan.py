@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from typing import Annotated, Any
 import torch
 import tyro
 from torch import nn
+from torch.distributed.tensor import DTensor
 from torchtitan.components.optimizer import OptimizersContainer, ParamGroupConfig
 from torchtitan.models.common.param_init import skip_param_init
 from torchtitan.protocols.module import Module
@@ -71,7 +73,8 @@ CLIP_NOTE = (
     "spectral: torchtitan clips the global gradient norm at training.max_norm = "
     "{max_norm}, taken in the hook-free coordinates, not the hooked model's: where the "
     "clip binds, runs away from the base width and depth are scaled differently from the "
-    "hooked form (docs/torchtitan.md); --training.max-norm inf turns it off"
+    "hooked form. For the exact clip: --training.max-norm inf --optimizer.max-norm "
+    "{max_norm} (docs/torchtitan.md)"
 )
 """The warning :func:`mup_config` logs when torchtitan's own clip is on."""
 
@@ -129,6 +132,11 @@ class SpectralOptimizers(OptimizersContainer):
         nesterov: bool = True
         """Muon's Nesterov momentum."""
 
+        max_norm: float = math.inf
+        """Clip the global gradient norm of the *hooked* form at this before each step
+        (spectral's exact clip, docs/torchtitan.md); inf: off. With it, turn torchtitan's
+        own clip off (--training.max-norm inf). Not across pipeline stages."""
+
         width: Annotated[int, tyro.conf.Suppress] = 0
         """The model's width, set by ``mup`` from the model config."""
 
@@ -156,12 +164,56 @@ class SpectralOptimizers(OptimizersContainer):
             **_base_values(config, setup),
         )
         super().__init__(dataclasses.replace(config, param_groups=groups), model_parts=model_parts)
+        self.max_norm = config.max_norm
+        self.carried = _carried(setup, model_parts, config.width, config.depth)
+        self.hooked_norm: torch.Tensor | None = None
+
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        if math.isfinite(self.max_norm):
+            self.hooked_norm = self.clip_hooked_norm(self.max_norm)
+        return super().step(closure)
+
+    @torch.no_grad()
+    def clip_hooked_norm(self, max_norm: float) -> torch.Tensor:
+        """Scale every gradient as torch's clip_grad_norm_ would scale the hooked form's:
+        the norm is that of the hooked gradients (a carrier's gradient times its
+        multiplier s), reduced over each sharded (DTensor) gradient's mesh once per value
+        of s; returns it. What clip_by_hooked_norm does, for torchtitan's parameters."""
+        by_factor: dict[float, list[torch.Tensor]] = {}
+        params = [p for part in self.model_parts for p in part.parameters()]
+        for p in params:
+            if p.grad is not None:
+                by_factor.setdefault(self.carried.get(id(p), 1.0), []).append(p.grad)
+        norms = []
+        for s, grads in sorted(by_factor.items()):
+            norm = torch.nn.utils.get_total_norm(grads, 2.0, False, True)
+            if isinstance(norm, DTensor):
+                norm = norm.full_tensor()
+            norms.append(norm * s)
+        total = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.tensor(0.0)
+        torch.nn.utils.clip_grads_with_norm_(params, max_norm, total, foreach=True)
+        return total
 
     @staticmethod
     def _resolve_optimizer_factory(name: str) -> Callable[..., torch.optim.Optimizer]:
         if name in EXTRA_FACTORIES:
             return EXTRA_FACTORIES[name]
         return OptimizersContainer._resolve_optimizer_factory(name)
+
+
+def _carried(
+    setup: TitanSetup, model_parts: list[nn.Module], width: int, depth: int
+) -> dict[int, float]:
+    """id(parameter) -> the multiplier it carries (the first group pattern its name
+    matches, where that group carries one), for the parameters that carry one."""
+    folded = setup.rules.folded_multipliers(width, depth)
+    out: dict[int, float] = {}
+    for part in model_parts:
+        for name, p in part.named_parameters():
+            group = next((g for g in setup.groups if re.search(g[0], name)), None)
+            if group is not None and group[2] is not None:
+                out[id(p)] = folded[group[2]]
+    return out
 
 
 def _base_values(config: SpectralOptimizers.Config, setup: TitanSetup) -> dict[str, Any]:

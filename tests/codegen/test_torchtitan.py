@@ -329,7 +329,8 @@ def trained(kimi):
     args = ["--module", "titan_worker", "--config", "tiny",
             "--optimizer.lr", str(CLI["lr"]), "--optimizer.weight-decay",
             str(CLI["weight_decay"]), "--optimizer.eps", str(CLI["eps"]),
-            "--optimizer.betas", *betas, "--optimizer.implementation", "for-loop"]  # fmt: skip
+            "--optimizer.betas", *betas, "--optimizer.implementation", "for-loop",
+            "--training.max-norm", "inf", "--optimizer.max-norm", "1.0"]  # fmt: skip
     path = os.pathsep.join([str(folder), str(WORKER.parent)])
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
     r = subprocess.run(
@@ -424,9 +425,12 @@ def test_stock_trainer_inits_by_the_rule(kimi, trained) -> None:
 @pytest.mark.slow  # one torchtitan Trainer process: 17-23 s here
 def test_stock_trainer_trains(trained) -> None:
     """Three real steps of torchtitan's train loop: every parameter moved, finite losses
-    near ln(vocab) per token."""
+    near ln(vocab) per token, spectral's exact clip on (--optimizer.max-norm)."""
     assert trained["steps"] == 3 and len(trained["losses"]) == 3
     assert all(trained["moved"].values())
+    # the exact clip from the CLI, torchtitan's own off: the last step's hooked norm kept
+    assert trained["cli"]["max_norm"] == math.inf and trained["cli"]["optimizer_max_norm"] == 1.0
+    assert trained["hooked_norm"] is not None and trained["hooked_norm"] > 0
     tokens = 4 * 32  # the worker's batch x sequence; the loss is a sum over tokens
     assert all(abs(x / tokens - math.log(256)) < 1.0 for x in trained["losses"])
 
@@ -479,3 +483,35 @@ def test_install_init_at_the_base_changes_nothing(tmp_path) -> None:
     after = {fqn: c.param_init for fqn, c, _, _ in spec.model.traverse(Linear.Config)}
     assert after.keys() == before.keys()
     assert all(after[k][p] is before[k][p] for k in after for p in before[k])
+
+
+def test_exact_clip_is_clip_by_hooked_norm(kimi, one_thread) -> None:
+    """--optimizer.max-norm: the container clips as the hooked form would (the norm of the
+    hooked gradients), the same gradients as the config's clip_grad_norm_
+    (clip_by_hooked_norm) to float rounding, where torch's own clip of these gradients
+    (torchtitan's training.max_norm) would differ."""
+    from spectral.frameworks.torchtitan import SpectralOptimizers, TitanSetup
+
+    _, cfg = kimi
+    model = _small(TRAIN_W, TRAIN_D)
+    setup = TitanSetup(cfg.CONFIG, cfg.GROUPS, cfg.OPTIMIZER_NAMES)
+    container = SpectralOptimizers.Config(
+        width=TRAIN_W, depth=TRAIN_D, setup=setup, max_norm=0.5, implementation="for-loop"
+    ).build(model_parts=[model])
+    assert set(container.carried.values()) == {1.0, 0.5}  # alpha_in 1; alpha_hidden = alpha_out
+    g = torch.Generator().manual_seed(3)
+    for p in model.parameters():
+        p.grad = torch.randn(p.shape, generator=g) * 0.01
+    raw = {n: p.grad.clone() for n, p in model.named_parameters()}
+    torch_norm = torch.linalg.vector_norm(torch.stack([v.norm() for v in raw.values()]))
+    want_norm = cfg.CONFIG.clip_grad_norm_(model, TRAIN_W, TRAIN_D, 0.5, adapter="torchtitan")
+    want = {n: p.grad.clone() for n, p in model.named_parameters()}
+    for n, p in model.named_parameters():
+        p.grad.copy_(raw[n])
+    norm = container.clip_hooked_norm(0.5)
+    assert norm.item() == pytest.approx(want_norm.item(), rel=1e-6)
+    assert norm.item() > 0.5 and abs(norm.item() / torch_norm.item() - 1) > 0.01  # binds
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, want[n], rtol=1e-6, atol=0)
+    container.step()  # clips again (already within max_norm: unchanged) and steps
+    assert container.hooked_norm.item() == pytest.approx(0.5, rel=1e-5)
