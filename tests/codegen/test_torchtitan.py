@@ -456,6 +456,17 @@ def test_registry_answers_torchtitans_config_manager(kimi) -> None:
     assert isinstance(head, ScaledInit)  # lm_head: 1/r_n * sqrt(r_n) (its dim^-1/2 undone)
     assert head.factor == pytest.approx(0.25 * 4**0.5)
     assert not isinstance(model.tok_embeddings.param_init["weight"], ScaledInit)  # factor 1
+    torch.manual_seed(0)
+    with torch.device("meta"):
+        built = model.build()
+    built.to_empty(device="cpu")
+    with torch.no_grad():
+        built.init_weights(buffer_device=None)  # torchtitan's init, through the entries
+    std = built.lm_head.weight.std().item()  # 64^-1/2 (the base's own) x alpha_out 1/4
+    assert std == pytest.approx(64**-0.5 * TRUNC_3SIGMA / 4, rel=0.02)
+    container = opt.build(model_parts=[built])
+    kinds = {type(o).__name__: sum(len(g["params"]) for g in o.param_groups) for o in container}
+    assert kinds == {"AdamW": 2 + 2 * 6 + 1, "Muon": 5 * 6}  # Muon: every hidden matrix
     with pytest.raises(AttributeError):
         _ = cfg.not_a_registry_function
     with pytest.raises(spectral_errors.ConfigError, match="already"):
