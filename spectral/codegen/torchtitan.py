@@ -46,10 +46,12 @@ LLAMA3_PARAMETERS = (
 """The parameter names of one block and the rest of torchtitan 0.3.0's Llama3
 (``torchtitan.models.llama3``; tests/codegen/test_torchtitan.py checks them against the package)."""
 
-OPTIMIZER_NAMES = {"adamw": "AdamW", "adam": "Adam"}
-"""Catalog optimizer -> the name torchtitan 0.3.0 builds it by
-(``OptimizersContainer._resolve_optimizer_factory``: Adam, AdamW, and DistMuon, which needs
-FlexShard's sharding metadata)."""
+OPTIMIZER_NAMES = {"adamw": "AdamW", "adam": "Adam", "muon-kimi": "Muon"}
+"""Catalog optimizer -> the name torchtitan builds it by: Adam and AdamW are torchtitan
+0.3.0's own (``OptimizersContainer._resolve_optimizer_factory``, which also knows DistMuon,
+which needs FlexShard's sharding metadata); "Muon" is torch.optim.Muon, which
+:class:`spectral.frameworks.torchtitan.SpectralOptimizers` adds (Muon-Kimi: ``adjust_lr_fn=
+"match_rms_adamw"``, no per-shape compensation, so one group per role serves every shape)."""
 
 _LAYERS = (("input", "input"), ("hidden", "branches"), ("output", "output"))
 
@@ -129,8 +131,8 @@ def render(
     unknown = sorted(set(p.optimizers.values()) - set(OPTIMIZER_NAMES))
     if unknown:
         raise SpecError(
-            f"--framework torchtitan: torchtitan 0.3.0 builds {', '.join(OPTIMIZER_NAMES)} "
-            f"by name (and DistMuon, which needs FlexShard), not {', '.join(unknown)}"
+            f"--framework torchtitan builds {', '.join(OPTIMIZER_NAMES)} "
+            f"(torchtitan's Adam and AdamW, torch.optim.Muon), not {', '.join(unknown)}"
         )
     groups = [g for g in group_patterns() if g[1] in p.optimizers]
     names = [{"name": n, "titan": OPTIMIZER_NAMES[n]} for n in dict.fromkeys(p.optimizers.values())]

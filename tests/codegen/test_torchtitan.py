@@ -13,9 +13,13 @@ autograd.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
+import os
 import re
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +27,7 @@ torch = pytest.importorskip("torch")
 llama3 = pytest.importorskip("torchtitan.models.llama3")  # needs triton importable
 titan_optim = pytest.importorskip("torchtitan.components.optimizer")
 
+from spectral import errors as spectral_errors  # noqa: E402
 from spectral.codegen import render  # noqa: E402
 from spectral.codegen.torchtitan import LLAMA3_PARAMETERS, group_patterns  # noqa: E402
 
@@ -285,3 +290,239 @@ def test_away_from_the_base_torchtitans_init_times_the_ratio(small_cfg, one_thre
         else:  # the embedding (alpha_in = 1) and the norm gains
             f = 1.0
         assert torch.equal(p, own[name] * f), name
+
+
+# ------------------------------------------------------------------------------------
+# No glue: torchtitan's ConfigManager, its stock Trainer, Muon-Kimi (issue 37)
+# ------------------------------------------------------------------------------------
+
+WORKER = Path(__file__).resolve().parent.parent / "titan_worker.py"
+TRAIN_W, TRAIN_D = 128, 4  # tests/titan_worker.py's model; the config's base is 64 x 2
+CLI = {"lr": 2e-3, "weight_decay": 0.05, "eps": 1e-9, "betas": (0.8, 0.9)}
+TRUNC_3SIGMA = 0.986580  # the std of N(0, 1) truncated at +-3 (torchtitan's lm_head draw)
+
+
+@pytest.fixture(scope="module")
+def kimi(tmp_path_factory):
+    """The Muon-Kimi + AdamW torchtitan module, base 64 x 2, importable as mup_titan."""
+    folder = tmp_path_factory.mktemp("mup_titan")
+    source = render("muon-kimi", "adamw", base_width=SMALL_W, base_depth=SMALL_D,
+                    framework="torchtitan")  # fmt: skip
+    (folder / "mup_titan.py").write_text(source)
+    sys.path.insert(0, str(folder))
+    sys.modules.pop("mup_titan", None)
+    import mup_titan
+
+    yield folder, mup_titan
+    sys.path.remove(str(folder))
+    sys.modules.pop("mup_titan", None)
+
+
+@pytest.fixture(scope="module")
+def trained(kimi):
+    """torchtitan's stock Trainer, built by its ConfigManager from the registry function
+    (the generated mup), trained 3 steps on CPU in a process of its own (its device is
+    chosen when torchtitan is imported: tests/titan_worker.py)."""
+    folder, _ = kimi
+    out = folder / "trained.json"
+    betas = [str(b) for b in CLI["betas"]]
+    args = ["--module", "titan_worker", "--config", "tiny",
+            "--optimizer.lr", str(CLI["lr"]), "--optimizer.weight-decay",
+            str(CLI["weight_decay"]), "--optimizer.eps", str(CLI["eps"]),
+            "--optimizer.betas", *betas, "--optimizer.implementation", "for-loop",
+            "--training.max-norm", "inf", "--optimizer.max-norm", "1.0"]  # fmt: skip
+    path = os.pathsep.join([str(folder), str(WORKER.parent)])
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run(
+        [sys.executable, str(WORKER), str(out), *args],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+def _cli_base(cfg) -> dict:
+    biases = {r: CLI["weight_decay"] for r in ("input_bias", "hidden_bias")}
+    wd = {"default": CLI["weight_decay"], **biases}
+    return {"lr": CLI["lr"], "weight_decay": wd, "eps": CLI["eps"]}
+
+
+@pytest.mark.slow  # one torchtitan Trainer process: 17-23 s here
+def test_stock_trainer_groups_are_the_rules(kimi, trained) -> None:
+    """Every parameter of the Trainer's model sits in one group whose lr, weight decay and
+    eps are parameter_hparams' at 128 x 4 from the base values given on torchtitan's CLI;
+    Muon (torch.optim.Muon, match_rms_adamw) trains the hidden matrices, AdamW the rest
+    with the CLI's betas."""
+    _, cfg = kimi
+    assert trained["cli"]["lr"] == CLI["lr"] and trained["cli"]["betas"] == list(CLI["betas"])
+    assert (trained["width"], trained["depth"]) == (TRAIN_W, TRAIN_D)  # read from the model
+    model = _small(TRAIN_W, TRAIN_D)
+    want = cfg.parameter_hparams(model, TRAIN_W, TRAIN_D, **_cli_base(cfg))
+    groups = trained["groups"]
+    assert set(groups) == set(want)  # every parameter, each in one group
+    roles = set()
+    for name, w in want.items():
+        g = groups[name]
+        roles.add((w["role"], g["optimizer"]))
+        assert g["lr"] == pytest.approx(w["lr"], rel=1e-12), name
+        assert g["weight_decay"] == pytest.approx(w["weight_decay"], rel=1e-12), name
+        if w["role"] == "hidden_weight":
+            assert g["optimizer"] == "Muon" and g["adjust_lr_fn"] == "match_rms_adamw", name
+            assert g["momentum"] == 0.95 and "eps" not in w
+        else:
+            assert g["optimizer"] == "AdamW" and g["betas"] == list(CLI["betas"]), name
+            assert g["eps"] == pytest.approx(w["eps"], rel=1e-12), name
+    assert roles == {("hidden_weight", "Muon"), ("input_weight", "AdamW"),
+                     ("output_weight", "AdamW"), ("hidden_bias", "AdamW"),
+                     ("input_bias", "AdamW")}  # fmt: skip
+    # anchors by hand (r_n = 2, r_L = 2): the embedding takes the CLI's lr as it is,
+    # a hidden matrix lr / sqrt(r_n) and weight decay * sqrt(r_n) (Muon-Kimi's rule)
+    assert groups["tok_embeddings.weight"]["lr"] == CLI["lr"]
+    assert groups["layers.0.feed_forward.w1.weight"]["lr"] == pytest.approx(CLI["lr"] / 2**0.5)
+    w1_wd = groups["layers.0.feed_forward.w1.weight"]["weight_decay"]
+    assert w1_wd == pytest.approx(CLI["weight_decay"] * 2**0.5)
+
+
+def _own_std(name: str, width: int) -> float:
+    """torchtitan 0.3.0's own init std for Llama3's parameter ``name`` at ``width``."""
+    if name == "tok_embeddings.weight":
+        return 1.0
+    if name == "lm_head.weight":
+        return width**-0.5 * TRUNC_3SIGMA
+    layer = int(name.split(".")[1])
+    if name.endswith(("wo.weight", "w2.weight", "w3.weight")):  # _depth_init(layer_id)
+        return 0.02 / (2 * (layer + 1)) ** 0.5
+    return 0.02
+
+
+@pytest.mark.slow  # one torchtitan Trainer process: 17-23 s here
+def test_stock_trainer_inits_by_the_rule(kimi, trained) -> None:
+    """Every matrix starts with torchtitan's own std at the *base* width times the rule's
+    ratio (hidden r_n^-1/2) and the multiplier it carries (wo, w2: alpha_hidden = 1/r_L;
+    lm_head: alpha_out = 1/r_n), within 2 %; the norm gains at 1."""
+    _, cfg = kimi
+    alpha = cfg.CONFIG.folded_multipliers(TRAIN_W, TRAIN_D)
+    assert alpha["hidden"] == pytest.approx(0.5) and alpha["output"] == pytest.approx(0.5)
+    hidden = cfg.CONFIG.init_ratio("hidden_weight", TRAIN_W, TRAIN_D)
+    assert hidden == pytest.approx(2**-0.5)
+    checked = 0
+    for name, std in trained["init_std"].items():
+        if "norm" in name:
+            assert std == 0.0 and trained["init_mean_abs"][name] == 1.0, name
+            continue
+        want = _own_std(name, SMALL_W)  # the base width's own std
+        if name.startswith("layers."):
+            want *= hidden
+        if name.endswith(("wo.weight", "w2.weight")):
+            want *= alpha["hidden"]
+        if name == "lm_head.weight":
+            want *= alpha["output"]
+        assert std == pytest.approx(want, rel=0.02), name
+        checked += 1
+    assert checked == 2 + 5 * TRAIN_D  # embedding, head, 5 matrices per layer
+
+
+@pytest.mark.slow  # one torchtitan Trainer process: 17-23 s here
+def test_stock_trainer_trains(trained) -> None:
+    """Three real steps of torchtitan's train loop: every parameter moved, finite losses
+    near ln(vocab) per token, spectral's exact clip on (--optimizer.max-norm)."""
+    assert trained["steps"] == 3 and len(trained["losses"]) == 3
+    assert all(trained["moved"].values())
+    # the exact clip from the CLI, torchtitan's own off: the last step's hooked norm kept
+    assert trained["cli"]["max_norm"] == math.inf and trained["cli"]["optimizer_max_norm"] == 1.0
+    assert trained["hooked_norm"] is not None and trained["hooked_norm"] > 0
+    tokens = 4 * 32  # the worker's batch x sequence; the loss is a sum over tokens
+    assert all(abs(x / tokens - math.log(256)) < 1.0 for x in trained["losses"])
+
+
+def test_registry_answers_torchtitans_config_manager(kimi) -> None:
+    """--module mup_titan --config llama3_debugmodel: torchtitan's own registry function
+    through mup, the base lr from --optimizer.lr, the rest (betas, eps, weight decay) kept
+    from its default_adamw; its model's param_init scaled; an unknown name refused."""
+    from torchtitan.config import ConfigManager
+
+    from spectral.frameworks.torchtitan import ScaledInit, SpectralOptimizers
+
+    _, cfg = kimi
+    config = ConfigManager().parse_args(
+        ["--module", "mup_titan", "--config", "llama3_debugmodel", "--optimizer.lr", "1e-3"]
+    )
+    opt = config.optimizer
+    assert isinstance(opt, SpectralOptimizers.Config)
+    assert (opt.lr, opt.betas, opt.eps, opt.weight_decay) == (1e-3, (0.9, 0.95), 1e-8, 0.1)
+    assert (opt.width, opt.depth) == (256, 6)  # torchtitan's debug model
+    model = config.model_spec.model
+    head = model.lm_head.param_init["weight"]
+    assert isinstance(head, ScaledInit)  # lm_head: 1/r_n * sqrt(r_n) (its dim^-1/2 undone)
+    assert head.factor == pytest.approx(0.25 * 4**0.5)
+    assert not isinstance(model.tok_embeddings.param_init["weight"], ScaledInit)  # factor 1
+    torch.manual_seed(0)
+    with torch.device("meta"):
+        built = model.build()
+    built.to_empty(device="cpu")
+    with torch.no_grad():
+        built.init_weights(buffer_device=None)  # torchtitan's init, through the entries
+    std = built.lm_head.weight.std().item()  # 64^-1/2 (the base's own) x alpha_out 1/4
+    assert std == pytest.approx(64**-0.5 * TRUNC_3SIGMA / 4, rel=0.02)
+    container = opt.build(model_parts=[built])
+    kinds = {type(o).__name__: sum(len(g["params"]) for g in o.param_groups) for o in container}
+    assert kinds == {"AdamW": 2 + 2 * 6 + 1, "Muon": 5 * 6}  # Muon: every hidden matrix
+    with pytest.raises(AttributeError):
+        _ = cfg.not_a_registry_function
+    with pytest.raises(spectral_errors.ConfigError, match="already"):
+        cfg.mup(config)
+
+
+def test_install_init_at_the_base_changes_nothing(tmp_path) -> None:
+    """At the base width and depth every factor is 1: torchtitan's param_init entries are
+    kept as they are (the same callables), so the model starts bit for bit as its own."""
+    from torchtitan.models.common import Linear
+
+    from spectral.frameworks.torchtitan import TitanSetup, install_init
+
+    source = render("muon-kimi", "adamw", base_width=256, base_depth=6, framework="torchtitan")
+    path = tmp_path / "titan_base.py"
+    path.write_text(source)
+    spec_ = importlib.util.spec_from_file_location("titan_base", path)
+    cfg = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(cfg)
+    spec = llama3.model_registry("debugmodel")  # 256 wide, 6 layers: the base
+    before = {fqn: dict(c.param_init) for fqn, c, _, _ in spec.model.traverse(Linear.Config)}
+    setup = TitanSetup(cfg.CONFIG, cfg.GROUPS, cfg.OPTIMIZER_NAMES)
+    factors = install_init(setup, spec.model, 256, 6)
+    assert len(factors) == 2 + 6 * 7 + 1 and set(factors.values()) == {1.0}
+    after = {fqn: c.param_init for fqn, c, _, _ in spec.model.traverse(Linear.Config)}
+    assert after.keys() == before.keys()
+    assert all(after[k][p] is before[k][p] for k in after for p in before[k])
+
+
+def test_exact_clip_is_clip_by_hooked_norm(kimi, one_thread) -> None:
+    """--optimizer.max-norm: the container clips as the hooked form would (the norm of the
+    hooked gradients), the same gradients as the config's clip_grad_norm_
+    (clip_by_hooked_norm) to float rounding, where torch's own clip of these gradients
+    (torchtitan's training.max_norm) would differ."""
+    from spectral.frameworks.torchtitan import SpectralOptimizers, TitanSetup
+
+    _, cfg = kimi
+    model = _small(TRAIN_W, TRAIN_D)
+    setup = TitanSetup(cfg.CONFIG, cfg.GROUPS, cfg.OPTIMIZER_NAMES)
+    container = SpectralOptimizers.Config(
+        width=TRAIN_W, depth=TRAIN_D, setup=setup, max_norm=0.5, implementation="for-loop"
+    ).build(model_parts=[model])
+    assert set(container.carried.values()) == {1.0, 0.5}  # alpha_in 1; alpha_hidden = alpha_out
+    g = torch.Generator().manual_seed(3)
+    for p in model.parameters():
+        p.grad = torch.randn(p.shape, generator=g) * 0.01
+    raw = {n: p.grad.clone() for n, p in model.named_parameters()}
+    torch_norm = torch.linalg.vector_norm(torch.stack([v.norm() for v in raw.values()]))
+    want_norm = cfg.CONFIG.clip_grad_norm_(model, TRAIN_W, TRAIN_D, 0.5, adapter="torchtitan")
+    want = {n: p.grad.clone() for n, p in model.named_parameters()}
+    for n, p in model.named_parameters():
+        p.grad.copy_(raw[n])
+    norm = container.clip_hooked_norm(0.5)
+    assert norm.item() == pytest.approx(want_norm.item(), rel=1e-6)
+    assert norm.item() > 0.5 and abs(norm.item() / torch_norm.item() - 1) > 0.01  # binds
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, want[n], rtol=1e-6, atol=0)
+    container.step()  # clips again (already within max_norm: unchanged) and steps
+    assert container.hooked_norm.item() == pytest.approx(0.5, rel=1e-5)

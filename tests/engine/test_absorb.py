@@ -303,7 +303,7 @@ def test_cli_writes_the_hook_free_form_and_refuses_in_one_line(tmp_path, capsys)
     assert "--absorb-multipliers" in text  # the command that regenerates it
     for argv in (
         ["codegen", "lamb", *base, "--absorb-multipliers", "-o", str(tmp_path / "lamb.py")],
-        ["codegen", "muon-kimi", "--others", "adamw", *base, "--framework", "torchtitan",
+        ["codegen", "lion", *base, "--framework", "torchtitan",
          "-o", str(tmp_path / "titan.py")],
     ):
         capsys.readouterr()

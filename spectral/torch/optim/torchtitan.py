@@ -100,20 +100,47 @@ def param_group_configs(
     optimizer_names: Mapping[str, str],
     width: float,
     depth: float,
+    *,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
     **base: Any,
 ) -> list[Any]:
     """torchtitan's ``ParamGroupConfig`` list for ``OptimizersContainer.Config.param_groups``.
 
     ``optimizer_names``: optimizer -> the name torchtitan builds it by (``"AdamW"``). Each
-    group's kwargs: lr, weight_decay, the eps of an optimizer that has an eps rule, and the
-    arguments its implementation fixes (torch.optim.Adam's decoupled_weight_decay=True).
+    group's kwargs: lr, weight_decay, the eps of an optimizer that has an eps rule, the
+    arguments its implementation fixes (torch.optim.Adam's decoupled_weight_decay=True,
+    torch.optim.Muon's adjust_lr_fn="match_rms_adamw"), and ``options[name]`` for the
+    optimizer torchtitan calls ``name`` (betas, momentum: what no rule moves). An option
+    that would change a fixed argument or a ruled number is refused.
     """
     from torchtitan.components.optimizer import ParamGroupConfig
 
+    options = options or {}
+    built = sorted(set(optimizer_names.values()))
+    unknown = sorted(set(options) - set(built))
+    if unknown:
+        raise ConfigError(
+            f"torchtitan param groups: options for {', '.join(unknown)}, which this "
+            f"config does not build (it builds {', '.join(built)})"
+        )
     out = []
     for pattern, opt, values in titan_group_values(rules, groups, width, depth, **base):
         impl = rules.implementations.get(opt)
         kwargs: dict[str, Any] = dict(impl.fixed) if impl is not None else {}
+        extra = dict(options.get(optimizer_names[opt], {}))
+        ruled = {
+            "lr",
+            "weight_decay",
+            *kwargs,
+            rules.eps_places.get(opt, ("eps", None))[0],
+        }
+        clash = sorted(k for k in extra if k in ruled)
+        if clash:
+            raise ConfigError(
+                f"torchtitan param groups: {', '.join(clash)} for {optimizer_names[opt]} "
+                "is set by the rules (pass the base values as lr=, weight_decay=, eps=)"
+            )
+        kwargs.update(extra)
         kwargs.update(lr=values["lr"], weight_decay=values["weight_decay"])
         if "eps" in values:
             kwargs[rules.eps_places.get(opt, ("eps", None))[0]] = values["eps"]
