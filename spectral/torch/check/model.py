@@ -18,7 +18,9 @@ from spectral.torch.apply.hooks import (
     placement_problems,
     placements,
 )
+from spectral.torch.check.compiled import compiled_problems
 from spectral.torch.check.forward import measured_problems
+from spectral.torch.check.params import init_problems
 from spectral.torch.check.widths import check_widths
 from spectral.torch.model.classify import (
     Adapter,
@@ -28,9 +30,23 @@ from spectral.torch.model.classify import (
 )
 from spectral.torch.model.placement import Placement, place
 from spectral.torch.model.shapes import fans, is_norm
-from spectral.torch.optim.composite import lr_ratio_problem, unwrap_optimizer
+from spectral.torch.optim.composite import (
+    CompositeOptimizer,
+    lr_ratio_problem,
+    unwrap_optimizer,
+)
 from spectral.torch.optim.groups import role_param_groups
 from spectral.torch.rules import TorchRules
+
+
+class Findings(list[str]):
+    """check()'s answer: a list of problems, one line each ([] when all is right), and
+    ``notes``: what it could not judge and why (a model past its init, a parameter too
+    small to judge), which are not problems."""
+
+    def __init__(self, problems: Sequence[str] = (), notes: Sequence[str] = ()):
+        super().__init__(problems)
+        self.notes = list(notes)
 
 
 def _close(a: float, b: float) -> bool:
@@ -155,6 +171,47 @@ def _multiplier_problems(
     return problems
 
 
+def _parts(inner: Any) -> list[Any] | None:
+    """The optimizers a container holds as ``.optimizers`` (torchtitan's
+    OptimizersContainer, whose own param_groups is one placeholder), each unwrapped; None
+    for an optimizer that is no such container."""
+    parts = getattr(inner, "optimizers", None)
+    if isinstance(inner, CompositeOptimizer) or not isinstance(parts, (list, tuple)):
+        return None
+    found = [unwrap_optimizer(part) for part in parts]
+    if not found or not all(
+        isinstance(getattr(part, "param_groups", None), list) for part in found
+    ):
+        return None
+    return found
+
+
+def optimizer_groups(optimizer: Any) -> list[dict[str, Any]]:
+    """Every param group the optimizer steps: through framework wrappers (``.optimizer``)
+    and containers of several optimizers (``.optimizers``)."""
+    inner = unwrap_optimizer(optimizer)
+    parts = _parts(inner)
+    if parts is not None:
+        return [group for part in parts for group in part.param_groups]
+    if not isinstance(getattr(inner, "param_groups", None), list):
+        raise ConfigTypeError(
+            "optimizer must be a torch.optim.Optimizer (or a framework's wrapper of one), "
+            f"got {type(inner).__name__}"
+        )
+    return inner.param_groups
+
+
+def optimizer_base(optimizer: Any) -> dict[str, Any]:
+    """The base values build_optimizers recorded on the optimizer (or on one inside a
+    container); {} when none did."""
+    inner = unwrap_optimizer(optimizer)
+    for part in [inner, *(_parts(inner) or [])]:
+        base = getattr(part, "base", None)
+        if isinstance(base, Mapping) and base:
+            return dict(base)
+    return {}
+
+
 def _optimizer_problems(
     rules: TorchRules,
     model: nn.Module,
@@ -164,14 +221,9 @@ def _optimizer_problems(
     base: Mapping[str, Any],
     placement: Placement,
 ) -> list[str]:
-    inner = unwrap_optimizer(optimizer)
-    if not isinstance(getattr(inner, "param_groups", None), list):
-        raise ConfigTypeError(
-            "optimizer must be a torch.optim.Optimizer (or a framework's wrapper of one), "
-            f"got {type(inner).__name__}"
-        )
+    groups = optimizer_groups(optimizer)
     if not base:
-        base = getattr(inner, "base", {})
+        base = optimizer_base(optimizer)
     if "lr" not in base:
         return [
             (
@@ -195,7 +247,7 @@ def _optimizer_problems(
     }
     problems, trained = [], set()
     now: list[dict[str, Any]] = []  # each group's lr now against its rule's
-    for group in inner.param_groups:
+    for group in groups:
         first = expected.get(id(group["params"][0])) if group["params"] else None
         if first is not None:
             rule = first["lr"]
@@ -316,12 +368,15 @@ def check_model(
         raise ConfigTypeError(
             f"model must be a torch.nn.Module, got {type(model).__name__}"
         )
-    model = unwrap_model(model)
+    compiled, model = model, unwrap_model(model)
+    init_std = base.pop("init_std", 0.02)
+    if init_std is not None:
+        base["init_std"] = init_std
     try:
         placement = place(model, rules, patterns=patterns, adapter=adapter)
         placement.roles()  # every parameter placed, ties allowed
     except UnsupportedModelError as exc:  # found on the model; a bad argument raises
-        return [str(exc)]
+        return Findings([str(exc)])
     problems = _size_problems(placement, width)
     if rules.absorbed is None:
         family = placement.family
@@ -331,23 +386,39 @@ def check_model(
         measure = False  # the forward checks look for the hooks' factors
     problems += _head_dim_problems(model, head_dim)
     if optimizer is not None:
+        opt_base = {k: v for k, v in base.items() if k != "init_std"}
         problems += _optimizer_problems(
-            rules, model, width, depth, optimizer, base, placement
+            rules, model, width, depth, optimizer, opt_base, placement
         )
     if measure and not problems:
         problems += measured_problems(model, placement.family, example_input)
+        problems += compiled_problems(compiled, placement.family, example_input)
+    found, notes = init_problems(
+        rules,
+        model,
+        placement,
+        width,
+        depth,
+        init_std=init_std,
+        multiplier=multiplier,
+        optimizer=optimizer,
+    )
+    problems += found
     if widths is not None:
-        problems += check_widths(
+        report = check_widths(
             rules,
             model,
             list(widths),
+            anchor=(width, depth),
             factory=factory,
             adapter=adapter,
             patterns=patterns,
             multiplier=multiplier,
             example_input=example_input,
             timeout=timeout,
-            base=base or getattr(unwrap_optimizer(optimizer), "base", {}),
+            base={**optimizer_base(optimizer), **base},
             seeds=seeds,
-        ).problems
-    return problems
+        )
+        problems += [line for line in report.problems if line not in problems]
+        notes += report.notes
+    return Findings(problems, notes)
