@@ -14,6 +14,7 @@ from spectral.torch.apply.hooks import install_multipliers
 from spectral.torch.apply.init import init_by_role
 from spectral.torch.apply.absorb import clip_by_hooked_norm
 from spectral.torch.check.model import check_model
+from spectral.torch.check.params import recording_init
 from spectral.torch.model.shapes import record_shapes_at_base
 from spectral.torch.optim.groups import build_composite, role_param_groups
 from spectral.torch.rules import TorchRules
@@ -23,7 +24,7 @@ class Config(TorchRules):
     """One config's rules with the runtime's functions bound to them."""
 
     apply_multipliers = install_multipliers
-    init_ = init_by_role
+    init_ = recording_init(init_by_role)  # check reads the init_std it was given
     param_groups = role_param_groups
     build_optimizers = build_composite
     check = check_model

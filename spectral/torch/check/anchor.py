@@ -41,8 +41,8 @@ from spectral.torch.check.params import FLOOR, MAX_TOLERANCE, Z, not_at_init
 from spectral.torch.check.twin_rows import _set_up_twin
 from spectral.torch.check.twins import twin_depth
 from spectral.torch.check.verdict import group_name
-from spectral.torch.model.classify import Adapter, Patterns
-from spectral.torch.model.placement import place
+from spectral.torch.model.classify import Adapter
+from spectral.torch.model.placement import Placement, place
 from spectral.torch.rules import TorchRules
 
 OUTPUT_TOLERANCE = 1e-4
@@ -263,14 +263,13 @@ def anchor_problems(
     model: nn.Module,
     twin: nn.Module,
     size: tuple[int, float],
-    family: Adapter | None,
-    patterns: Patterns | None,
+    placement: Placement,
     multiplier: BaseValue,
     example_input: Any,
     base: Mapping[str, Any],
 ) -> tuple[list[str], list[str]]:
-    """(problems, notes) of the user's model against the twin at its width (``twin``,
-    freshly built; ``size``: the user's width and depth)."""
+    """(problems, notes) of the user's model (read through its ``placement``) against the
+    twin at its width (``twin``, freshly built; ``size``: the user's width and depth)."""
     width, depth = size
     if any(p.device.type == "meta" for p in model.parameters()):
         note = (
@@ -278,6 +277,7 @@ def anchor_problems(
             "anchored on it (no values to compare)"
         )
         return [], [note]
+    family, patterns = placement.family, placement.patterns
     twin_family = family or place(twin, rules, patterns=patterns).family
     if twin_family is None:
         return [], []  # the twins across widths say that no adapter recognises it
@@ -288,10 +288,7 @@ def anchor_problems(
         twin_family.branches_per_layer,
     )
     problems: list[str] = []
-    if (
-        not_at_init(place(model, rules, patterns=patterns, adapter=family), None)
-        is None
-    ):
+    if not_at_init(placement, None) is None:
         problems += _parameter_lines(
             rules,
             model,

@@ -33,10 +33,12 @@ COMPILE_FIX = (
 )
 
 _INPUT = re.compile(
-    r"check_tensor\(L\['(args|kwargs)'\](?:\[(\d+)\]|\['(\w+)'\]), Tensor, .*?, "
-    r"torch\.(int64|int32|long), .*?size=\[([^\]]*)\]"
+    r"check_tensor\(L\['(\w+)'\](?:\[(\d+)\]|\['(\w+)'\])?, Tensor, [^\n]*?, "
+    r"torch\.(int64|int32), [^\n]*?size=\[([^\]]*)\]"
 )
-"""An integer input tensor's guard: its place in the call and its size (dims or None)."""
+"""An integer input tensor's guard: the local it is (``args`` / ``kwargs`` of a decorated
+forward, with the index or key, or the forward's own argument name) and its size (a
+dynamic dimension as None)."""
 
 
 def _cached_inputs(wrapper: nn.Module) -> list[tuple[int, list[tuple[Any, ...]]]]:
@@ -57,11 +59,11 @@ def _cached_inputs(wrapper: nn.Module) -> list[tuple[int, list[tuple[Any, ...]]]
         for entry in entries:
             parts = "\n".join(getattr(entry.guard_manager, "code_parts", []) or [])
             inputs = []
-            for kind, index, name, _, size in _INPUT.findall(parts):
+            for local, index, key, _, size in _INPUT.findall(parts):
                 dims = tuple(
                     int(d) if d.strip().isdigit() else -1 for d in size.split(",")
                 )
-                inputs.append((kind, int(index) if index else name, dims))
+                inputs.append((local, int(index) if index else key or None, dims))
             shift = 1 if "L['args'][0]._modules" in parts else 0  # args[0] is self
             if inputs:
                 found.append((shift, inputs))
@@ -96,13 +98,17 @@ def _call_of(
     gen = torch.Generator().manual_seed(0)
     args: dict[int, torch.Tensor] = {}
     kwargs: dict[str, torch.Tensor] = {}
-    for kind, where, dims in inputs:
+    for local, where, dims in inputs:
         shape = tuple(d if d > 0 else 8 for d in dims)
         ids = torch.randint(0, vocab, shape, generator=gen).to(device)
-        if kind == "args" and isinstance(where, int):
+        if local == "args" and isinstance(where, int):
             args[where - shift] = ids
+        elif local == "kwargs" and isinstance(where, str):
+            kwargs[where] = ids
+        elif where in (None, ""):  # the forward's own argument, by its name
+            kwargs[local] = ids
         else:
-            kwargs[str(where)] = ids
+            return None
     if args and sorted(args) != list(range(len(args))):
         return None
     return [args[i] for i in range(len(args))], kwargs

@@ -20,7 +20,7 @@ from spectral.torch.apply.hooks import (
 )
 from spectral.torch.check.compiled import compiled_problems
 from spectral.torch.check.forward import measured_problems
-from spectral.torch.check.params import init_problems
+from spectral.torch.check.params import init_problems, recorded_init_std
 from spectral.torch.check.widths import check_widths
 from spectral.torch.model.classify import (
     Adapter,
@@ -344,23 +344,24 @@ def check_model(
     seeds: int = 1,
     **base: Any,
 ) -> list[str]:
-    """Problems found on the real model (and optimizer); [] when all is right.
+    """Problems found on the real model (and optimizer): a :class:`Findings` list, []
+    when all is right, its ``notes`` what was not judged and why.
 
     Looks for: a parameter with no role, a tie the rules do not allow, block multipliers
-    missing, applied twice or for another size, and, given the optimizer, a parameter whose
-    group's lr / weight decay / eps differs from the rule (the base values are the ones it
-    was built with, or pass lr=..., weight_decay=..., eps=...; the lr is read before any
-    scheduler changed it), and groups whose lrs now are no longer one common factor times
-    the rule's (a hand-written lr loop, a scheduler's absolute floor such as
-    CosineAnnealingLR(eta_min=...)). The optimizer may be a framework's wrapper
-    (accelerate, Lightning, Fabric: unwrap_optimizer). head_dim: the head dimension of the base model; the rules
-    assume it stays fixed as the width grows (or 1/d attention scaling), so a different
-    one is a problem.
+    missing, applied twice or for another size; every parameter's init std against the one
+    init_ gives it at this size (spectral.torch.check.params: from ``init_std=``, else the
+    one init_ was given, else 0.02; None: not judged; only while the model holds its init),
+    carriers of the hook-free form included; given the optimizer (through framework
+    wrappers and containers with ``.optimizers``), each parameter's group lr / weight decay
+    / eps against the rule (base values as built, or lr=..., weight_decay=..., eps=...; the
+    lr before any scheduler) and group lrs no longer one common factor times the rule's.
+    head_dim: the base model's head dimension (the rules keep it fixed).
 
-    measure=True (the default) also runs the model on a small example batch (from its input
-    embedding, or example_input) and verifies the multipliers on the real forward pass
-    (spectral.torch.check.forward); it never returns [] unmeasured. widths=[w1, w2, w3, ...]
-    also checks twins across widths (spectral.torch.check.widths; timeout, seeds there).
+    measure=True also runs the model on a small example batch (example_input, or built from
+    its input embedding) to verify the multipliers on the real forward pass, a compiled
+    model's cached code included (spectral.torch.check.forward, .compiled); it never
+    returns [] unmeasured. widths=[w1, w2, w3, ...] also checks twins across widths,
+    anchored on this model (spectral.torch.check.widths, .anchor; timeout, seeds there).
     """
     if not isinstance(measure, bool):
         raise ConfigTypeError(f"measure must be True or False, got {measure!r}")
@@ -369,7 +370,8 @@ def check_model(
             f"model must be a torch.nn.Module, got {type(model).__name__}"
         )
     compiled, model = model, unwrap_model(model)
-    init_std = base.pop("init_std", 0.02)
+    # the init_std given, else the one init_ was given for this model, else its default
+    init_std = base.pop("init_std", recorded_init_std(compiled))
     if init_std is not None:
         base["init_std"] = init_std
     try:
@@ -391,8 +393,10 @@ def check_model(
             rules, model, width, depth, optimizer, opt_base, placement
         )
     if measure and not problems:
-        problems += measured_problems(model, placement.family, example_input)
+        # the cached code first: the example batch of another shape compiles afresh,
+        # and that code, put in front of the cache, would hide what training ran
         problems += compiled_problems(compiled, placement.family, example_input)
+        problems += measured_problems(model, placement.family, example_input)
     found, notes = init_problems(
         rules,
         model,

@@ -18,9 +18,11 @@ not judge the init.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +44,32 @@ FLOOR = 0.1
 of the right std is within it; a std that should have shrunk by sqrt(2) is not."""
 MAX_TOLERANCE = 0.3
 """A pool whose statistical tolerance is wider than this is too small to judge."""
+
+
+_INIT_STD: weakref.WeakKeyDictionary[nn.Module, Any] = weakref.WeakKeyDictionary()
+"""Model -> the base init_std its last init_ call was given, so that check judges the init
+against the numbers init_ used without being told them again."""
+
+
+def recording_init(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` (init_by_role) that also records, for check, the init_std it was given."""
+
+    @functools.wraps(init)
+    def init_(rules: Any, model: nn.Module, *args: Any, **kwargs: Any) -> None:
+        init(rules, model, *args, **kwargs)
+        given = args[2] if len(args) > 2 else kwargs.get("init_std", 0.02)
+        _INIT_STD[model] = given
+
+    return init_
+
+
+def recorded_init_std(model: nn.Module) -> BaseValue:
+    """The init_std init_ was last given for ``model`` (or the module a torch.compile
+    wrapper holds); 0.02, init_'s default, when init_ has not run on it."""
+    for candidate in (model, getattr(model, "_orig_mod", None)):
+        if isinstance(candidate, nn.Module) and candidate in _INIT_STD:
+            return _INIT_STD[candidate]
+    return 0.02
 
 
 @dataclass
