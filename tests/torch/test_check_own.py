@@ -95,13 +95,14 @@ def test_one_layer_off_is_named_alone(cfg):
     ), problems
 
 
-def test_init_std_given_to_check_is_the_one_judged(cfg):
+def test_the_init_std_judged_is_init_s_unless_given(cfg):
     model = llama(128)
     cfg.apply_multipliers(model, 128, 2)
     cfg.init_(model, 128, 2, init_std=0.05)
     opt = cfg.build_optimizers(model, 128, 2, **BASE)
     assert cfg.check(model, 128, 2, opt, measure=False, init_std=0.05) == []
-    problems = cfg.check(model, 128, 2, opt, measure=False)  # 0.02 assumed
+    assert cfg.check(model, 128, 2, opt, measure=False) == []  # init_ recorded 0.05
+    problems = cfg.check(model, 128, 2, opt, measure=False, init_std=0.02)
     assert any("q_proj.weight (hidden_weight, 2 layers): init std 0.035" in p for p in problems)
     unknown = cfg.check(model, 128, 2, opt, measure=False, init_std=None)
     assert unknown == [] and "init_std=None" in unknown.notes[0]

@@ -258,6 +258,50 @@ def _hooks_at(
         hook.keywords["factor"] = want[hook.keywords["layer"]]
 
 
+def _outside_in(model: nn.Module) -> nn.Module:
+    """The module a torch.compile or DDP wrapper holds (its names carry no prefix)."""
+    inner = getattr(model, "_orig_mod", None)
+    if isinstance(inner, nn.Module):
+        return inner
+    inner = getattr(model, "module", None)
+    wrapped = type(model).__name__ in ("DistributedDataParallel", "DataParallel")
+    return inner if wrapped and isinstance(inner, nn.Module) else model
+
+
+def _compare_forward(
+    model: nn.Module, twin: nn.Module, batch: Any
+) -> tuple[list[str], list[str]]:
+    """(problems, notes) of the forward pass against the twin's, and the user's own hooks."""
+    foreign = foreign_hooks(model)
+    modes = (model.training, twin.training)
+    model.eval()
+    twin.eval()
+    try:
+        with torch.no_grad():
+            found, compared = _forward_lines(model, twin, batch, foreign)
+    finally:
+        model.train(modes[0])
+    if not compared:
+        note = (
+            "the forward pass was not compared with the twin at your width: they share no "
+            "module name"
+        )
+        return found, [note]
+    named = " ".join(found)
+    notes = [
+        f"your model's {name} has forward hooks that are not spectral's "
+        f"({', '.join(labels)}), which the twins do not have; "
+        + (
+            "the forward pass showed no effect of theirs"
+            if name in compared
+            else "not compared (the twin at your width has fewer layers)"
+        )
+        for name, labels in foreign.items()
+        if f"{group_name(name)} " not in named
+    ]
+    return found, notes
+
+
 def anchor_problems(
     rules: TorchRules,
     model: nn.Module,
@@ -271,10 +315,14 @@ def anchor_problems(
     """(problems, notes) of the user's model (read through its ``placement``) against the
     twin at its width (``twin``, freshly built; ``size``: the user's width and depth)."""
     width, depth = size
-    if any(p.device.type == "meta" for p in model.parameters()):
+    unreadable = any(
+        p.device.type == "meta" or type(p).__name__ == "DTensor"
+        for p in model.parameters()
+    )
+    if unreadable:
         note = (
-            "the model is on the meta device: the check across widths is not "
-            "anchored on it (no values to compare)"
+            "the model is on the meta device or sharded: the check across widths is not "
+            "anchored on it (no values here to compare)"
         )
         return [], [note]
     family, patterns = placement.family, placement.patterns
@@ -287,43 +335,24 @@ def anchor_problems(
         len(placements(twin, twin_family)["hidden"]),
         twin_family.branches_per_layer,
     )
+    eager = _outside_in(model)
     problems: list[str] = []
     if not_at_init(placement, None) is None:
         problems += _parameter_lines(
             rules,
-            model,
+            eager,
             twin,
             (width, depth, depth_twin),
             multiplier,
             (family, twin_family),
         )
-    foreign = foreign_hooks(model)
-    _matched(model, twin)
+    _matched(eager, twin)
     _hooks_at(rules, twin, (width, depth), multiplier)
     if example_input is not None:
         batch = example_input
     else:
-        batch = example_batch(model, family or twin_family)
+        batch = example_batch(eager, family or twin_family)
     if batch is None:
         return problems, ["the forward pass was not compared with the twin's: no batch"]
-    modes = (model.training, twin.training)
-    model.eval()
-    twin.eval()
-    try:
-        with torch.no_grad():
-            found, compared = _forward_lines(model, twin, batch, foreign)
-    finally:
-        model.train(modes[0])
-    named = " ".join(found)
-    notes = [
-        f"your model's {name} has forward hooks that are not spectral's "
-        f"({', '.join(labels)}), which the twins do not have; "
-        + (
-            "the forward pass showed no effect of theirs"
-            if name in compared
-            else "not compared (the twin at your width has fewer layers)"
-        )
-        for name, labels in foreign.items()
-        if f"{group_name(name)} " not in named
-    ]
+    found, notes = _compare_forward(eager, twin, batch)
     return problems + found, notes

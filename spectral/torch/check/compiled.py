@@ -49,6 +49,8 @@ def _cached_inputs(wrapper: nn.Module) -> list[tuple[int, list[tuple[Any, ...]]]
     except ImportError:  # a private API: without it, the example batch only
         return []
     inner = getattr(wrapper, "_orig_mod", None)
+    if not isinstance(inner, nn.Module):
+        return []
     found: list[tuple[int, list[tuple[Any, ...]]]] = []
     for fn in _forward_chain(type(inner).forward):
         code = getattr(getattr(fn, "__func__", fn), "__code__", None)

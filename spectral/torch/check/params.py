@@ -32,6 +32,7 @@ from torch import nn
 from spectral.errors import ConfigError, UnsupportedModelError
 from spectral.scaling import BaseValue
 from spectral.torch.apply.absorb import carriers_of
+from spectral.torch.apply.init import keeps_own_values
 from spectral.torch.model.classify import is_table
 from spectral.torch.model.placement import Placement
 from spectral.torch.model.shapes import fans, is_norm
@@ -174,8 +175,6 @@ def _pools(
 ) -> tuple[dict[tuple[str, str, float], _Pool], list[str]]:
     """Every judged parameter pooled by (name pattern, role, expected std); and the lines
     for norms whose value is not init_'s."""
-    from spectral.torch.apply.init import keeps_own_values  # init imports absorb
-
     family = placement.family
     offset = float(getattr(family, "norm_offset", 0.0) or 0.0)
     pools: dict[tuple[str, str, float], _Pool] = {}

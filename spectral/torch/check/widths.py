@@ -263,7 +263,7 @@ def _measure_widths(
 def _anchored(
     rules: TorchRules,
     model: nn.Module,
-    anchor: tuple[int, float],
+    anchor: tuple[float, float],
     factory: Callable[[int], nn.Module] | None,
     placement: Any,
     multiplier: BaseValue,
@@ -301,7 +301,7 @@ def check_widths(
     model: nn.Module,
     widths: list[int],
     *,
-    anchor: tuple[int, float] | None = None,
+    anchor: tuple[float, float] | None = None,
     factory: Callable[[int], nn.Module] | None = None,
     adapter: AdapterLike | None = None,
     patterns: Patterns | None = None,
