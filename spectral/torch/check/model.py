@@ -222,6 +222,7 @@ def _optimizer_problems(
     placement: Placement,
 ) -> list[str]:
     groups = optimizer_groups(optimizer)
+    base = {k: v for k, v in base.items() if k != "init_std"}  # init_ only
     if not base:
         base = optimizer_base(optimizer)
     if "lr" not in base:
@@ -325,6 +326,27 @@ def _as_float(value: Any) -> Any:
     return value
 
 
+def _across_widths(
+    rules: TorchRules,
+    model: nn.Module,
+    size: tuple[float, float],
+    widths: Sequence[int],
+    optimizer: Any,
+    base: Mapping[str, Any],
+    **options: Any,
+) -> tuple[list[str], list[str]]:
+    """check_widths anchored on the model at ``size``: (problems, notes)."""
+    report = check_widths(
+        rules,
+        model,
+        list(widths),
+        anchor=size,
+        base={**optimizer_base(optimizer), **base},
+        **options,
+    )
+    return report.problems, report.notes
+
+
 def check_model(
     rules: TorchRules,
     model: nn.Module,
@@ -344,25 +366,10 @@ def check_model(
     seeds: int = 1,
     **base: Any,
 ) -> list[str]:
-    """Problems found on the real model (and optimizer): a :class:`Findings` list, []
-    when all is right, its ``notes`` what was not judged and why.
-
-    Looks for: a parameter with no role, a tie the rules do not allow, block multipliers
-    missing, applied twice or for another size; every parameter's init std against the one
-    init_ gives it at this size (spectral.torch.check.params: from ``init_std=``, else the
-    one init_ was given, else 0.02; None: not judged; only while the model holds its init),
-    carriers of the hook-free form included; given the optimizer (through framework
-    wrappers and containers with ``.optimizers``), each parameter's group lr / weight decay
-    / eps against the rule (base values as built, or lr=..., weight_decay=..., eps=...; the
-    lr before any scheduler) and group lrs no longer one common factor times the rule's.
-    head_dim: the base model's head dimension (the rules keep it fixed).
-
-    measure=True also runs the model on a small example batch (example_input, or built from
-    its input embedding) to verify the multipliers on the real forward pass, a compiled
-    model's cached code included (spectral.torch.check.forward, .compiled); it never
-    returns [] unmeasured. widths=[w1, w2, w3, ...] also checks twins across widths,
-    anchored on this model (spectral.torch.check.widths, .anchor; timeout, seeds there).
-    """
+    """Problems found on the model and optimizer (a :class:`Findings` list: [] when all
+    is right; ``notes``: what was not judged). Roles, ties, multipliers, init stds
+    (spectral.torch.check.params), optimizer groups, head_dim; measure=True runs the model
+    (.forward, .compiled); widths=[...] checks twins anchored on it (.widths, .anchor)."""
     if not isinstance(measure, bool):
         raise ConfigTypeError(f"measure must be True or False, got {measure!r}")
     if not isinstance(model, nn.Module):
@@ -370,7 +377,6 @@ def check_model(
             f"model must be a torch.nn.Module, got {type(model).__name__}"
         )
     compiled, model = model, unwrap_model(model)
-    # the init_std given, else the one init_ was given for this model, else its default
     init_std = base.pop("init_std", recorded_init_std(compiled))
     if init_std is not None:
         base["init_std"] = init_std
@@ -388,41 +394,34 @@ def check_model(
         measure = False  # the forward checks look for the hooks' factors
     problems += _head_dim_problems(model, head_dim)
     if optimizer is not None:
-        opt_base = {k: v for k, v in base.items() if k != "init_std"}
         problems += _optimizer_problems(
-            rules, model, width, depth, optimizer, opt_base, placement
+            rules, model, width, depth, optimizer, base, placement
         )
     if measure and not problems:
-        # the cached code first: the example batch of another shape compiles afresh,
-        # and that code, put in front of the cache, would hide what training ran
+        # the cached code first: the example batch compiles afresh, in front of it
         problems += compiled_problems(compiled, placement.family, example_input)
         problems += measured_problems(model, placement.family, example_input)
+    size = (width, depth)
     found, notes = init_problems(
-        rules,
-        model,
-        placement,
-        width,
-        depth,
-        init_std=init_std,
-        multiplier=multiplier,
-        optimizer=optimizer,
+        rules, placement, size, init_std, multiplier, optimizer
     )
     problems += found
     if widths is not None:
-        report = check_widths(
+        found, more = _across_widths(
             rules,
             model,
-            list(widths),
-            anchor=(width, depth),
+            size,
+            widths,
+            optimizer,
+            base,
             factory=factory,
             adapter=adapter,
             patterns=patterns,
             multiplier=multiplier,
             example_input=example_input,
             timeout=timeout,
-            base={**optimizer_base(optimizer), **base},
             seeds=seeds,
         )
-        problems += [line for line in report.problems if line not in problems]
-        notes += report.notes
+        problems += [line for line in found if line not in problems]
+        notes += more
     return Findings(problems, notes)

@@ -280,18 +280,17 @@ def _pool_lines(
 
 def init_problems(
     rules: Any,
-    model: nn.Module,
     placement: Placement,
-    width: float,
-    depth: float,
-    *,
+    size: tuple[float, float],
     init_std: BaseValue | None,
     multiplier: BaseValue,
     optimizer: Any = None,
 ) -> tuple[list[str], list[str]]:
     """(problems, notes): every parameter's init statistics against init_'s numbers at
-    this width and depth, from the declared base ``init_std`` (None: not judged). Notes
-    say what was not judged and why (a trained model, a pool too small)."""
+    ``size`` (width, depth), from the declared base ``init_std`` (None: not judged).
+    Notes say what was not judged and why (a trained model, a pool too small)."""
+    width, depth = size
+    model = placement._model()
     if init_std is None:
         return [], ["init std not judged: init_std=None (the base std is not known)"]
     why = not_at_init(placement, optimizer)
@@ -300,7 +299,9 @@ def init_problems(
     try:
         factors = carriers_of(rules, model, width, depth, multiplier, placement.family)
     except UnsupportedModelError:  # reported by the hook-free form's own check
-        factors = {}
+        return [], [
+            "init std not judged: the carriers of the multipliers are not known"
+        ]
     pools, problems = _pools(rules, placement, width, depth, init_std, factors)
     notes: list[str] = []
     for (pattern, _, _), pool in pools.items():
