@@ -17,6 +17,17 @@ Prints the median wall and CPU time of one check (and of building the meta model
 peak resident memory of the whole process (``resource.getrusage``: torch, transformers and the
 generated config included); exits 1 if either misses its target (``--no-check`` only
 reports).
+
+``--cli`` measures the command itself instead (issue 36: at most 2 GB at widths 512, 1024,
+2048): it writes the 7B config.json and runs ``spectral check muon-kimi --others adamw
+--hf-config FILE --widths ...`` in a child process, once, and reports the child's peak
+resident memory and its exit code::
+
+    .venv/bin/python benchmarks/bench_check_widths.py --cli --widths 512,1024,2048
+
+The twins hold at most ``TWIN_VOCAB`` (1024) tokens of vocabulary: a 32000-token table and
+readout at width 2048 are 131M parameters, 2.1 GB with their gradients and AdamW's states,
+which is what took the check to 3.9 GB before.
 """
 
 from __future__ import annotations
@@ -50,6 +61,57 @@ def llama_7b_on_meta():
         return LlamaForCausalLM(config)
 
 
+LLAMA_7B_JSON = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "vocab_size": 32000,
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "tie_word_embeddings": False,
+}
+
+
+def run_cli(widths: str, check: bool) -> int:
+    """``spectral check --hf-config`` on the 7B config in a child: its peak memory."""
+    import json
+    import os
+    import subprocess
+
+    folder = tempfile.mkdtemp()
+    path = os.path.join(folder, "config.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(LLAMA_7B_JSON, f)
+    command = [
+        sys.executable,
+        "-m",
+        "spectral",
+        "check",
+        "muon-kimi",
+        "--others",
+        "adamw",
+        "--hf-config",
+        path,
+        "--widths",
+        widths,
+        "--timeout",
+        "3600",
+    ]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
+    print(f"spectral check --hf-config (Llama-7B config, 32 layers) --widths {widths}:")
+    print(f"  exit code        {done.returncode}")
+    print(f"  wall time        {wall:6.1f} s (other jobs on the machine included)")
+    print(f"  peak memory      {peak / 1024**3:6.2f} GB (target ≤ {TARGET_BYTES / 1024**3:g} GB)")
+    for line in (done.stdout + done.stderr).splitlines()[-6:]:
+        print(f"  | {line}")
+    return 0 if not check or (peak <= TARGET_BYTES and done.returncode == 0) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -57,7 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--widths", default=",".join(map(str, WIDTHS)), help="twin widths (multiples of 128)"
     )
+    ap.add_argument("--cli", action="store_true", help="measure `spectral check --hf-config`")
     args = ap.parse_args(argv)
+    if args.cli:
+        return run_cli(args.widths, not args.no_check)
 
     import torch
 
@@ -88,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Llama-7B config (32 layers) on meta, twins at widths {widths}, 2 layers:")
     print(f"  build on meta    median {build_s:6.2f} s over {args.repeat}")
     cpu_s = statistics.median(cpus)
-    print(f"  check(widths=)   median {cpu_s:6.2f} s CPU over {args.repeat} (target ≤ {TARGET_S:g} s)")
+    print(
+        f"  check(widths=)   median {cpu_s:6.2f} s CPU over {args.repeat} (target ≤ {TARGET_S:g} s)"
+    )
     print(f"                   median {check_s:6.2f} s wall (other jobs on the machine included)")
     print(f"  peak memory      {peak / 1024**3:6.2f} GB (target ≤ {TARGET_BYTES / 1024**3:g} GB)")
     print(f"  modules measured {len(report.rows)}, named {len(report.problems)}")

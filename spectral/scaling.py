@@ -403,6 +403,20 @@ class Rules:
             std /= math.sqrt(d_in)
         return std * math.sqrt(_factor(self.rules[role]["init_var"], r_n, r_L))
 
+    def init_ratio(self, role: str, width: float, depth: float) -> float:
+        """The std of one role at (width, depth) divided by its std at the base size:
+        ``sqrt(r_n**a * r_L**b)`` from the variance rule, exactly 1.0 at the base. The base
+        value and a dense input layer's ``1/sqrt(d_in)`` are the same constant factor on
+        both sides, so they cancel: init_ multiplies the model's own values by this."""
+        self.covered(role, "a parameter")
+        r_n, r_L = ratios(width, depth, self.base_width, self.base_depth)
+        ratio = math.sqrt(_factor(self.rules[role]["init_var"], r_n, r_L))
+        if not math.isfinite(ratio):
+            raise ConfigError(
+                f"init std ratio of {role} at width {width}, depth {depth} is not a finite float"
+            )
+        return ratio
+
     def covered(self, role: str, what: str) -> None:
         """Refuse a role that no optimizer of this config trains, naming ``what`` has it."""
         if role in self.optimizers:

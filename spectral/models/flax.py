@@ -26,7 +26,8 @@ generated config module (its ``multipliers(width, depth)``, either framework's),
 ``{"input": a0, "hidden": a, "output": a_out}``. They are kept as plain Python floats, so
 ``jax.jit`` bakes them in. Weights start as flax initialises them; for μP call the
 generated module's ``init`` (``nnx.update(model, cfg.init(nnx.state(model, nnx.Param),
-key, width, depth, init_std=...))``).
+key, width, depth))``: flax's init is the base, scaled by each role's rule away from it;
+``init_std=...`` draws every leaf instead).
 
 ``model(x, return_hidden=True)`` returns ``(output, h_L)`` for coordinate checks.
 """

@@ -42,8 +42,9 @@ Multipliers. Both models take ``multipliers=`` in any of these forms
 
 Multipliers are stored as plain Python floats, so ``torch.compile`` bakes them in and DDP /
 FSDP see no extra state. Weights are initialised as in SP (std 0.02 for the GPT, PyTorch's
-default for the MLP); for μP call the generated config's ``init_(model, width, depth,
-init_std)``.
+default for the MLP); for μP call the generated config's ``init_(model, width, depth)``,
+which keeps that init as the base and scales it by each role's rule away from the base
+(``init_std=`` draws every parameter by its role instead).
 
 ``forward(x, return_hidden=True)`` returns ``(output, h_L)``, the last block's output
 (before ``ln_f`` in the GPT), for coordinate checks.

@@ -142,6 +142,9 @@ def train_run(job: Job, cfg: SweepConfig, model: Any, opts: list[Any], corpus: A
             opt.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip:
+            # torch's clip is the exact one here: the GPT applies the multipliers in its
+            # forward pass (the recipe's config is never the hook-free form, whose
+            # carriers would need the config's clip_grad_norm_)
             torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         for opt in opts:
             opt.step()

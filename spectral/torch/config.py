@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from spectral.torch.apply.export import fold_into_weights
 from spectral.torch.apply.hooks import install_multipliers
-from spectral.torch.apply.init import init_by_role
+from spectral.torch.apply.init import init_by_role, init_factors
 from spectral.torch.apply.absorb import clip_by_hooked_norm
 from spectral.torch.check.model import check_model
-from spectral.torch.check.params import recording_init
 from spectral.torch.model.shapes import record_shapes_at_base
 from spectral.torch.optim.groups import build_composite, role_param_groups
 from spectral.torch.rules import TorchRules
@@ -24,7 +23,8 @@ class Config(TorchRules):
     """One config's rules with the runtime's functions bound to them."""
 
     apply_multipliers = install_multipliers
-    init_ = recording_init(init_by_role)  # check reads the init_std it was given
+    init_ = init_by_role
+    init_factors = init_factors
     param_groups = role_param_groups
     build_optimizers = build_composite
     check = check_model

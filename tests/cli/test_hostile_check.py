@@ -344,7 +344,7 @@ def test_whole_widths_of_other_types_are_taken(cfg, monkeypatch):
 
     built = []
 
-    def builder(model, factory):
+    def builder(model, factory, *rest):
         def build(width):
             built.append(width)
             raise RuntimeError("stop")

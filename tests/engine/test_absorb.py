@@ -80,6 +80,7 @@ def test_a_wrong_transform_fails_verification() -> None:
 # --------------------------------------------------------------------------------------
 
 torch = pytest.importorskip("torch")
+from float32_muon import newton_schulz_float32  # noqa: E402
 
 W, D, VOCAB, T = 96, 3, 97, 16  # r_n = r_L = 1.5 from base 64 x 2
 CASES = {
@@ -88,21 +89,6 @@ CASES = {
     "sgd": ("sgd", None, {"lr": 0.3, "weight_decay": 0.01}),
     "lion": ("lion", None, {"lr": 3e-4, "weight_decay": 0.1}),
 }
-
-
-def _ns_float32(grad, ns_coefficients, ns_steps, eps):
-    """torch.optim.Muon's Newton-Schulz iteration in float32. torch casts the momentum to
-    bfloat16 first, and bf16(θ·M) is not θ·bf16(M): that rounding, not the symmetry, moves
-    the losses by ~1e-3 (docs/absorb.md), as any float-level change of the input does."""
-    a, b, c = ns_coefficients
-    x = grad.float()
-    tall = grad.size(0) > grad.size(1)
-    x = x.T if tall else x
-    x = x / x.norm().clamp(min=eps)
-    for _ in range(ns_steps):
-        gram = x @ x.T
-        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
-    return x.T if tall else x
 
 
 def _model(kind: str, cfg, absorbed: bool):
@@ -170,7 +156,7 @@ def test_exact_clip_makes_hook_free_training_equal_hooked_with_clipping(
 
     import torch.optim._muon as muon
 
-    monkeypatch.setattr(muon, "_zeropower_via_newtonschulz", _ns_float32)
+    monkeypatch.setattr(muon, "_zeropower_via_newtonschulz", newton_schulz_float32)
     hidden, others, base = CASES[case]
     hooked = load_generated(hidden, others, 2, base_width=64, base_depth=2, folder=tmp_path)
     free = load_generated(hidden, others, 2, base_width=64, base_depth=2, folder=tmp_path,
@@ -211,7 +197,7 @@ def test_hook_free_training_equals_hooked(kind: str, case: str, tmp_path, monkey
 
     import torch.optim._muon as muon
 
-    monkeypatch.setattr(muon, "_zeropower_via_newtonschulz", _ns_float32)
+    monkeypatch.setattr(muon, "_zeropower_via_newtonschulz", newton_schulz_float32)
     hidden, others, base = CASES[case]
     hooked = load_generated(hidden, others, 2, base_width=64, base_depth=2, folder=tmp_path)
     free = load_generated(hidden, others, 2, base_width=64, base_depth=2, folder=tmp_path,
@@ -288,7 +274,7 @@ def test_catalog_symmetry(name: str, tmp_path, monkeypatch) -> None:
 
     import torch.optim._muon as muon
 
-    monkeypatch.setattr(muon, "_zeropower_via_newtonschulz", _ns_float32)
+    monkeypatch.setattr(muon, "_zeropower_via_newtonschulz", newton_schulz_float32)
     others = None if catalog()[name].applies_to_biases else "adamw"
     if module_of(name).TORCH.not_homogeneous:
         with pytest.raises(SpecError, match=f"{name} cannot absorb a multiplier"):

@@ -375,9 +375,12 @@ def _loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.slow
 def test_compiled_hf_llama_trains_as_eager(shallow, monkeypatch):
-    """Inductor runs the hooks: the same logits and gradients as eager, and three AdamW
-    steps end where eager's end. (Muon is left out: its Newton-Schulz runs in bfloat16,
-    which turns the last-bit differences of inductor's kernels into visible ones.)"""
+    """The compiled graph runs the hooks: the same logits and gradients as eager, and three
+    AdamW steps end where eager's end. The backend is aot_eager: dynamo traces the hooks
+    into the graph and AOTAutograd its backward whatever the backend, while inductor's C++
+    compile of this model took minutes of a two-core CPU (issue 34's test-time goal).
+    (Muon is left out: its Newton-Schulz runs in bfloat16, which turns last-bit
+    differences of compiled kernels into visible ones.)"""
     cfg = shallow["adamw"]
     # dynamo imports the hook's module by name: register it as `import` would
     # (load_generated execs the file without adding it to sys.modules)
@@ -392,7 +395,7 @@ def test_compiled_hf_llama_trains_as_eager(shallow, monkeypatch):
     plain = hf_llama(WIDTH, DEPTH)  # the same weights, no hooks
     plain.load_state_dict(eager.state_dict())
     inner = copy.deepcopy(eager)  # deepcopy keeps the hooks
-    compiled = torch.compile(inner)
+    compiled = torch.compile(inner, backend="aot_eager")
     assert cfg.check(compiled, WIDTH, DEPTH) == []  # "_orig_mod." names, the same hooks
 
     _loss(eager, batches[0]).backward()

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from float32_muon import newton_schulz_float32  # noqa: E402
 from spectral.codegen import load_generated  # noqa: E402
 from test_model_classes import (  # noqa: E402
     CLASSES,
@@ -24,6 +25,17 @@ from test_model_classes import (  # noqa: E402
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _float32_newton_schulz():
+    """Muon's Newton-Schulz in float32 for the whole module (the control included): the
+    slopes are the rules', and bfloat16 addmm on this CPU was half the test's time."""
+    import torch.optim._muon as muon
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(muon, "_zeropower_via_newtonschulz", newton_schulz_float32)
+        yield
 
 
 @pytest.fixture(scope="module")

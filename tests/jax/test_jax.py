@@ -501,6 +501,38 @@ def test_init_draws_each_role_with_its_std(hybrid):
     assert np.all(np.asarray(new["input.bias"]) == 0.0)
 
 
+def _own_mlp(width: int, depth: int, seed: int = 0) -> dict:
+    """The residual MLP's parameters (mlp_params' layout) with the model's own values: a
+    draw of its own, biases included, that init_ never made."""
+    rng = np.random.default_rng(seed)
+    return jax.tree_util.tree_map(
+        lambda leaf: jnp.asarray(rng.normal(0.0, 0.3, leaf.shape).astype(np.float32)),
+        mlp_params(width, depth),
+    )
+
+
+def test_init_keeps_the_models_own_values_at_the_base(hybrid):
+    """init with no init_std: at the base (16 x 1) every leaf comes back as the model's own
+    init made it, bit for bit; no key is needed (issue 35)."""
+    own = _own_mlp(16, 1)
+    new = flat(hybrid.init(own, None, 16, 1))
+    assert new.keys() == flat(own).keys()
+    assert all(np.array_equal(np.asarray(new[k]), np.asarray(v)) for k, v in flat(own).items())
+
+
+def test_init_is_the_own_init_times_the_rules_ratio(hybrid):
+    """Away from the base (64 x 4: r_n = r_L = 4) each leaf is its own value times its
+    role's std ratio: hidden kernels x r_n^-1/2 = 0.5, everything else x 1, exactly."""
+    width, depth = 64, 4
+    own = flat(_own_mlp(width, depth))
+    new = flat(hybrid.init(_own_mlp(width, depth), jax.random.key(0), width, depth))
+    for path, value in own.items():
+        role = hybrid.classify(path)
+        ratio = hybrid.CONFIG.init_ratio(role, width, depth)
+        assert ratio == (0.5 if role == "hidden_weight" else 1.0), path
+        assert np.array_equal(np.asarray(new[path]), np.asarray(value) * np.float32(ratio)), path
+
+
 def test_optimizer_applies_each_roles_lr_and_schedule(folder):
     """SGD from zero weights with unit gradients steps by exactly -lr of each role."""
     sgd = generate(folder, "sgd")

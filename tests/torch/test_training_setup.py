@@ -373,7 +373,7 @@ def test_init_leaves_biases_at_zero_and_gains_at_one(cfgs):
         with torch.no_grad():
             for p in m.parameters():
                 p.uniform_(0.5, 1.5)  # nothing starts where init_ puts it
-        cfg.init_(m, W, D)
+        cfg.init_(m, W, D, init_std=0.02)  # the draw; with none it keeps these values
         owners = _owners(m)
         biases = gains = 0
         for p in m.parameters():

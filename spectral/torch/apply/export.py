@@ -55,6 +55,12 @@ def fold_into_weights(
             "folding (its alpha attributes are saved with it)"
         )
     hooks = our_hooks(model)
+    if not hooks and getattr(rules, "absorbed", None) is not None:
+        raise ConfigError(
+            "this config absorbs the block multipliers (--absorb-multipliers): init_ and "
+            "build_optimizers already put them in the parameters, so there are no hooks "
+            "to fold; save the model as it is"
+        )
     if not hooks:
         raise ConfigError("no multiplier hooks to fold: call apply_multipliers first")
     want = rules.multipliers(width, depth, multiplier)

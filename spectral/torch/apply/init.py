@@ -1,4 +1,5 @@
-"""Initialisation by role: every parameter drawn from N(0, init_std_of(role)^2)."""
+"""Initialisation by role: the model's own init rescaled by the rules (the default), or
+every parameter drawn from N(0, init_std_of(role)^2) when a base ``init_std`` is given."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def is_bias(name: str) -> bool:
 
 
 def keeps_own_values(
-    name: str, role: str, module: nn.Module, init_std: BaseValue
+    name: str, role: str, module: nn.Module, init_std: BaseValue | None
 ) -> bool:
     """Whether init_ leaves the parameter as the model initialised it: a vector-like
     parameter (SSM A_log, D, dt_bias, a depthwise kernel), or one with a bias role that is
@@ -46,13 +47,108 @@ def init_by_role(
     model: nn.Module,
     width: float,
     depth: float,
+    init_std: BaseValue | None = None,
+    *,
+    patterns: Patterns | None = None,
+    adapter: AdapterLike | None = None,
+    multiplier: BaseValue = 1.0,
+) -> None:
+    """Initialise every parameter by its role, keeping the model's own base by default.
+
+    ``init_std=None`` (the default): the model's own initialisation is the base. Each
+    parameter the rules cover is multiplied by ``init_ratio(role, width, depth)``, its
+    role's std at this size divided by its std at the base size, so at the base width and
+    depth every parameter stays bit for bit as the model's code (``reset_parameters``,
+    Hugging Face's ``_init_weights``, torchtitan's ``init_weights``) left it, and away
+    from it each is that value times the rule's ratio (as microsoft/mup's set_base_shapes
+    keeps the base model's). sigma_base is thus the model's own, per parameter: call this
+    after the model's own init, once. The law assumes the model's own std does not itself
+    change with the width (Hugging Face's initializer_range, nanoGPT's 0.02); where it
+    does (torch's default 1/sqrt(fan_in)), that change adds to the rule's.
+
+    ``init_std`` given (a number, or a dict keyed by role, optimizer or "default"): the
+    model's values are replaced by draws from N(0, init_std_of(role)^2), as before this
+    became the default: see :func:`draw_by_role`.
+
+    Biases are scaled by their role's ratio like the weights (1 for the derived rules: the
+    bias variance does not move with the width). A norm's gain and bias keep the model's
+    values: a gain has no width rule, and models start it at 1 (the draw sets it to 1).
+    A vector that is neither a bias nor a norm gain (Mamba's A_log and D, a depthwise
+    kernel) keeps its values in both forms. In the hook-free form (a config generated
+    with --absorb-multipliers) the parameters of each module a multiplier scaled carry it:
+    their values times the multiplier, a norm's included (spectral.torch.apply.absorb).
+    """
+    if init_std is not None:
+        draw_by_role(
+            rules,
+            model,
+            width,
+            depth,
+            init_std,
+            patterns=patterns,
+            adapter=adapter,
+            multiplier=multiplier,
+        )
+        return
+    placement = place(model, rules, patterns=patterns, adapter=adapter)
+    factors = carriers_of(rules, model, width, depth, multiplier, placement.family)
+    done: set[int] = set()
+    for name, p, role, module in placement:
+        if id(p) in done:  # a tied parameter: scaled once
+            continue
+        done.add(id(p))
+        s = factors.get(id(p), 1.0)
+        if not is_norm(module):
+            rules.covered(role, f"parameter {name!r}")
+            if keeps_own_values(name, role, module, None):
+                continue
+            s *= rules.init_ratio(role, width, depth)
+        if s != 1.0:  # 1.0 leaves the tensor untouched: bit-identical at the base
+            p.mul_(s)
+
+
+def init_factors(
+    rules: Rules,
+    model: nn.Module,
+    width: float,
+    depth: float,
+    *,
+    patterns: Patterns | None = None,
+    adapter: AdapterLike | None = None,
+    multiplier: BaseValue = 1.0,
+) -> dict[str, float]:
+    """Parameter name -> the factor ``init_`` (with no ``init_std``) multiplies it by: its
+    role's init_ratio times its carrier factor (hook-free form); a norm's parameters only
+    the carrier factor (1.0 outside the carriers); 1.0 for a vector that keeps its own
+    values."""
+    placement = place(model, rules, patterns=patterns, adapter=adapter)
+    factors = carriers_of(rules, model, width, depth, multiplier, placement.family)
+    out: dict[str, float] = {}
+    for name, p, role, module in placement:
+        s = factors.get(id(p), 1.0)
+        if not is_norm(module):
+            if keeps_own_values(name, role, module, None):
+                s = 1.0  # init_ leaves it as it is, carrier or not
+            else:
+                s *= rules.init_ratio(role, width, depth)
+        out[name] = s
+    return out
+
+
+@torch.no_grad()
+def draw_by_role(
+    rules: Rules,
+    model: nn.Module,
+    width: float,
+    depth: float,
     init_std: BaseValue = 0.02,
     *,
     patterns: Patterns | None = None,
     adapter: AdapterLike | None = None,
     multiplier: BaseValue = 1.0,
 ) -> None:
-    """Initialise every parameter by its role: N(0, init_std_of(role)^2).
+    """Replace every parameter by a draw by its role: N(0, init_std_of(role)^2), what
+    ``init_(..., init_std=...)`` does (sigma_base is ``init_std``, not the model's own).
 
     Norm gains are always set to 1 and norm biases to 0 (a norm's parameters share the
     bias roles, but a normalised feature must keep RMS 1; where a family's norms compute
@@ -63,10 +159,9 @@ def init_by_role(
     the values the model gave it unless init_std names its role: init_ touches only what
     it has a rule for. A dense input layer (not an embedding) is drawn with
     init_std / sqrt(d_in), its fixed fan-in: the paper's input variance is sigma^2 for
-    one-hot (language) inputs and sigma^2/d_0 for dense ones. In the hook-free form (a
-    config generated with --absorb-multipliers) the parameters of each module a multiplier
-    scaled carry it: their std, and a norm's gain, times the multiplier
-    (spectral.torch.apply.absorb).
+    one-hot (language) inputs and sigma^2/d_0 for dense ones. In the hook-free form the
+    parameters of each module a multiplier scaled carry it: their std, and a norm's gain,
+    times the multiplier (spectral.torch.apply.absorb).
     """
     placement = place(model, rules, patterns=patterns, adapter=adapter)
     family = placement.family

@@ -18,6 +18,7 @@ from spectral.torch.apply.hooks import (
     placement_problems,
     placements,
 )
+from spectral.torch.check.clipping import clipping_problems
 from spectral.torch.check.compiled import compiled_problems
 from spectral.torch.check.forward import measured_problems
 from spectral.torch.check.params import init_problems, recorded_init_std
@@ -29,7 +30,7 @@ from spectral.torch.model.classify import (
     unwrap_model,
 )
 from spectral.torch.model.placement import Placement, place
-from spectral.torch.model.shapes import fans, is_norm
+from spectral.torch.model.shapes import fans, head_dims, is_norm
 from spectral.torch.optim.composite import (
     CompositeOptimizer,
     lr_ratio_problem,
@@ -51,33 +52,6 @@ class Findings(list[str]):
 
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
-
-
-def head_dims(model: nn.Module) -> set[int]:
-    """Head dimensions found on attention modules: head_dim (HF Llama, GPT-2, OPT, timm,
-    torchtitan), head_size (HF GPT-NeoX), or n_embd // n_head (nanoGPT, which keeps no
-    head dimension)."""
-
-    def count(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-    dims: set[int] = set()
-    for module in model.modules():
-        for attr in ("head_dim", "head_size", "attention_head_size"):
-            value = getattr(module, attr, None)
-            if isinstance(value, int) and count(value):
-                dims.add(value)
-                break
-        else:
-            n_embd, n_head = (getattr(module, a, None) for a in ("n_embd", "n_head"))
-            if (
-                isinstance(n_embd, int)
-                and isinstance(n_head, int)
-                and count(n_embd)
-                and count(n_head)
-            ):
-                dims.add(n_embd // n_head)
-    return dims
 
 
 def _head_dim_problems(model: nn.Module, head_dim: int | None) -> list[str]:
@@ -364,6 +338,7 @@ def check_model(
     factory: Callable[[int], nn.Module] | None = None,
     timeout: float | None = 120.0,
     seeds: int = 1,
+    trainer: Any = None,
     **base: Any,
 ) -> list[str]:
     """Problems found on the model and optimizer (a :class:`Findings` list: [] when all
@@ -392,7 +367,7 @@ def check_model(
     else:  # hook-free form: no hooks, and every multiplier sits in parameters
         problems += absorbed_problems(rules, model, width, depth, multiplier, adapter)
         measure = False  # the forward checks look for the hooks' factors
-    problems += _head_dim_problems(model, head_dim)
+    problems += _head_dim_problems(model, head_dim) + clipping_problems(rules, trainer)
     if optimizer is not None:
         problems += _optimizer_problems(
             rules, model, width, depth, optimizer, base, placement

@@ -92,6 +92,29 @@ def _weight(module: nn.Module) -> torch.Tensor | None:
     return w if isinstance(w, nn.Parameter) and w.ndim >= 2 else None
 
 
+def _map_output(module: nn.Module, args: Any, out: Any) -> torch.Tensor | None:
+    """What a module's weight computes from its input: its output, or, where it returns a
+    tuple (a router: Llama4's returns the sigmoid of its top-k logits first, GPT-OSS's its
+    logits, scores and choices), ``x W^T + b`` on its input. A router's rules are about
+    its logits; scores after a sigmoid or a softmax saturate and hide their slope."""
+    w = _weight(module)
+    x = args[0] if isinstance(args, tuple) and args else None
+    if (
+        isinstance(out, torch.Tensor)
+        or w is None
+        or w.ndim != 2
+        or not isinstance(x, torch.Tensor)
+        or x.shape[-1:] != w.shape[1:]
+    ):
+        return _first_tensor(out)
+    bias = getattr(module, "bias", None)
+    bias = (
+        bias if isinstance(bias, torch.Tensor) and bias.shape == w.shape[:1] else None
+    )
+    with torch.no_grad():
+        return nn.functional.linear(x.to(w.dtype), w, bias)
+
+
 def _trained_bias(module: nn.Module) -> nn.Parameter | None:
     """The module's own bias when it is trained (its effect on the output is measured)."""
     b = getattr(module, "bias", None)
@@ -199,7 +222,7 @@ def _run_and_step(
 
     def keep(name: str) -> Callable[..., None]:
         def hook(module: nn.Module, args: Any, out: Any) -> None:
-            y = _first_tensor(out)
+            y = _map_output(module, args, out)
             if y is not None:
                 # what the model uses: a factor its forward applies after the module (a
                 # family's config_scales, which the multiplier hook divides out) put back
@@ -410,7 +433,7 @@ def _own_outputs(
             continue
         args, kwargs = inputs[name]
         try:
-            y = _first_tensor(module(*args, **kwargs))
+            y = _map_output(module, args, module(*args, **kwargs))
         except Exception:  # noqa: BLE001, S112 - a module that needs more than its inputs
             continue
         if y is not None:

@@ -40,6 +40,10 @@ FAN_OUT_GROWS = {
 """Whether a weight role's fan-out grows with the width (spectral.engine.roles: n_out)."""
 
 
+_READ_FROM_SHAPE = ("rank_down_weight", "rank_up_weight")
+"""Roles the runtime reads from which dimensions grow (model/shapes.py), over any name."""
+
+
 @dataclass
 class WidthRow:
     """One module (or bias) measured at every width."""
@@ -172,6 +176,13 @@ def _what_to_change(row: WidthRow, off_init: bool) -> str:
         )
     if off_init and not _off(row.step_slope, row.step_predicted):
         return f"its initial scale does not follow role {row.role}'s init rule"
+    if row.role in _READ_FROM_SHAPE:  # patterns= cannot change it: the shape decides
+        return (
+            f"role {row.role} follows from its shape (a size that stays fixed as the "
+            "width grows, e.g. Mamba's time_step_rank, which the config stores as a "
+            "number); if that size should grow, build it from the width "
+            "(set_base_shapes(model, factory=...))"
+        )
     return f"role {row.role}'s rules do not fit it: give it another role (patterns={{...}})"
 
 

@@ -221,7 +221,7 @@ def _measure_widths(
     sizes, problems, measured = progress.sizes, progress.problems, progress.measured
     per_width: list[dict[str, WidthRow]] = []
     sizes_built: dict[int, int] = {}  # parameter count -> the width whose twin had it
-    build = twin_builder(model, factory)
+    build = twin_builder(model, factory, sizes, example_input)
     placement = place(model, rules, patterns=patterns, adapter=adapter)
     family, patterns = placement.family, placement.patterns  # given once, kept
     for width in sizes:
@@ -257,6 +257,7 @@ def _measure_widths(
             break
         per_width.append(_pooled(drawn))
         measured.append(width)
+    problems += build.problems()  # a head count the twins keep fixed
     return per_width
 
 

@@ -211,6 +211,24 @@ VECTOR = "hidden_vector"
 channel, never mixed across channels."""
 
 _MATRIX_MODULES = ("Linear", "Embedding", "Conv1D", "Conv1d", "Conv2d", "Conv3d")
+ROUTER = "router_weight"
+_ROUTER = re.compile(r"(^|\.)(router|gate)\.weight$")
+"""A width -> fixed matrix named as a router or a gate: router_weight, not rank-down."""
+
+
+def _is_matrix(module: nn.Module, p: torch.Tensor, name: str) -> bool:
+    """Whether ``p`` is the module's weight matrix: a Linear's, an Embedding's, a conv's,
+    HF Conv1D's; a subclass of those only when named as a router (Llama4's router is an
+    nn.Linear; other subclasses, such as FalconLinear, keep their patterns' roles as
+    before); or any other module's 2-D ``weight`` outside a norm, read as F.linear takes
+    it, (out, in): GPT-OSS's router holds one and calls F.linear itself."""
+    if p is not getattr(module, "weight", None):
+        return False
+    if type(module).__name__ in _MATRIX_MODULES:
+        return True
+    if isinstance(module, (nn.Linear, nn.Embedding, nn.modules.conv._ConvNd)):
+        return _ROUTER.search(name) is not None
+    return p.ndim == 2 and not is_norm(module)
 
 
 def fans(module: nn.Module, p: torch.Tensor) -> tuple[int, int]:
@@ -225,6 +243,33 @@ def is_norm(module: nn.Module) -> bool:
     return isinstance(module, (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm)) or type(
         module
     ).__name__.endswith("Norm")
+
+
+def head_dims(model: nn.Module) -> set[int]:
+    """Head dimensions found on attention modules: head_dim (HF Llama, GPT-2, OPT, timm,
+    torchtitan), head_size (HF GPT-NeoX), or n_embd // n_head (nanoGPT, which keeps no
+    head dimension)."""
+
+    def count(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+    dims: set[int] = set()
+    for module in model.modules():
+        for attr in ("head_dim", "head_size", "attention_head_size"):
+            value = getattr(module, attr, None)
+            if isinstance(value, int) and count(value):
+                dims.add(value)
+                break
+        else:
+            n_embd, n_head = (getattr(module, a, None) for a in ("n_embd", "n_head"))
+            if (
+                isinstance(n_embd, int)
+                and isinstance(n_head, int)
+                and count(n_embd)
+                and count(n_head)
+            ):
+                dims.add(n_embd // n_head)
+    return dims
 
 
 def is_depthwise(module: nn.Module, p: torch.Tensor) -> bool:
@@ -263,9 +308,7 @@ def shaped_role(
     role it has no rule for (one generated without --all-roles)."""
     if dims is None:
         return role
-    weight = type(module).__name__ in _MATRIX_MODULES and p is getattr(
-        module, "weight", None
-    )
+    weight = _is_matrix(module, p, name)
     shape = tuple(p.shape)
 
     def refuse(reads: str) -> ValueError:
@@ -306,7 +349,9 @@ def shaped_role(
         if grows_out and grows_in:
             return role
         if grows_in:
-            return _available(FIXED_DOWN, name, known)
+            # the gated case of width -> fixed: a router (GPT-OSS's mlp.router, a gate)
+            gated = _ROUTER.search(name) is not None
+            return _available(ROUTER if gated else FIXED_DOWN, name, known)
         if grows_out:
             return _available(FIXED_UP, name, known)
         raise refuse("fixed -> fixed (nothing grows with the width)")
