@@ -18,10 +18,11 @@ from spectral.torch.apply.hooks import (
     placement_problems,
     placements,
 )
+from spectral.torch.apply.init import init_record
 from spectral.torch.check.clipping import clipping_problems
 from spectral.torch.check.compiled import compiled_problems
 from spectral.torch.check.forward import measured_problems
-from spectral.torch.check.params import init_problems, recorded_init_std
+from spectral.torch.check.params import init_problems
 from spectral.torch.check.widths import check_widths
 from spectral.torch.model.classify import (
     Adapter,
@@ -352,9 +353,11 @@ def check_model(
             f"model must be a torch.nn.Module, got {type(model).__name__}"
         )
     compiled, model = model, unwrap_model(model)
-    init_std = base.pop("init_std", recorded_init_std(compiled))
-    if init_std is not None:
-        base["init_std"] = init_std
+    init_std = base.pop("init_std", None)  # given: judge the draws init_ makes with it
+    record = init_record(compiled)
+    drawn = init_std if init_std is not None else getattr(record, "init_std", None)
+    if drawn is not None:  # the twins are set up as the model was
+        base["init_std"] = drawn
     try:
         placement = place(model, rules, patterns=patterns, adapter=adapter)
         placement.roles()  # every parameter placed, ties allowed

@@ -18,11 +18,9 @@ not judge the init.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
-import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +30,13 @@ from torch import nn
 from spectral.errors import ConfigError, UnsupportedModelError
 from spectral.scaling import BaseValue
 from spectral.torch.apply.absorb import carriers_of
-from spectral.torch.apply.init import keeps_own_values
+from spectral.torch.apply.init import (
+    InitRecord,
+    root_mean_squares,
+    own_init_factors,
+    init_record,
+    keeps_own_values,
+)
 from spectral.torch.model.classify import is_table
 from spectral.torch.model.placement import Placement
 from spectral.torch.model.shapes import fans, is_norm
@@ -45,32 +49,6 @@ FLOOR = 0.1
 of the right std is within it; a std that should have shrunk by sqrt(2) is not."""
 MAX_TOLERANCE = 0.3
 """A pool whose statistical tolerance is wider than this is too small to judge."""
-
-
-_INIT_STD: weakref.WeakKeyDictionary[nn.Module, Any] = weakref.WeakKeyDictionary()
-"""Model -> the base init_std its last init_ call was given, so that check judges the init
-against the numbers init_ used without being told them again."""
-
-
-def recording_init(init: Callable[..., None]) -> Callable[..., None]:
-    """``init`` (init_by_role) that also records, for check, the init_std it was given."""
-
-    @functools.wraps(init)
-    def init_(rules: Any, model: nn.Module, *args: Any, **kwargs: Any) -> None:
-        init(rules, model, *args, **kwargs)
-        given = args[2] if len(args) > 2 else kwargs.get("init_std", 0.02)
-        _INIT_STD[model] = given
-
-    return init_
-
-
-def recorded_init_std(model: nn.Module) -> BaseValue:
-    """The init_std init_ was last given for ``model`` (or the module a torch.compile
-    wrapper holds); 0.02, init_'s default, when init_ has not run on it."""
-    for candidate in (model, getattr(model, "_orig_mod", None)):
-        if isinstance(candidate, nn.Module) and candidate in _INIT_STD:
-            return _INIT_STD[candidate]
-    return 0.02
 
 
 @dataclass
@@ -278,6 +256,75 @@ def _pool_lines(
     return problems, []
 
 
+def _own_lines(
+    factors: Mapping[str, float],
+    carried: Mapping[str, float],
+    roles: Mapping[str, str],
+    rms: Mapping[str, float],
+    size: tuple[float, float],
+) -> list[str]:
+    """init_ never ran: each parameter (pooled by name pattern) that init_ would scale,
+    its std now against the model's own std times init_'s factor."""
+    pools: dict[tuple[str, str, float], list[str]] = {}
+    for name, f in factors.items():
+        if name in rms and rms[name] > 0.0 and not math.isclose(f, 1.0, rel_tol=1e-9):
+            pools.setdefault((_pattern(name), roles[name], f), []).append(name)
+    lines = []
+    for (pattern, role, f), names in pools.items():
+        where = f"{names[0]} ({role})"
+        if len(names) > 1:
+            where = f"{pattern} ({role}, {len(names)} layers)"
+        got = math.sqrt(sum(rms[n] ** 2 for n in names) / len(names))
+        carrier = carried.get(names[0], 1.0)
+        hint = (
+            f", which includes the multiplier {carrier:.4g} this hook-free config "
+            "carries in the init"
+            if not math.isclose(carrier, 1.0, rel_tol=1e-9)
+            else ""
+        )
+        lines.append(
+            f"{where}: init std {got:.4g}, the rule gives {got * f:.4g} at width "
+            f"{size[0]:g}, depth {size[1]:g} (the model's own init times {f:.4g}{hint}): "
+            "init_ has not run on this model; call init_(model, width, depth) once, "
+            "after the model's own init"
+        )
+    return lines
+
+
+def _record_lines(
+    record: InitRecord,
+    rms: Mapping[str, float],
+    roles: Mapping[str, str],
+    size: tuple[float, float],
+) -> list[str]:
+    """init_ ran: its size against the one checked, and each parameter (pooled by name
+    pattern) whose std moved since."""
+    if (record.width, record.depth) != size:
+        return [
+            f"init_ ran for width {record.width:g}, depth {record.depth:g}; the model is "
+            f"checked at width {size[0]:g}, depth {size[1]:g}: call init_ with the size "
+            "the model has, after the model's own init"
+        ]
+    pools: dict[tuple[str, str], list[str]] = {}
+    for name, was in record.rms.items():
+        now = rms.get(name)
+        if now is not None and not math.isclose(now, was, rel_tol=1e-4, abs_tol=1e-12):
+            pools.setdefault((_pattern(name), roles.get(name, "?")), []).append(name)
+    lines = []
+    for (pattern, role), names in pools.items():
+        where = f"{names[0]} ({role})"
+        if len(names) > 1:
+            where = f"{pattern} ({role}, {len(names)} layers)"
+        now = math.sqrt(sum(rms[n] ** 2 for n in names) / len(names))
+        was = math.sqrt(sum(record.rms[n] ** 2 for n in names) / len(names))
+        lines.append(
+            f"{where}: init std {now:.4g}, init_ left it at {was:.4g}: it changed after "
+            "init_ (the model's own init run again, weights loaded?); call init_ after "
+            "the model's own init and before anything else sets the weights"
+        )
+    return lines
+
+
 def init_problems(
     rules: Any,
     placement: Placement,
@@ -286,26 +333,44 @@ def init_problems(
     multiplier: BaseValue,
     optimizer: Any = None,
 ) -> tuple[list[str], list[str]]:
-    """(problems, notes): every parameter's init statistics against init_'s numbers at
-    ``size`` (width, depth), from the declared base ``init_std`` (None: not judged).
-    Notes say what was not judged and why (a trained model, a pool too small)."""
+    """(problems, notes): every parameter's init statistics at ``size`` (width, depth).
+
+    ``init_std`` given: against the draws init_(..., init_std=...) makes (statistically).
+    Otherwise against what init_ did to this model (:func:`init_record`): a parameter whose
+    std moved since is named; and when init_ never ran on it, each parameter init_ would
+    have scaled (the model's own init times the rule's ratio, times a carrier's multiplier
+    in the hook-free form), so that a model left with its own init away from the base
+    width (Hugging Face's 0.02, torchtitan's) is named. At the base size init_'s factors
+    are 1 (the hooked form): a model without init_ there is the user's model, as it should
+    be. Notes say what was not judged and why (a trained model, a pool too small)."""
     width, depth = size
     model = placement._model()
-    if init_std is None:
-        return [], ["init std not judged: init_std=None (the base std is not known)"]
     why = not_at_init(placement, optimizer)
     if why is not None:
         return [], [f"init std not judged: the model is past its init ({why})"]
     try:
-        factors = carriers_of(rules, model, width, depth, multiplier, placement.family)
+        carried = carriers_of(rules, model, width, depth, multiplier, placement.family)
     except UnsupportedModelError:  # reported by the hook-free form's own check
         return [], [
             "init std not judged: the carriers of the multipliers are not known"
         ]
-    pools, problems = _pools(rules, placement, width, depth, init_std, factors)
-    notes: list[str] = []
-    for (pattern, _, _), pool in pools.items():
-        found, unjudged = _pool_lines(pattern, pool, (width, depth))
-        problems += found
-        notes += unjudged
-    return problems, notes
+    if init_std is not None:
+        pools, problems = _pools(rules, placement, width, depth, init_std, carried)
+        notes: list[str] = []
+        for (pattern, _, _), pool in pools.items():
+            found, unjudged = _pool_lines(pattern, pool, (width, depth))
+            problems += found
+            notes += unjudged
+        return problems, notes
+    rms = root_mean_squares(model)
+    roles = {name: role for name, _, role, _ in placement}
+    record = init_record(model)
+    if record is not None:
+        return _record_lines(record, rms, roles, size), []
+    try:
+        scaled = own_init_factors(rules, placement, width, depth, multiplier)
+    except (ConfigError, UnsupportedModelError):  # reported by the placement check
+        return [], []
+    factors = {name: f for name, _, f in scaled}
+    by_name = {name: carried.get(id(p), 1.0) for name, p, _, _ in placement}
+    return _own_lines(factors, by_name, roles, rms, size), []
