@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import re
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ from spectral.torch.model.classify import (
     AdapterLike,
     Patterns,
     is_table,
+    unwrap_model,
 )
 from spectral.torch.model.placement import Placement, place
 from spectral.torch.model.shapes import fans, is_norm
@@ -191,16 +191,31 @@ class InitRecord:
         )
 
 
-_RECORDS: weakref.WeakKeyDictionary[nn.Module, InitRecord] = weakref.WeakKeyDictionary()
-"""Model -> what its last init_ did (the module a torch.compile wrapper holds included)."""
+RECORD_ATTRIBUTE = "_spectral_init_record"
+"""The model attribute init_ leaves its InitRecord in: an attribute, so that a deepcopy or a
+pickled model keeps it (a state_dict does not: a model loaded from one starts without)."""
+
+
+def innermost(model: nn.Module) -> nn.Module:
+    """The user's module inside the wrappers that hold it: Fabric's, torch.compile's
+    (``_orig_mod``), DDP's (``module``), so that names carry no wrapper's prefix."""
+    for _ in range(8):  # wrappers of wrappers, a few deep
+        inner = unwrap_model(model)
+        inner = getattr(inner, "_orig_mod", inner)
+        if type(inner).__name__ in ("DistributedDataParallel", "DataParallel"):
+            inner = getattr(inner, "module", inner)
+        if inner is model or not isinstance(inner, nn.Module):
+            return model
+        model = inner
+    return model
 
 
 def root_mean_squares(model: nn.Module) -> dict[str, float]:
-    """Parameter name -> root mean square, for the parameters this process holds (not on
-    meta, not a DTensor shard)."""
+    """Parameter name (inside any wrapper: :func:`innermost`) -> root mean square, for the
+    parameters this process holds (not on meta, not a DTensor shard)."""
     return {
         name: float(p.detach().double().pow(2).mean().sqrt())
-        for name, p in model.named_parameters()
+        for name, p in innermost(model).named_parameters()
         if p.device.type != "meta"
         and type(p).__name__ != "DTensor"
         and p.is_floating_point()
@@ -209,19 +224,14 @@ def root_mean_squares(model: nn.Module) -> dict[str, float]:
 
 
 def _remember(model: nn.Module, record: InitRecord) -> None:
-    _RECORDS[model] = record
-    inner = getattr(model, "_orig_mod", None)
-    if isinstance(inner, nn.Module):
-        _RECORDS[inner] = record
+    innermost(model).__dict__[RECORD_ATTRIBUTE] = record
 
 
 def init_record(model: nn.Module) -> InitRecord | None:
-    """What the last init_ did to ``model`` (or to the module a compile wrapper holds);
-    None when init_ has not run on it in this process."""
-    for candidate in (model, getattr(model, "_orig_mod", None)):
-        if isinstance(candidate, nn.Module) and candidate in _RECORDS:
-            return _RECORDS[candidate]
-    return None
+    """What the last init_ did to ``model`` (the module inside any wrapper); None when
+    init_ has not run on it (or on the model it was deep-copied from)."""
+    record = innermost(model).__dict__.get(RECORD_ATTRIBUTE)
+    return record if isinstance(record, InitRecord) else None
 
 
 @torch.no_grad()

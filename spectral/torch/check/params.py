@@ -35,6 +35,7 @@ from spectral.torch.apply.init import (
     root_mean_squares,
     own_init_factors,
     init_record,
+    innermost,
     keeps_own_values,
 )
 from spectral.torch.model.classify import is_table
@@ -363,7 +364,8 @@ def init_problems(
             notes += unjudged
         return problems, notes
     rms = root_mean_squares(model)
-    roles = {name: role for name, _, role, _ in placement}
+    names = {id(p): name for name, p in innermost(model).named_parameters()}
+    roles = {names[id(p)]: role for _, p, role, _ in placement if id(p) in names}
     record = init_record(model)
     if record is not None:
         return _record_lines(record, rms, roles, size), []
@@ -371,6 +373,8 @@ def init_problems(
         scaled = own_init_factors(rules, placement, width, depth, multiplier)
     except (ConfigError, UnsupportedModelError):  # reported by the placement check
         return [], []
-    factors = {name: f for name, _, f in scaled}
-    by_name = {name: carried.get(id(p), 1.0) for name, p, _, _ in placement}
+    factors = {names[id(p)]: f for _, p, f in scaled if id(p) in names}
+    by_name = {
+        names[id(p)]: carried.get(id(p), 1.0) for _, p, _ in scaled if id(p) in names
+    }
     return _own_lines(factors, by_name, roles, rms, size), []
