@@ -60,6 +60,11 @@ class Adapter(NamedTuple):
     embedding_multiplier on h_0, residual_multiplier on each branch, 1 / logits_scaling on
     the logits); the layer's hook divides it out, so the rules' multiplier is the whole
     factor whatever the config says, width-scaled or not."""
+    own_width_exponents: tuple[tuple[str, float], ...] = ()
+    """(parameter-name pattern, exponent): the family's own init draws that parameter with
+    a std proportional to width**exponent (torchtitan's lm_head: dim**-0.5). init_, which
+    keeps the model's own init as the base, divides that move out, so the parameter
+    starts at its std at the base width times the rule's ratio."""
 
 
 _PATTERN_FIELDS = (
@@ -70,6 +75,7 @@ _PATTERN_FIELDS = (
     "output",
     "final",
     "embeddings",
+    "own_width_exponents",
 )
 """The fields that hold name patterns (detect_type matches class names, not names)."""
 
@@ -78,7 +84,6 @@ def make_adapter(base: Adapter | None = None, **fields: Any) -> Adapter:
     """An Adapter from ``fields``, or ``base`` with ``fields`` replaced; every name pattern
     given gets the anchor ``(^|\\.)`` in front (spectral.patterns.anchored)."""
     fields = {
-        key: anchored(value) if key in _PATTERN_FIELDS else value
-        for key, value in fields.items()
+        key: anchored(value) if key in _PATTERN_FIELDS else value for key, value in fields.items()
     }
     return Adapter(**fields) if base is None else base._replace(**fields)

@@ -26,4 +26,8 @@ TORCHTITAN = make_adapter(
     ),
     output=(r"(output|lm_head)$",),
     final=r"norm$",
+    # torchtitan 0.3.0's init draws lm_head with std dim**-0.5 (_output_linear_init(dim));
+    # the other matrices' stds do not move with the width (embedding 1, the rest 0.02,
+    # wo / w2 by depth)
+    own_width_exponents=((r"lm_head\.weight$", -0.5),),
 )

@@ -40,10 +40,9 @@ from torchtitan.protocols.module import Module
 from torchtitan.tools.logging import logger
 
 from spectral.errors import ConfigError, UnsupportedModelError
-from spectral.scaling import BIAS_ROLES, BaseValue, ratios
-from spectral.torch.apply.init import init_factors
+from spectral.scaling import BIAS_ROLES, BaseValue
+from spectral.torch.apply.init import init_factors, record_init
 from spectral.torch.optim.torchtitan import (
-    OWN_WIDTH_EXPONENTS,
     GroupPattern,
     param_group_configs,
 )
@@ -166,6 +165,17 @@ class SpectralOptimizers(OptimizersContainer):
         super().__init__(dataclasses.replace(config, param_groups=groups), model_parts=model_parts)
         self.max_norm = config.max_norm
         self.carried = _carried(setup, model_parts, config.width, config.depth)
+        # torchtitan's Trainer ran the scaled param_init entries (install_init) before it
+        # built this container: what init_ would have done, recorded for check()
+        factors = (
+            titan_init_factors(
+                setup.rules, model_parts[0], config.width, config.depth, adapter=setup.adapter
+            )
+            if len(model_parts) == 1
+            else None
+        )
+        if factors is not None:
+            record_init(model_parts[0], config.width, config.depth, factors)
         self.hooked_norm: torch.Tensor | None = None
 
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
@@ -257,18 +267,12 @@ def titan_init_factors(
     adapter: Any = "torchtitan",
 ) -> dict[str, float]:
     """Parameter name -> the factor ``titan_init`` multiplies torchtitan's own draw
-    by: ``init_factors`` (the role's std ratio times the multiplier a carrier holds) and,
-    for a parameter whose own std moves with the width (OWN_WIDTH_EXPONENTS), that move
-    divided out. Reads names and shapes only: ``model`` may live on the meta device, so
-    torchtitan's per-module ``param_init`` can be scaled before anything is allocated
-    (install_init)."""
-    out = init_factors(rules, model, width, depth, adapter=adapter, multiplier=multiplier)
-    r_n = ratios(width, depth, rules.base_width, rules.base_depth)[0]
-    for name in out:
-        for pattern, exponent in OWN_WIDTH_EXPONENTS.items():
-            if re.search(pattern, name) and r_n != 1.0:
-                out[name] *= r_n**-exponent
-    return out
+    by: ``init_factors`` (the role's std ratio times the multiplier a carrier holds; for a
+    parameter whose own std moves with the width, the torchtitan adapter's
+    own_width_exponents, that move divided out). Reads names and shapes only: ``model``
+    may live on the meta device, so torchtitan's per-module ``param_init`` can be scaled
+    before anything is allocated (install_init)."""
+    return init_factors(rules, model, width, depth, adapter=adapter, multiplier=multiplier)
 
 
 class ScaledInit:

@@ -262,8 +262,12 @@ def test_multipliers_scale_logits_exactly(family, label, configs):
                         p.mul_(a["hidden"])
                 expected = a["output"] * logits(reference, x)
 
-            [missing] = cfg.check(model, width, depth)
+            missing, *init = cfg.check(model, width, depth)
             assert missing.startswith("block multipliers are not applied")
+            # the model's own init, init_ not called: named where init_ would scale it
+            scaled = any(f != 1.0 for f in cfg.init_factors(model, width, depth).values())
+            assert (init != []) == scaled and scaled == (width != BASE_WIDTH)
+            assert all("init_ has not run on this model" in line for line in init)
             assert f"alpha in/hidden/out = 1/{a['hidden']:.6g}/{a['output']:.6g}" in missing
             with pytest.raises(ValueError, match="does not apply the block multipliers"):
                 cfg.build_optimizers(model, width, depth, lr=1e-3)
@@ -278,6 +282,7 @@ def test_multipliers_scale_logits_exactly(family, label, configs):
             else:
                 assert not torch.allclose(got, plain * a["output"])
             torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-7)
+            cfg.init_(model, width, depth)
             opt = cfg.build_optimizers(model, width, depth, lr=1e-3, weight_decay=0.1)
             assert cfg.check(model, width, depth, opt) == []
 
@@ -286,6 +291,7 @@ def test_missing_hook_is_named(configs):
     cfg = configs["muon-kimi+adamw"]
     model = hf_llama(128, 4)
     cfg.apply_multipliers(model, 128, 4)
+    cfg.init_(model, 128, 4)
     hooks = model.get_submodule("model.layers.3.mlp.down_proj")._forward_hooks
     hooks.clear()
     assert cfg.check(model, 128, 4) == ["alpha_hidden missing on model.layers.3.mlp.down_proj"]
@@ -302,6 +308,7 @@ def test_hooks_apply_once_remove_and_checkpoint(configs):
     x = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(1))
     torch.manual_seed(0)
     model = hf_llama(width, depth).eval()
+    cfg.init_(model, width, depth)  # the model's own init, scaled: check judges it below
     keys = list(model.state_dict())
     with torch.no_grad():
         plain = logits(model, x)
@@ -339,6 +346,7 @@ def test_doubled_hook_and_reference_model_are_refused(configs):
     cfg = configs["muon-kimi+adamw"]
     model = hf_llama(128, 4)
     cfg.apply_multipliers(model, 128, 4)
+    cfg.init_(model, 128, 4)
     attn = model.get_submodule("model.layers.0.self_attn.o_proj")
     [hook] = attn._forward_hooks.values()
     attn.register_forward_hook(hook)  # the same partial, registered by hand a second time

@@ -85,10 +85,10 @@ def test_one_classification_per_twin_in_the_width_check(cfg, counted):
         transformers.LlamaForCausalLM.__init__ = real_init
     assert report == []
     measured = [t for t in twins if counted[id(t)]]  # meta-device readings are not placed
-    assert len(measured) == 3
+    assert len(measured) == 4  # the twin at the model's own width (the anchor), and three
     assert counted[id(model)] == 1
-    assert [counted[id(t)] for t in measured] == [1, 1, 1]
-    assert sum(counted.values()) == 4
+    assert [counted[id(t)] for t in measured] == [1, 1, 1, 1]
+    assert sum(counted.values()) == 5
 
 
 def test_patterns_given_once_are_kept_for_the_model(cfg):

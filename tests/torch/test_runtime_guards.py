@@ -133,6 +133,7 @@ def test_check_sees_a_model_compiled_before_its_hooks(cfgs):
     ids = torch.randint(0, VOCAB, (2, 8))  # the shape of check's example batch: no recompile
     compiled(ids)
     cfg.apply_multipliers(model, 128, 2)  # the eager module, behind the compiled one's back
+    cfg.init_(model, 128, 2)
     problems = cfg.check(compiled, 128, 2)
     assert any("torch.compile" in p for p in problems), problems
     cfg.apply_multipliers(compiled, 128, 2)  # through the compiled model: takes effect

@@ -163,6 +163,7 @@ def test_tied_matrix_with_two_base_values_is_refused(cfgs):
     cfg = cfgs["adamw"]
     model = TiedNanoGPT(64, 2)
     cfg.apply_multipliers(model, 64, 2)
+    cfg.init_(model, 64, 2)
     with pytest.raises(ValueError, match="tied input/output embedding"):
         cfg.build_optimizers(
             model, 64, 2, lr={"input_weight": 1e-3, "default": 3e-3}, weight_decay=0.0

@@ -323,6 +323,7 @@ def test_hooks_before_compile_give_no_warning(cfg):
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         cfg.apply_multipliers(model, WIDTH, DEPTH)
+    cfg.init_(model, WIDTH, DEPTH)
     compiled = torch.compile(model, backend="eager")
     ids = _ids(2, 8)
     torch.testing.assert_close(compiled(ids), model(ids))
@@ -387,6 +388,7 @@ def test_litgpt_without_the_division_is_caught(cfg):
     model = _litgpt(scale_embeddings=True)
     plain = LITGPT._replace(input_scale_sqrt=())
     cfg.apply_multipliers(model, WIDTH, DEPTH, adapter=plain)
+    cfg.init_(model, WIDTH, DEPTH, adapter=plain)
     problems = cfg.check(model, WIDTH, DEPTH, adapter=plain)
     assert len(problems) == 1 and f"{math.sqrt(WIDTH):.4g} x" in problems[0]
 

@@ -3,19 +3,23 @@ every parameter drawn from N(0, init_std_of(role)^2) when a base ``init_std`` is
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from spectral.scaling import BIAS_ROLES, BaseValue, Rules, keeps_own_init
+from spectral.scaling import BIAS_ROLES, BaseValue, Rules, keeps_own_init, ratios
 from spectral.torch.apply.absorb import carriers_of
 from spectral.torch.model.classify import (
     AdapterLike,
     Patterns,
     is_table,
+    unwrap_model,
 )
-from spectral.torch.model.placement import place
+from spectral.torch.model.placement import Placement, place
 from spectral.torch.model.shapes import fans, is_norm
 from spectral.torch.optim.sharded import normal_
 
@@ -62,9 +66,11 @@ def init_by_role(
     Hugging Face's ``_init_weights``, torchtitan's ``init_weights``) left it, and away
     from it each is that value times the rule's ratio (as microsoft/mup's set_base_shapes
     keeps the base model's). sigma_base is thus the model's own, per parameter: call this
-    after the model's own init, once. The law assumes the model's own std does not itself
-    change with the width (Hugging Face's initializer_range, nanoGPT's 0.02); where it
-    does (torch's default 1/sqrt(fan_in)), that change adds to the rule's.
+    after the model's own init. A second call at the same size on values init_ left
+    untouched scales nothing (check() reads what init_ did: :func:`init_record`). The law
+    assumes the model's own std does not itself change with the width (Hugging Face's
+    initializer_range, nanoGPT's 0.02); where it does (torch's default 1/sqrt(fan_in)),
+    that change adds to the rule's.
 
     ``init_std`` given (a number, or a dict keyed by role, optimizer or "default"): the
     model's values are replaced by draws from N(0, init_std_of(role)^2), as before this
@@ -89,22 +95,57 @@ def init_by_role(
             adapter=adapter,
             multiplier=multiplier,
         )
+        _remember(
+            model, InitRecord(width, depth, init_std, {}, root_mean_squares(model))
+        )
         return
     placement = place(model, rules, patterns=patterns, adapter=adapter)
-    factors = carriers_of(rules, model, width, depth, multiplier, placement.family)
+    record = init_record(model)
+    if record is not None and record.init_std is None and record.holds(model):
+        if (record.width, record.depth) == (width, depth):
+            return  # init_ ran on these values already: a second call scales nothing
     done: set[int] = set()
-    for name, p, role, module in placement:
+    scaled = own_init_factors(rules, placement, width, depth, multiplier)
+    for _, p, s in scaled:
         if id(p) in done:  # a tied parameter: scaled once
             continue
         done.add(id(p))
+        if s != 1.0:  # 1.0 leaves the tensor untouched: bit-identical at the base
+            p.mul_(s)
+    factors = {name: s for name, _, s in scaled}
+    _remember(model, InitRecord(width, depth, None, factors, root_mean_squares(model)))
+
+
+def own_init_factors(
+    rules: Rules,
+    placement: Placement,
+    width: float,
+    depth: float,
+    multiplier: BaseValue,
+) -> list[tuple[str, torch.Tensor, float]]:
+    """(name, parameter, factor) for every placed parameter: what init_ with no init_std
+    multiplies it by. Its role's init_ratio times its carrier factor (hook-free form); a
+    norm's parameters only the carrier factor; 1.0 for a vector that keeps its values. A
+    parameter the family's own init draws with a width-dependent std (the adapter's
+    own_width_exponents) also gets that dependence divided out."""
+    model, family = placement._model(), placement.family
+    factors = carriers_of(rules, model, width, depth, multiplier, family)
+    r_n = ratios(width, depth, rules.base_width, rules.base_depth)[0]
+    own = family.own_width_exponents if family is not None else ()
+    out: list[tuple[str, torch.Tensor, float]] = []
+    for name, p, role, module in placement:
         s = factors.get(id(p), 1.0)
         if not is_norm(module):
             rules.covered(role, f"parameter {name!r}")
             if keeps_own_values(name, role, module, None):
-                continue
-            s *= rules.init_ratio(role, width, depth)
-        if s != 1.0:  # 1.0 leaves the tensor untouched: bit-identical at the base
-            p.mul_(s)
+                s = 1.0  # init_ leaves it as it is, carrier or not
+            else:
+                s *= rules.init_ratio(role, width, depth)
+                for pattern, exponent in own:  # the family's own width law undone
+                    if re.search(pattern, name):
+                        s *= r_n**-exponent
+        out.append((name, p, s))
+    return out
 
 
 def init_factors(
@@ -122,17 +163,86 @@ def init_factors(
     the carrier factor (1.0 outside the carriers); 1.0 for a vector that keeps its own
     values."""
     placement = place(model, rules, patterns=patterns, adapter=adapter)
-    factors = carriers_of(rules, model, width, depth, multiplier, placement.family)
-    out: dict[str, float] = {}
-    for name, p, role, module in placement:
-        s = factors.get(id(p), 1.0)
-        if not is_norm(module):
-            if keeps_own_values(name, role, module, None):
-                s = 1.0  # init_ leaves it as it is, carrier or not
-            else:
-                s *= rules.init_ratio(role, width, depth)
-        out[name] = s
-    return out
+    return {
+        name: s
+        for name, _, s in own_init_factors(rules, placement, width, depth, multiplier)
+    }
+
+
+@dataclass(frozen=True)
+class InitRecord:
+    """What init_ did to a model, for check() to compare the model with later."""
+
+    width: float
+    depth: float
+    init_std: BaseValue | None
+    """None: the model's own init rescaled; else the base std every draw was made from."""
+    factors: dict[str, float]
+    """Parameter name -> the factor the own init was multiplied by ({} for draws)."""
+    rms: dict[str, float]
+    """Parameter name -> its root mean square right after init_ (readable ones only)."""
+
+    def holds(self, model: nn.Module) -> bool:
+        """Whether every parameter still has the root mean square init_ left it with."""
+        now = root_mean_squares(model)
+        return now.keys() == self.rms.keys() and all(
+            math.isclose(now[k], v, rel_tol=1e-6, abs_tol=1e-12)
+            for k, v in self.rms.items()
+        )
+
+
+RECORD_ATTRIBUTE = "_spectral_init_record"
+"""The model attribute init_ leaves its InitRecord in: an attribute, so that a deepcopy or a
+pickled model keeps it (a state_dict does not: a model loaded from one starts without)."""
+
+
+def innermost(model: nn.Module) -> nn.Module:
+    """The user's module inside the wrappers that hold it: Fabric's, torch.compile's
+    (``_orig_mod``), DDP's (``module``), so that names carry no wrapper's prefix."""
+    for _ in range(8):  # wrappers of wrappers, a few deep
+        inner = unwrap_model(model)
+        inner = getattr(inner, "_orig_mod", inner)
+        if type(inner).__name__ in ("DistributedDataParallel", "DataParallel"):
+            inner = getattr(inner, "module", inner)
+        if inner is model or not isinstance(inner, nn.Module):
+            return model
+        model = inner
+    return model
+
+
+def root_mean_squares(model: nn.Module) -> dict[str, float]:
+    """Parameter name (inside any wrapper: :func:`innermost`) -> root mean square, for the
+    parameters this process holds (not on meta, not a DTensor shard)."""
+    return {
+        name: float(p.detach().double().pow(2).mean().sqrt())
+        for name, p in innermost(model).named_parameters()
+        if p.device.type != "meta"
+        and type(p).__name__ != "DTensor"
+        and p.is_floating_point()
+        and p.numel() > 0
+    }
+
+
+def record_init(
+    model: nn.Module, width: float, depth: float, factors: Mapping[str, float]
+) -> None:
+    """Record on ``model`` that its own init was scaled by ``factors`` at this size, by
+    something other than init_ (torchtitan's scaled ``param_init`` entries), so that
+    check() judges it as it judges init_'s."""
+    _remember(
+        model, InitRecord(width, depth, None, dict(factors), root_mean_squares(model))
+    )
+
+
+def _remember(model: nn.Module, record: InitRecord) -> None:
+    innermost(model).__dict__[RECORD_ATTRIBUTE] = record
+
+
+def init_record(model: nn.Module) -> InitRecord | None:
+    """What the last init_ did to ``model`` (the module inside any wrapper); None when
+    init_ has not run on it (or on the model it was deep-copied from)."""
+    record = innermost(model).__dict__.get(RECORD_ATTRIBUTE)
+    return record if isinstance(record, InitRecord) else None
 
 
 @torch.no_grad()

@@ -18,8 +18,11 @@ from spectral.torch.apply.hooks import (
     placement_problems,
     placements,
 )
+from spectral.torch.apply.init import init_record
 from spectral.torch.check.clipping import clipping_problems
+from spectral.torch.check.compiled import compiled_problems
 from spectral.torch.check.forward import measured_problems
+from spectral.torch.check.params import init_problems
 from spectral.torch.check.widths import check_widths
 from spectral.torch.model.classify import (
     Adapter,
@@ -29,9 +32,23 @@ from spectral.torch.model.classify import (
 )
 from spectral.torch.model.placement import Placement, place
 from spectral.torch.model.shapes import fans, head_dims, is_norm
-from spectral.torch.optim.composite import lr_ratio_problem, unwrap_optimizer
+from spectral.torch.optim.composite import (
+    CompositeOptimizer,
+    lr_ratio_problem,
+    unwrap_optimizer,
+)
 from spectral.torch.optim.groups import role_param_groups
 from spectral.torch.rules import TorchRules
+
+
+class Findings(list[str]):
+    """check()'s answer: a list of problems, one line each ([] when all is right), and
+    ``notes``: what it could not judge and why (a model past its init, a parameter too
+    small to judge), which are not problems."""
+
+    def __init__(self, problems: Sequence[str] = (), notes: Sequence[str] = ()):
+        super().__init__(problems)
+        self.notes = list(notes)
 
 
 def _close(a: float, b: float) -> bool:
@@ -129,6 +146,47 @@ def _multiplier_problems(
     return problems
 
 
+def _parts(inner: Any) -> list[Any] | None:
+    """The optimizers a container holds as ``.optimizers`` (torchtitan's
+    OptimizersContainer, whose own param_groups is one placeholder), each unwrapped; None
+    for an optimizer that is no such container."""
+    parts = getattr(inner, "optimizers", None)
+    if isinstance(inner, CompositeOptimizer) or not isinstance(parts, (list, tuple)):
+        return None
+    found = [unwrap_optimizer(part) for part in parts]
+    if not found or not all(
+        isinstance(getattr(part, "param_groups", None), list) for part in found
+    ):
+        return None
+    return found
+
+
+def optimizer_groups(optimizer: Any) -> list[dict[str, Any]]:
+    """Every param group the optimizer steps: through framework wrappers (``.optimizer``)
+    and containers of several optimizers (``.optimizers``)."""
+    inner = unwrap_optimizer(optimizer)
+    parts = _parts(inner)
+    if parts is not None:
+        return [group for part in parts for group in part.param_groups]
+    if not isinstance(getattr(inner, "param_groups", None), list):
+        raise ConfigTypeError(
+            "optimizer must be a torch.optim.Optimizer (or a framework's wrapper of one), "
+            f"got {type(inner).__name__}"
+        )
+    return inner.param_groups
+
+
+def optimizer_base(optimizer: Any) -> dict[str, Any]:
+    """The base values build_optimizers recorded on the optimizer (or on one inside a
+    container); {} when none did."""
+    inner = unwrap_optimizer(optimizer)
+    for part in [inner, *(_parts(inner) or [])]:
+        base = getattr(part, "base", None)
+        if isinstance(base, Mapping) and base:
+            return dict(base)
+    return {}
+
+
 def _optimizer_problems(
     rules: TorchRules,
     model: nn.Module,
@@ -138,14 +196,10 @@ def _optimizer_problems(
     base: Mapping[str, Any],
     placement: Placement,
 ) -> list[str]:
-    inner = unwrap_optimizer(optimizer)
-    if not isinstance(getattr(inner, "param_groups", None), list):
-        raise ConfigTypeError(
-            "optimizer must be a torch.optim.Optimizer (or a framework's wrapper of one), "
-            f"got {type(inner).__name__}"
-        )
+    groups = optimizer_groups(optimizer)
+    base = {k: v for k, v in base.items() if k != "init_std"}  # init_ only
     if not base:
-        base = getattr(inner, "base", {})
+        base = optimizer_base(optimizer)
     if "lr" not in base:
         return [
             (
@@ -169,7 +223,7 @@ def _optimizer_problems(
     }
     problems, trained = [], set()
     now: list[dict[str, Any]] = []  # each group's lr now against its rule's
-    for group in inner.param_groups:
+    for group in groups:
         first = expected.get(id(group["params"][0])) if group["params"] else None
         if first is not None:
             rule = first["lr"]
@@ -247,6 +301,27 @@ def _as_float(value: Any) -> Any:
     return value
 
 
+def _across_widths(
+    rules: TorchRules,
+    model: nn.Module,
+    size: tuple[float, float],
+    widths: Sequence[int],
+    optimizer: Any,
+    base: Mapping[str, Any],
+    **options: Any,
+) -> tuple[list[str], list[str]]:
+    """check_widths anchored on the model at ``size``: (problems, notes)."""
+    report = check_widths(
+        rules,
+        model,
+        list(widths),
+        anchor=size,
+        base={**optimizer_base(optimizer), **base},
+        **options,
+    )
+    return report.problems, report.notes
+
+
 def check_model(
     rules: TorchRules,
     model: nn.Module,
@@ -267,36 +342,27 @@ def check_model(
     trainer: Any = None,
     **base: Any,
 ) -> list[str]:
-    """Problems found on the real model (and optimizer); [] when all is right.
-
-    Looks for: a parameter with no role, a tie the rules do not allow, block multipliers
-    missing, applied twice or for another size, and, given the optimizer, a parameter whose
-    group's lr / weight decay / eps differs from the rule (the base values are the ones it
-    was built with, or pass lr=..., weight_decay=..., eps=...; the lr is read before any
-    scheduler changed it), and groups whose lrs now are no longer one common factor times
-    the rule's (a hand-written lr loop, a scheduler's absolute floor such as
-    CosineAnnealingLR(eta_min=...)). The optimizer may be a framework's wrapper
-    (accelerate, Lightning, Fabric: unwrap_optimizer). head_dim: the head dimension of the base model; the rules
-    assume it stays fixed as the width grows (or 1/d attention scaling), so a different
-    one is a problem.
-
-    measure=True (the default) also runs the model on a small example batch (from its input
-    embedding, or example_input) and verifies the multipliers on the real forward pass
-    (spectral.torch.check.forward); it never returns [] unmeasured. widths=[w1, w2, w3, ...]
-    also checks twins across widths (spectral.torch.check.widths; timeout, seeds there).
-    """
+    """Problems found on the model and optimizer (a :class:`Findings` list: [] when all
+    is right; ``notes``: what was not judged). Roles, ties, multipliers, init stds
+    (spectral.torch.check.params), optimizer groups, head_dim; measure=True runs the model
+    (.forward, .compiled); widths=[...] checks twins anchored on it (.widths, .anchor)."""
     if not isinstance(measure, bool):
         raise ConfigTypeError(f"measure must be True or False, got {measure!r}")
     if not isinstance(model, nn.Module):
         raise ConfigTypeError(
             f"model must be a torch.nn.Module, got {type(model).__name__}"
         )
-    model = unwrap_model(model)
+    compiled, model = model, unwrap_model(model)
+    init_std = base.pop("init_std", None)  # given: judge the draws init_ makes with it
+    record = init_record(compiled)
+    drawn = init_std if init_std is not None else getattr(record, "init_std", None)
+    if drawn is not None:  # the twins are set up as the model was
+        base["init_std"] = drawn
     try:
         placement = place(model, rules, patterns=patterns, adapter=adapter)
         placement.roles()  # every parameter placed, ties allowed
     except UnsupportedModelError as exc:  # found on the model; a bad argument raises
-        return [str(exc)]
+        return Findings([str(exc)])
     problems = _size_problems(placement, width)
     if rules.absorbed is None:
         family = placement.family
@@ -310,19 +376,31 @@ def check_model(
             rules, model, width, depth, optimizer, base, placement
         )
     if measure and not problems:
-        problems += measured_problems(model, placement.family, example_input)
+        # the cached code first: the example batch compiles afresh, in front of it
+        # stale: the forward checks would measure that stale code too, so it comes alone
+        stale = compiled_problems(compiled, placement.family, example_input)
+        problems += stale or measured_problems(model, placement.family, example_input)
+    size = (width, depth)
+    found, notes = init_problems(
+        rules, placement, size, init_std, multiplier, optimizer
+    )
+    problems += found
     if widths is not None:
-        problems += check_widths(
+        found, more = _across_widths(
             rules,
             model,
-            list(widths),
+            size,
+            widths,
+            optimizer,
+            base,
             factory=factory,
             adapter=adapter,
             patterns=patterns,
             multiplier=multiplier,
             example_input=example_input,
             timeout=timeout,
-            base=base or getattr(unwrap_optimizer(optimizer), "base", {}),
             seeds=seeds,
-        ).problems
-    return problems
+        )
+        problems += [line for line in found if line not in problems]
+        notes += more
+    return Findings(problems, notes)

@@ -95,6 +95,8 @@ class WidthReport:
     widths: list[int]
     rows: list[WidthRow]
     problems: list[str]
+    notes: list[str] = field(default_factory=list)
+    """What was not judged or compared, and why (not problems)."""
 
     def slopes(self) -> dict[str, float | None]:
         """The width exponents that muP keeps flat, by quantity, fitted on the rows:

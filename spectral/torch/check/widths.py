@@ -40,6 +40,7 @@ from spectral.errors import (
     UnsupportedModelError,
 )
 from spectral.scaling import BaseValue
+from spectral.torch.check.anchor import anchor_problems
 from spectral.torch.check.forward import (
     _exception_line,
     measured_problems,
@@ -260,11 +261,48 @@ def _measure_widths(
     return per_width
 
 
+def _anchored(
+    rules: TorchRules,
+    model: nn.Module,
+    anchor: tuple[float, float],
+    factory: Callable[[int], nn.Module] | None,
+    placement: Any,
+    multiplier: BaseValue,
+    example_input: Any,
+    base: Mapping[str, Any],
+) -> tuple[list[str], list[str]]:
+    """The user's model against the twin at its own width (spectral.torch.check.anchor):
+    (problems, notes). A model that cannot be compared is one line, as a twin would be."""
+    width = _whole(anchor[0])
+    try:
+        torch.manual_seed(SEED)
+        twin = _built(twin_builder(model, factory), width, None)
+        return anchor_problems(
+            rules,
+            model,
+            twin,
+            (width, anchor[1]),
+            placement,
+            multiplier,
+            example_input,
+            base,
+        )
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
+        line = (
+            f"check across widths could not compare your model with the twin at its width "
+            f"{width} ({_exception_line(exc)}): what it certifies may not be your model"
+        )
+        return [line], []
+
+
 def check_widths(
     rules: TorchRules,
     model: nn.Module,
     widths: list[int],
     *,
+    anchor: tuple[float, float] | None = None,
     factory: Callable[[int], nn.Module] | None = None,
     adapter: AdapterLike | None = None,
     patterns: Patterns | None = None,
@@ -282,11 +320,21 @@ def check_widths(
     measured). ``seeds``: twins drawn per width (1 to MAX_SEEDS; init seeds 0, 1, ...);
     each RMS is their mean before the slope is fitted. At a few heads of width one draw's
     branch slopes scatter by about 0.1 from seed to seed, so a check near the tolerance
-    wants several (the cost grows with them). A bad argument raises ConfigError."""
+    wants several (the cost grows with them). ``anchor``: the user's (width, depth); the
+    model is first compared with the twin at its own width (spectral.torch.check.anchor),
+    so that what the verdict certifies is the model trained. A bad argument raises
+    ConfigError."""
     base = dict(base or {})
     sizes = _checked_sizes(widths, seeds, base)
     progress = _Progress(sizes, timeout)
     measured, problems = progress.measured, progress.problems
+    notes: list[str] = []
+    if anchor is not None:
+        placement = place(model, rules, patterns=patterns, adapter=adapter)
+        found, notes = _anchored(
+            rules, model, anchor, factory, placement, multiplier, example_input, base
+        )
+        problems += found
     try:
         per_width = _measure_widths(
             rules,
@@ -303,14 +351,14 @@ def check_widths(
     except ConfigError:  # a bad argument (adapter, base values) raises, as in check()
         raise
     except NotFiniteError as exc:
-        return WidthReport(measured, [], problems + [str(exc)])
+        return WidthReport(measured, [], problems + [str(exc)], notes)
     except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
         at = f" at width {sizes[len(measured)]}" if len(measured) < len(sizes) else ""
         line = f"check across widths did not measure the model{at} ({_exception_line(exc)})"
-        return WidthReport(measured, [], problems + [line])
+        return WidthReport(measured, [], problems + [line], notes)
     if len(measured) < MIN_WIDTHS:
         lines = problems or ["check across widths did not measure enough widths"]
-        return WidthReport(measured, [], lines)
+        return WidthReport(measured, [], lines, notes)
     merged = _across_widths(per_width)
     logits = next((row for row in merged if row.kind == "logits"), None)
     if logits is not None and logits.dead:
@@ -319,4 +367,4 @@ def check_widths(
             f"{', '.join(map(str, measured))}: nothing learns (is it multiplied by 0 after "
             "the readout?)"
         )
-    return WidthReport(measured, merged, problems + off_rules(measured, merged))
+    return WidthReport(measured, merged, problems + off_rules(measured, merged), notes)

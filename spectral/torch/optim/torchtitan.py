@@ -11,7 +11,6 @@ changed. torchtitan is imported only when the configs are built.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,18 +18,13 @@ import torch
 from torch import nn
 
 from spectral.errors import ConfigError
-from spectral.scaling import BaseValue, BaseValues, ratios
+from spectral.scaling import BaseValue, BaseValues
 from spectral.torch.apply.absorb import absorbed_values
 from spectral.torch.apply.init import init_by_role
 from spectral.torch.rules import TorchRules
 
 GroupPattern = tuple[str, str, str | None]
 """(parameter-name pattern, role, layer whose multiplier it carries or None)."""
-
-OWN_WIDTH_EXPONENTS: dict[str, float] = {r"(^|\.)lm_head\.weight$": -0.5}
-"""Parameter-name pattern -> the width exponent of the std torchtitan 0.3.0's own init gives
-it: its Llama3 draws lm_head with std dim**-0.5 (``_output_linear_init(dim)``); the other
-matrices' stds do not move with the width (embedding 1, the rest 0.02, wo / w2 by depth)."""
 
 
 @torch.no_grad()
@@ -49,22 +43,16 @@ def titan_init(
     With no ``init_std``, torchtitan's init is the base (spectral.torch.apply.init): at the
     base width and depth every parameter is left bit for bit as torchtitan drew it; away
     from it each is multiplied by its role's std ratio and by the multiplier it carries.
-    A parameter whose own std already moves with the width (OWN_WIDTH_EXPONENTS: lm_head
-    at dim**-0.5) also gets that move divided out, (width / base_width)**0.5 for lm_head,
-    so it starts at the std torchtitan gives it at the base width times the rule, as the
-    rule means; without this the readout would start sqrt(base_width / width) smaller.
-    ``init_std`` given: every parameter drawn by its role, as init_by_role does.
+    A parameter whose own std already moves with the width (the torchtitan adapter's
+    own_width_exponents: lm_head at dim**-0.5) also gets that move divided out,
+    (width / base_width)**0.5 for lm_head, so it starts at the std torchtitan gives it at
+    the base width times the rule, as the rule means; without this the readout would
+    start sqrt(base_width / width) smaller. ``init_std`` given: every parameter drawn by
+    its role, as init_by_role does.
     """
     init_by_role(
         rules, model, width, depth, init_std, adapter=adapter, multiplier=multiplier
     )
-    if init_std is not None:
-        return
-    r_n = ratios(width, depth, rules.base_width, rules.base_depth)[0]
-    for name, p in model.named_parameters():
-        for pattern, exponent in OWN_WIDTH_EXPONENTS.items():
-            if re.search(pattern, name) and r_n != 1.0:
-                p.mul_(r_n**-exponent)
 
 
 def titan_group_values(
