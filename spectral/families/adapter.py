@@ -84,6 +84,7 @@ def make_adapter(base: Adapter | None = None, **fields: Any) -> Adapter:
     """An Adapter from ``fields``, or ``base`` with ``fields`` replaced; every name pattern
     given gets the anchor ``(^|\\.)`` in front (spectral.patterns.anchored)."""
     fields = {
-        key: anchored(value) if key in _PATTERN_FIELDS else value for key, value in fields.items()
+        key: anchored(value) if key in _PATTERN_FIELDS else value
+        for key, value in fields.items()
     }
     return Adapter(**fields) if base is None else base._replace(**fields)

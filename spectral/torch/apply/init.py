@@ -101,9 +101,8 @@ def init_by_role(
         return
     placement = place(model, rules, patterns=patterns, adapter=adapter)
     record = init_record(model)
-    if record is not None and record.init_std is None and record.holds(model):
-        if (record.width, record.depth) == (width, depth):
-            return  # init_ ran on these values already: a second call scales nothing
+    if record is not None and record.left_as_is(model, width, depth):
+        return  # init_ ran on these values already: a second call scales nothing
     done: set[int] = set()
     scaled = own_init_factors(rules, placement, width, depth, multiplier)
     for _, p, s in scaled:
@@ -181,6 +180,12 @@ class InitRecord:
     """Parameter name -> the factor the own init was multiplied by ({} for draws)."""
     rms: dict[str, float]
     """Parameter name -> its root mean square right after init_ (readable ones only)."""
+
+    def left_as_is(self, model: nn.Module, width: float, depth: float) -> bool:
+        """Whether this is init_ with the model's own init at this size, and the model
+        still holds the values it left."""
+        own_here = (self.width, self.depth, self.init_std) == (width, depth, None)
+        return own_here and self.holds(model)
 
     def holds(self, model: nn.Module) -> bool:
         """Whether every parameter still has the root mean square init_ left it with."""

@@ -301,7 +301,7 @@ def _as_float(value: Any) -> Any:
     return value
 
 
-def _across_widths(
+def _anchored_width_check(
     rules: TorchRules,
     model: nn.Module,
     size: tuple[float, float],
@@ -320,6 +320,15 @@ def _across_widths(
         **options,
     )
     return report.problems, report.notes
+
+
+def _drawn_with(model: nn.Module, init_std: BaseValue | None) -> dict[str, Any]:
+    """{"init_std": ...} when the model's parameters were drawn (init_std given to check,
+    or the one init_ drew them with), so that the twins are set up as the model was; {}
+    for the model's own init."""
+    record = init_record(model)
+    drawn = init_std if init_std is not None else getattr(record, "init_std", None)
+    return {} if drawn is None else {"init_std": drawn}
 
 
 def check_model(
@@ -354,10 +363,7 @@ def check_model(
         )
     compiled, model = model, unwrap_model(model)
     init_std = base.pop("init_std", None)  # given: judge the draws init_ makes with it
-    record = init_record(compiled)
-    drawn = init_std if init_std is not None else getattr(record, "init_std", None)
-    if drawn is not None:  # the twins are set up as the model was
-        base["init_std"] = drawn
+    base.update(_drawn_with(compiled, init_std))
     try:
         placement = place(model, rules, patterns=patterns, adapter=adapter)
         placement.roles()  # every parameter placed, ties allowed
@@ -386,7 +392,7 @@ def check_model(
     )
     problems += found
     if widths is not None:
-        found, more = _across_widths(
+        found, more = _anchored_width_check(
             rules,
             model,
             size,

@@ -301,11 +301,12 @@ def _record_lines(
     """init_ ran: its size against the one checked, and each parameter (pooled by name
     pattern) whose std moved since."""
     if (record.width, record.depth) != size:
-        return [
+        line = (
             f"init_ ran for width {record.width:g}, depth {record.depth:g}; the model is "
             f"checked at width {size[0]:g}, depth {size[1]:g}: call init_ with the size "
             "the model has, after the model's own init"
-        ]
+        )
+        return [line]
     pools: dict[tuple[str, str], list[str]] = {}
     for name, was in record.rms.items():
         now = rms.get(name)
