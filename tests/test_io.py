@@ -417,6 +417,7 @@ def test_read_refuses_empty_and_nul_names():
         read_user_file("a\0b", 10)
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_a_fifo_spec_does_not_hang_the_cli(tmp_path):
     """``--spec FIFO`` used to block in open() forever; now it is one line, at once."""
     fifo = tmp_path / "s.toml"

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Lowest first. Names are under ``spectral.``; ``x.*`` is the package ``x`` and everything in
@@ -174,6 +176,7 @@ def _is_entry(module: str) -> bool:
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_every_module_is_placed():
     files = _graph()[0]
     unplaced = sorted(m for m in files if layer_of(m) is None)

@@ -186,6 +186,33 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _checked(config, model, container) -> dict[str, list[str]]:
+    """check() on the Trainer's model and its optimizer container, before any step, with
+    the base values torchtitan's CLI gave; and again with lm_head's group built at twice
+    its lr (put back after)."""
+    import mup_titan
+
+    opt = config.optimizer
+    bias_wd = opt.weight_decay if opt.bias_weight_decay is None else opt.bias_weight_decay
+    wd = {"default": opt.weight_decay, "input_bias": bias_wd, "hidden_bias": bias_wd}
+    base = {"lr": opt.lr, "weight_decay": wd, "eps": opt.eps}
+    size = (opt.width, opt.depth)
+    found = list(mup_titan.CONFIG.check(model, *size, container, measure=False, **base))
+    head = [
+        g
+        for part in container.optimizers
+        for g in part.param_groups
+        if "lm_head.weight" in g["param_names"]
+    ]
+    keys = ("lr", "initial_lr")  # built wrong: its scheduler's starting lr as well
+    for g in head:
+        g.update({k: g[k] * 2 for k in keys if k in g})
+    wrong = list(mup_titan.CONFIG.check(model, *size, container, measure=False, **base))
+    for g in head:
+        g.update({k: g[k] / 2 for k in keys if k in g})
+    return {"check": found, "check_wrong_group": wrong}
+
+
 def main(out: str, args: list[str]) -> None:
     os.environ.update(
         RANK="0",
@@ -213,6 +240,7 @@ def main(out: str, args: list[str]) -> None:
                     "momentum": group.get("momentum"),
                     "adjust_lr_fn": group.get("adjust_lr_fn"),
                 }
+    checked = _checked(config, model, trainer.optimizers)
     losses: list[float] = []
     loss = trainer.loss_fn.fn  # recorded, not changed: the training step's loss values
 
@@ -248,6 +276,7 @@ def main(out: str, args: list[str]) -> None:
         "groups": groups,
         "moved": moved,
         "losses": losses,
+        **checked,
     }
     trainer.close()
     torch.distributed.destroy_process_group()

@@ -100,6 +100,7 @@ def test_bad_values_are_one_line(config_file, option, message, capsys):
     assert message in line
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_patterns_given_once_are_remembered(tmp_path):
     """patterns= to apply_multipliers (the first call) places GPT-OSS's sinks and expert
     biases; check() without patterns= reads the model the same way: nothing unplaced."""

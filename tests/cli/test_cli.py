@@ -122,6 +122,7 @@ def test_output_file_table_is_plain_text(tmp_path):
     assert "Shampoo ε" in text and "\x1b[" not in text
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_output_into_missing_folder(tmp_path, capsys):
     assert main(["derive", "adamw", "-o", str(tmp_path / "no" / "such.md")]) == 2
     assert "does not exist" in capsys.readouterr().err
@@ -132,6 +133,7 @@ def test_output_into_missing_folder(tmp_path, capsys):
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_exit_codes_and_no_tracebacks(tmp_path):
     ok = run("derive", "adamw", "--format", "json")
     assert ok.returncode == 0
@@ -156,6 +158,7 @@ def test_exit_codes_and_no_tracebacks(tmp_path):
         assert "Traceback" not in p.stderr
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_bad_toml_names_file_and_field_and_runs_nothing(tmp_path):
     spec = bad_spec(
         tmp_path, "name = \"x\"\nupdate_norm = \"__import__('os').system('touch x')\"\n"
@@ -172,6 +175,7 @@ def test_bad_toml_names_file_and_field_and_runs_nothing(tmp_path):
     assert "Traceback" not in p.stderr and p.stdout == ""
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_unusual_spec_derives_end_to_end(tmp_path):
     bad_spec(
         tmp_path, 'name = "odd"\nupdate_norm = "n_in**(3/4) * max(1, n_out/n_in)"\n', "odd.toml"
@@ -191,6 +195,7 @@ def test_unusual_spec_derives_end_to_end(tmp_path):
     ],
     ids=["derive", "derive-json", "transfer"],
 )
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_engine_commands_import_no_heavy_modules(argv):
     """The one check that the commands of the engine and the rules load only what they need:
     no torch, matplotlib, numpy or pydantic."""
@@ -209,6 +214,7 @@ def test_engine_commands_import_no_heavy_modules(argv):
 
 
 @pytest.mark.parametrize("fmt", ["json", "latex", "table"])
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_output_is_deterministic_across_hash_seeds(fmt):
     outs = {
         run("derive", "adamw", "--format", fmt, "--explain", env={"PYTHONHASHSEED": seed}).stdout

@@ -390,6 +390,7 @@ TRANSFER_ARGS = [
 
 
 @pytest.mark.parametrize("args", DERIVE_ARGS + TRANSFER_ARGS, ids=range(len(DERIVE_ARGS + TRANSFER_ARGS)))
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_hostile_arguments(args, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code = main(args)
@@ -450,6 +451,7 @@ print(json.dumps(module.hparams(256, 8, lr=1e-3, init_std=0.02), sort_keys=True)
 
 
 @pytest.mark.parametrize("framework", ["torch", "jax"])
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_both_config_forms_load_by_path_without_registration(framework, tmp_path, capsys):
     import subprocess
     import sys

@@ -325,6 +325,7 @@ def test_infer_turns_user_code_into_the_contract(cls, code, pattern, capsys):
 
 
 @pytest.mark.parametrize("cls", ["HangingStep", "StubbornHang", "HangingInit"])
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_infer_time_limit(cls, capsys):
     code, out, err = run(["infer", f"hostile_user.{cls}", *SMALL, "--timeout", "0.5"], capsys)
     assert code == 2 and out == ""
@@ -412,6 +413,7 @@ def test_coord_check_nan_model_exits_1_naming_it(tmp_path, capsys):
     assert (tmp_path / "r.json").is_file()
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_coord_check_plots_written_by_the_atomic_writer(tmp_path, capsys):
     argv = [*TINY_COORD, "--plots", str(tmp_path / "p"), "--prefix", "t"]
     code, out, err = run(argv, capsys)
@@ -585,6 +587,7 @@ def test_coord_check_plots_folder_that_cannot_be_made_is_refused_before_work(whe
     assert not (tmp_path / "nowhere").exists()
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_coord_check_wrote_lines_escape_a_newline_in_the_path(tmp_path, capsys):
     """The --plots folder (made at the end, --json inside it) has a newline and rich markup
     in its name: each "wrote" line is one line, the newline escaped, the markup literal."""

@@ -146,6 +146,7 @@ def _engine_value(opt: str, role: str, hp: str, w: int, d: int) -> float:
     return power(Fraction(w, 256), e.r_n) * power(Fraction(d, 4), e.r_L)
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_imports_without_sympy_and_matches_engine(generated):
     """In a process where sympy (and spectral) cannot be imported, every module loads and
     its hparams equal the engine's rules times the base values."""
@@ -406,6 +407,7 @@ def test_build_optimizers_and_step(hidden, others, configs):
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_param_group_values_and_compensation(configs):
     w, d = 1024, 8
     cfg = configs["muon+adamw"]
@@ -464,6 +466,7 @@ def test_write_refuses_existing_file(tmp_path):
     assert target.read_text() == "new"
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_the_config_is_numbers_bound_to_the_runtime():
     """Issue 20: the importing form is short and imports spectral.torch; the runtime
     imports neither sympy nor pydantic, jinja2 or rich (nor torch for spectral.jax)."""

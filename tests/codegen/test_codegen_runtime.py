@@ -131,6 +131,7 @@ def _codegen(*args: str, seed: str) -> bytes:
 
 
 @pytest.mark.parametrize("framework", ["torch", "jax"])
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_vendored_module_is_the_same_bytes_under_any_hash_seed(framework):
     args = ("adamw", *BASE, "--framework", framework, "--vendor")
     first = _codegen(*args, seed="0")

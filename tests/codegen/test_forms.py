@@ -69,6 +69,7 @@ def _loss(model, ids):
 
 
 @pytest.mark.parametrize("build", [_gpt, _llama], ids=["gpt", "hf-llama"])
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_bit_identical_training_steps(forms, build):
     runs = {}
     for vendor, cfg in forms.items():

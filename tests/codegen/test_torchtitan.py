@@ -383,6 +383,18 @@ def test_stock_trainer_groups_are_the_rules(kimi, trained) -> None:
     assert w1_wd == pytest.approx(CLI["weight_decay"] * 2**0.5)
 
 
+@pytest.mark.slow  # one torchtitan Trainer process: 17-23 s here
+def test_check_reads_the_stock_trainers_container(trained) -> None:
+    """check() on the stock Trainer's model and optimizer container (SpectralOptimizers):
+    nothing to say, the init torchtitan's Trainer ran through the scaled param_init
+    entries included; lm_head's group built at twice its lr is named."""
+    assert trained["check"] == []
+    wrong = trained["check_wrong_group"]
+    # the group named with its numbers; then the groups' lrs, no longer one factor apart
+    assert wrong[0] == "lm_head.weight (output_weight): lr is 0.002, the rule gives 0.001"
+    assert len(wrong) == 2 and wrong[1].startswith("the param groups' learning rates no longer")
+
+
 def _own_std(name: str, width: int) -> float:
     """torchtitan 0.3.0's own init std for Llama3's parameter ``name`` at ``width``."""
     if name == "tok_embeddings.weight":

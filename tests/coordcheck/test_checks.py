@@ -130,6 +130,7 @@ def _main(argv):
     return main(argv)
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_coord_check_json_shape(tmp_path):
     out = tmp_path / "cc.json"
     rc = _main(
@@ -253,6 +254,7 @@ def test_probe_muon_kimi_matches_declaration():
     assert res.passed, [(r.role, r.declared, r.measured) for r in res.rows]
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_coord_check_creates_the_plots_folder_and_refuses_empty_paths(tmp_path, capsys):
     pytest.importorskip("torch")
     from spectral.cli import main

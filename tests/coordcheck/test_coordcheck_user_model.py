@@ -160,6 +160,7 @@ def _final_norm_input(model, final, inputs):
     return rms(seen[-1]), rms(logits)
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_factory_model_slopes_and_h_from_the_final_norm(models, tmp_path):
     out = tmp_path / "cc.json"
     factory = f"{models}:tiny"

@@ -172,6 +172,7 @@ def test_probe_spec_of_a_catalog_name_uses_its_implementation(tmp_path):
 
 
 @pytest.mark.generated
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_coord_check_signum_spec_with_factory(files):
     tmp, module = files
     out = tmp / "cc.json"

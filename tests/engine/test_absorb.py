@@ -146,6 +146,7 @@ def _rules_clip(cfg, model):
 
 
 @pytest.mark.parametrize("case", ["adamw", "muon-kimi+adamw"])
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_exact_clip_makes_hook_free_training_equal_hooked_with_clipping(
     case: str, tmp_path, monkeypatch
 ) -> None:
@@ -192,6 +193,7 @@ def test_exact_clip_is_torchs_in_the_hooked_form(tmp_path) -> None:
 
 @pytest.mark.parametrize("kind", ["gpt", "llama"])
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_hook_free_training_equals_hooked(kind: str, case: str, tmp_path, monkeypatch) -> None:
     from spectral.codegen import load_generated
 
@@ -268,6 +270,7 @@ def _catalog_losses(cfg, absorbed: bool, base: dict) -> list[float]:
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_catalog_symmetry(name: str, tmp_path, monkeypatch) -> None:
     from spectral.catalog import module_of
     from spectral.codegen import load_generated

@@ -74,6 +74,7 @@ def test_factor_check_agrees_with_enumeration_on_broken_rules(optimizer, k, hp, 
             verify(bad)
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_hidden_lr_off_by_one_counts_every_failing_term_without_listing_them():
     """Only ‖ΔW‖ of the hidden weights is wrong. Failing among the paper's terms: every
     update term of the weight chain (2^k − 1), every bias-chain term with a weight updated
@@ -118,6 +119,7 @@ halves = st.sampled_from([Fraction(n, 2) for n in range(-2, 3)])
     hp=st.sampled_from(["multiplier", "init_var", "lr", "weight_decay"]),
     shift=st.tuples(halves, halves),
 )
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_factor_check_agrees_with_enumeration_on_random_declarations(update, applies, k, role, hp, shift):
     spec = OptimizerSpec(
         name="random", update_norm=parse_expression(update, field="update_norm"), applies_to=applies

@@ -145,6 +145,7 @@ def check_chains(d, u, alpha, norm, step) -> None:
     k=st.integers(1, 3),
     all_roles=st.booleans(),
 )
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_random_declarations_satisfy_every_condition(update, eps, applies, k, all_roles):
     spec = OptimizerSpec(
         name="random",

@@ -37,6 +37,7 @@ def test_powers_scale_exponents(a, b, p):
 
 
 @given(thetas(), thetas())
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_max_min_and_order_laws(f, g):
     hi, lo = Theta.maximum(f, g), Theta.minimum(f, g)
     assert f.le(hi) and g.le(hi) and lo.le(f) and lo.le(g)
@@ -45,11 +46,13 @@ def test_max_min_and_order_laws(f, g):
 
 
 @given(thetas(), thetas(), thetas())
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_product_distributes_over_max(f, g, h):
     assert Theta.maximum(f, g) * h == Theta.maximum(f * h, g * h)
 
 
 @given(thetas())
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_reciprocal_swaps_max_and_min(f):
     assert (f * f.reciprocal()) == one
 

@@ -83,6 +83,7 @@ def detected(cfg: Any, model: nn.Module) -> list[str]:
 
 
 @pytest.mark.parametrize("key", CASES)
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_adapter_places_every_parameter_and_multiplier(key, configs):
     cfg, case = configs["muon-kimi+adamw"], CASES[key]
     width, depth = 128, 3  # not the base size, so every multiplier differs from 1

@@ -66,6 +66,7 @@ def test_inferred_declaration_derives_the_catalog_rules(target, kwargs, name, sc
     assert rules(res.spec()) == rules(name)
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_cli_adamw_toml_derives_like_the_catalog(tmp_path, capsys):
     out, js = tmp_path / "adamw.toml", tmp_path / "adamw.json"
     argv = ["infer", "torch.optim.AdamW", "-o", str(out), "--json", str(js), "--quiet"]
@@ -137,6 +138,7 @@ def test_torch_muon_default_departs_on_the_input_layer():
 # ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_lamb_trust_ratio_is_refused_with_numbers():
     res = run("pytorch_optimizer.Lamb")
     assert not res.fits and res.update_norm is None
@@ -160,6 +162,7 @@ def test_prodigy_self_adapting_lr_is_refused_with_numbers(tmp_path, capsys):
     assert data["roles"]["hidden_weight"]["lr_exponent"] > 0.5  # ‖ΔW‖ ∝ lr^{>1.5}
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_torch_adafactor_relative_step_is_weight_dependent():
     res = run("torch.optim.Adafactor", eps=None)
     assert not res.fits

@@ -154,6 +154,7 @@ def test_ruff_clean(generated):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_runtime_imports_only_the_standard_library_jax_and_optax():
     code = (
         "import spectral.jax, sys; "
@@ -223,6 +224,7 @@ def test_implementations_are_the_catalog_files_records(hidden, others, folder):
 
 @pytest.mark.parametrize("hidden,others", [("muon-kimi", "adamw"), ("muon", "lion"),
                                            ("sgd", None)])
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_both_forms_give_the_same_numbers_and_the_same_step(hidden, others, tmp_path):
     """The importing module and the --vendor one: identical hparams and multipliers, and
     identical init and optax updates for one step of the flax reference MLP."""
@@ -304,6 +306,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_imports_without_torch_sympy_flax_and_equals_torch_module(generated, tmp_path):
     """In a process where torch, sympy and flax cannot be imported (nor spectral, for the
     standalone form), every JAX module loads, builds its optimizer and steps; its hparams
@@ -380,6 +383,7 @@ def hybrid(folder):
     return generate(folder, "muon-kimi", "adamw", base_width=16, base_depth=1)
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_labels_flax_nnx_mlp_and_gpt(hybrid):
     # abstract models (shapes only): labels read paths and shapes, nothing is computed
     mlp = nnx.eval_shape(lambda: JaxMLP(3, 2, 8, 2, rngs=nnx.Rngs(0)))
@@ -407,6 +411,7 @@ def test_labels_flax_nnx_mlp_and_gpt(hybrid):
     assert len(got) == 17
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_labels_flax_linen_naming(hybrid):
     import flax.linen as nn
 
@@ -440,6 +445,7 @@ def test_labels_flax_linen_naming(hybrid):
     assert all(bool(jnp.all(jnp.isfinite(u))) for u in jax.tree.leaves(updates))
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_labels_patterns_route_and_one_error_for_every_unplaced_leaf(hybrid):
     params = {
         "embed": {"table": jnp.ones((10, 8))},
@@ -474,6 +480,7 @@ def test_tied_embeddings_are_refused(hybrid):
         hybrid.labels({"input": {"kernel": table}, "output": {"kernel": table}})
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_init_draws_each_role_with_its_std(hybrid):
     width, depth = 64, 4
     model = nnx.eval_shape(lambda: JaxGPT(width, 1, block_size=8, rngs=nnx.Rngs(0)))
@@ -533,6 +540,7 @@ def test_init_is_the_own_init_times_the_rules_ratio(hybrid):
         assert np.array_equal(np.asarray(new[path]), np.asarray(value) * np.float32(ratio)), path
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_optimizer_applies_each_roles_lr_and_schedule(folder):
     """SGD from zero weights with unit gradients steps by exactly -lr of each role."""
     sgd = generate(folder, "sgd")
@@ -726,6 +734,7 @@ FLOAT32 = 3e-5
 @pytest.mark.parametrize(
     "hidden,lr", [("sgd", 0.05), ("adamw", 0.01), ("lion", 0.001)], ids=["sgd", "adamw", "lion"]
 )
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_cross_framework_identity(folder, hidden, lr):
     pytest.importorskip("torch")
     if hidden == "lion":
@@ -734,6 +743,7 @@ def test_cross_framework_identity(folder, hidden, lr):
 
 
 @pytest.mark.parametrize("hidden", ["muon-kimi", "muon"])
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_cross_framework_identity_muon_float32(folder, monkeypatch, hidden):
     """Muon-Kimi + AdamW (and Muon + AdamW) agree to float32 tolerance once both run the
     same algorithm: torch's Newton-Schulz in float32 (it casts to bfloat16) and Nesterov
@@ -746,6 +756,7 @@ def test_cross_framework_identity_muon_float32(folder, monkeypatch, hidden):
     _assert_agree(steps, norms=FLOAT32, outputs=FLOAT32)
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_cross_framework_muon_kimi_defaults(folder):
     """With both libraries' defaults the two differ by what the implementations do, not by
     the rules: torch's bfloat16 Newton-Schulz (8-bit mantissa) moves the hidden step's norm
@@ -836,6 +847,7 @@ def test_committed_jax_coord_check_numbers(run):
             assert f"{s['slope']:+.2f}".replace("-", "−") in doc
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_user_declaration_needs_transforms(tmp_path, capsys):
     """--spec in the JAX module: no factory, refused by name until transforms= gives one,
     which then gets the declaration's eps."""

@@ -51,6 +51,7 @@ def _params():
     }
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_init_and_numbers_for_the_new_roles(tmp_path):
     cfg = _config(tmp_path, all_roles=True)
     params = _params()

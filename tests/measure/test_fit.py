@@ -309,6 +309,7 @@ def test_the_scan_finds_each_rms_the_package_had():
     assert not _computes_rms(fn)  # an RMSNorm's normalizer (eps inside the root) is not one
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_exactly_one_slope_fitter_in_the_package():
     functions = _package_functions()
     fitters = sorted(name for name, fn in functions if _fits_a_slope(fn))
@@ -317,6 +318,7 @@ def test_exactly_one_slope_fitter_in_the_package():
     assert named == ["spectral.measure.fit.fit_line", "spectral.measure.fit.log_slope"]
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_rms_and_judge_are_defined_once():
     functions = _package_functions()
     computed = sorted(name for name, fn in functions if _computes_rms(fn))

@@ -308,6 +308,7 @@ def test_init_scale_refuses_bad_values_before_any_work(tmp_path: Path, capsys, v
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_fit_exponent_estimate_plans_the_grid_and_trains_nothing(tmp_path: Path, capsys):
     from spectral.cli import main
 

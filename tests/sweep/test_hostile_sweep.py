@@ -135,6 +135,7 @@ def test_read_runs_of_an_unreadable_file_names_it(tmp_path):
     "line",
     [b"\xff\xfe", b'{"key": [1]}', b'{"key": "x", "val_loss": "oops"}', b'{"key": "z", "fingerprint": "f", "val_loss": "oops"}'],
 )
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_resume_and_report_only_survive_a_damaged_line(line, swept, tmp_path, text, capsys):
     out = _copy(swept, tmp_path)
     runs = out / "adamw" / RUNS_FILE
@@ -153,6 +154,7 @@ def test_resume_and_report_only_survive_a_damaged_line(line, swept, tmp_path, te
     assert len(read_runs(runs)) == PLANNED  # nothing trained again
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_report_only_with_a_damaged_sweep_json(swept, tmp_path, text, capsys):
     out = _copy(swept, tmp_path)
     (out / "adamw" / "sweep.json").write_bytes(b"\xff{not json")
@@ -204,6 +206,7 @@ def test_check_appendable_and_append_name_the_file(tmp_path):
         append_run(folder, {"key": "a", "fingerprint": "f"})
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_the_lock_excludes_a_second_holder(tmp_path):
     runs = tmp_path / RUNS_FILE
     code = (
@@ -269,6 +272,7 @@ def test_kill_9_in_the_middle_then_resume_loses_and_duplicates_nothing(tmp_path,
     assert f"{PLANNED} runs planned, {len(done)} already in" in stdout
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_wrote_lines_escape_a_newline_in_the_out_path(swept, tmp_path, text, capsys):
     """Issue 30: ``--out $'a\\nb'`` prints each written file on one line, the newline escaped."""
     out = tmp_path / "a\nb"
@@ -283,6 +287,7 @@ def test_wrote_lines_escape_a_newline_in_the_out_path(swept, tmp_path, text, cap
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # nothing else made
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_planned_line_escapes_a_newline_in_the_out_path(swept, tmp_path, text, capsys):
     """Issue 39: the resumed sweep's "runs planned, already in OUT" line is one line too."""
     out = tmp_path / "a\nb"

@@ -343,6 +343,7 @@ def test_transfer_regret_on_synthetic_runs():
     assert r"\multicolumn{2}{c}{SP}" in tex and r"\label{tab:sweep-adamw-regret}" in tex
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_report_on_two_run_toy_sweep(tmp_path: Path, corpus):
     cfg = _toy()
     run_sweep(cfg, tmp_path, corpus, command="spectral sweep --toy")

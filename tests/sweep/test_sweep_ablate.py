@@ -220,6 +220,7 @@ def test_cli_refuses(tmp_path: Path, argv: list[str], message: str, capsys):
     assert not (tmp_path / "o" / "adamw" / "runs.jsonl").exists()  # refused before any training
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_cli_trains_the_swaps_and_reuses_the_noops(tmp_path: Path, capsys):
     """A tiny run end to end: every swap a row, the no-ops reused, and --report-only renders the
     same ablation.md byte for byte."""

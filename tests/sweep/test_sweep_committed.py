@@ -95,6 +95,7 @@ def _rerender(tmp_path: Path, folder: str, args: list[str]) -> tuple[Path, Path]
 
 
 @pytest.mark.parametrize("folder", sorted(CASES))
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_committed_tables_come_from_the_raw_runs(tmp_path: Path, folder: str, capsys):
     src, dst = _rerender(tmp_path, folder, CASES[folder])
     capsys.readouterr()
@@ -153,6 +154,7 @@ EXPONENT_CASES |= {  # docs/sweep/router: the router's η exponent on the 4-expe
 
 
 @pytest.mark.parametrize("folder", sorted(EXPONENT_CASES))
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_committed_exponents_come_from_the_raw_runs(tmp_path: Path, folder: str, capsys):
     """docs/sweep/exponents: each optimizer's fits re-render byte for byte from its runs.jsonl."""
     src, dst = _rerender(tmp_path, folder, EXPONENT_CASES[folder])

@@ -198,6 +198,7 @@ def test_sp_retune_is_on_by_default_and_off_in_gpu_8min():
     assert _sp_retune(p.parse_args([*base, "--preset", "gpu-8min", "--sp-retune"]))
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_a_tuned_sweep_retunes_sp_at_every_size_and_reports_it(tmp_path):
     pytest.importorskip("torch")
     import json

@@ -221,6 +221,7 @@ def _args(out: Path, text: Path, *words: str) -> argparse.Namespace:
                          "--eval-batches", "1", "--threads", "1", "--param", "sp", "--param", "mup", *words])
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_report_only_refuses_an_unfinished_tuning(tmp_path: Path, text: Path, capsys):
     out = tmp_path / "o"
     assert _sweep(out, text, "--tune", "output=1", "--widths", "32", "--depths", "1") == 0
@@ -258,6 +259,7 @@ def _estimate(capsys) -> dict:
     return json.loads(line)["estimate"]
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_estimate_counts_the_runs_the_sweep_would_train(tmp_path: Path, text: Path, capsys):
     out = tmp_path / "o"
     assert _sweep(out, text, "--seeds", "0,1", "--tune", "output=1,4", "--estimate") == 0
@@ -301,6 +303,7 @@ def test_gpu_preset_names_the_comparison():
     assert cfg.log2_lrs == g["log2_lrs"]["adamw"]
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_seed_mean_report_matches_one_seed_report_for_one_seed(tmp_path: Path, text: Path):
     # --seeds 3 is --seed 3: same keys, same tables
     out1, out2 = tmp_path / "a", tmp_path / "b"

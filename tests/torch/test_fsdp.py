@@ -353,6 +353,7 @@ def test_gathered_optimizer_on_plain_tensors_is_the_optimizer(tmp_path):
     assert all(torch.equal(m, w) for m, w in zip(momentum, want, strict=True))
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_checkpoint_state_resumes_one_process(tmp_path):
     """CheckpointState without any process group: a Shampoo + AdamW run saved after step
     1 and loaded into a fresh model and optimizer continues bit for bit."""

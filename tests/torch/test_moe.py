@@ -200,6 +200,7 @@ def test_router_logit_change_after_one_step_is_flat_in_width(cfg, monkeypatch):
     assert abs(_slope(widths, kept)) <= 0.15, kept
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_each_expert_matrix_is_stepped_as_its_own_matrix(cfg):
     """The composite's Muon-Kimi step on a fused (E, out, in) parameter equals
     torch.optim.Muon run on E separate 2-D matrices with the same group values."""

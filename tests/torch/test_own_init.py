@@ -169,6 +169,7 @@ def test_hook_free_carries_the_multiplier_on_its_own_init(free):
     width_factor=st.sampled_from([1, 2, 3, 8]),
     depth_factor=st.sampled_from([1, 2, 5]),
 )
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_init_is_the_own_init_times_the_rules_ratio(
     cfg, seed, base_width, base_depth, width_factor, depth_factor
 ):

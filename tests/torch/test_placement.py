@@ -66,6 +66,7 @@ def test_one_classification_through_apply_init_build_check(cfg, counted):
     assert dict(counted) == {id(model): 1}
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_one_classification_per_twin_in_the_width_check(cfg, counted):
     model = llama()
     cfg.apply_multipliers(model, 64, 2)
@@ -110,6 +111,7 @@ def test_a_changed_model_is_placed_again(cfg, counted):
     assert counted[id(model)] == 2
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_a_placement_does_not_keep_its_model_alive(cfg):
     import gc
     import weakref

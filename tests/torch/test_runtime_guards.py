@@ -356,6 +356,7 @@ def _backward(model):
     model(ids).float().pow(2).mean().backward()
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_one_lr_written_into_every_group_warns_once_at_step(cfgs):
     model, opt = _gpt(cfgs["muon-kimi+adamw"])
     for group in opt.param_groups:  # nanoGPT's train.py: `for g in ...: g['lr'] = lr`
@@ -384,6 +385,7 @@ def test_lr_guard_raise_and_off(cfgs):
         opt.step()
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_set_lr_factor_keeps_the_role_ratios_and_schedulers_do_not_warn(cfgs):
     model, opt = _gpt(cfgs["muon-kimi+adamw"])
     rule = {id(g): g["lr"] for g in opt.param_groups}
@@ -542,6 +544,7 @@ CALLS = {
 
 @pytest.mark.parametrize("width", BAD_SIZES, ids=[repr(v)[:12] for v in BAD_SIZES])
 @pytest.mark.parametrize("call", sorted(CALLS))
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_bad_width_is_a_one_line_error_naming_it(cfgs, call, width):
     cfg = cfgs["adamw"]
     model = _hf("llama", 64, 2)
@@ -575,6 +578,7 @@ def test_bad_build_options_are_named(cfgs, options, match):
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_inferred_declaration_builds_its_measured_class(tmp_path):
     """`spectral infer pytorch_optimizer.Tiger -o tiger.toml` records the class it
     measured; `codegen --spec tiger.toml` builds it and a tiny Llama trains with it."""

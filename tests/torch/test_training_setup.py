@@ -133,6 +133,7 @@ def _reference(name: str, steps: int, **kw) -> tuple[list[float], list[float]]:
 @pytest.mark.parametrize(
     "family,name,kw", SCHEDULER_CASES, ids=[f"{f}-{n}" for f, n, _ in SCHEDULER_CASES]
 )
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_schedulers_drive_every_part_and_keep_role_ratios(cfgs, family, name, kw):
     """Every part's groups (the dicts the real optimizers read at step time) follow the
     scheduler: group lr at step t = its own initial lr x the scheduler's factor, so the
@@ -189,6 +190,7 @@ def _build(cfg, seed: int):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_checkpoint_at_step_5_resumes_bit_identically(cfgs, family):
     cfg = cfgs[family]
     batches = _batches(10)

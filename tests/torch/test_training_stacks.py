@@ -189,6 +189,7 @@ def _fit(module, **kwargs):
     return trainer
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_lightning_automatic_and_learning_rate_monitor(cfg):
     module, logger = _Lit(cfg), _Keys()
     trainer = _fit(module, logger=logger, callbacks=[LearningRateMonitor()], log_every_n_steps=1)
@@ -208,6 +209,7 @@ def test_lightning_automatic_lr_guard_raises(cfg):
         _fit(_Lit(cfg, flatten=True))
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_lightning_manual(cfg):
     module = _Lit(cfg, manual=True)
     _fit(module)
@@ -294,6 +296,7 @@ def test_a_floor_as_a_fraction_keeps_the_ratios(cfg):
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_stale_compiled_model_is_caught_and_reset_fixes_it(cfg):
     model = _litgpt()
     compiled = torch.compile(model, backend="eager")  # dynamo's cache, whatever the backend

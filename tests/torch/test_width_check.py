@@ -498,6 +498,7 @@ def test_bert_with_alpha_hidden_on_the_wrong_modules(cfg):
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_check_command_parses_without_torch():
     code = (
         "import sys\n"
