@@ -269,7 +269,7 @@ def test_the_papers_optimizers_that_optax_has_are_built_from_optax():
 def test_unknown_framework_is_refused():
     from spectral.errors import SpecError
 
-    with pytest.raises(SpecError, match="framework must be one of torch, jax, torchtitan, got 'tf'"):
+    with pytest.raises(SpecError, match="framework must be one of torch, jax, torchtitan, megatron, got 'tf'"):
         render("adamw", base_width=64, base_depth=2, framework="tf")
 
 
