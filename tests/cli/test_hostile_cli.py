@@ -325,7 +325,6 @@ def test_infer_turns_user_code_into_the_contract(cls, code, pattern, capsys):
 
 
 @pytest.mark.parametrize("cls", ["HangingStep", "StubbornHang", "HangingInit"])
-@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_infer_time_limit(cls, capsys):
     code, out, err = run(["infer", f"hostile_user.{cls}", *SMALL, "--timeout", "0.5"], capsys)
     assert code == 2 and out == ""

@@ -544,7 +544,6 @@ CALLS = {
 
 @pytest.mark.parametrize("width", BAD_SIZES, ids=[repr(v)[:12] for v in BAD_SIZES])
 @pytest.mark.parametrize("call", sorted(CALLS))
-@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_bad_width_is_a_one_line_error_naming_it(cfgs, call, width):
     cfg = cfgs["adamw"]
     model = _hf("llama", 64, 2)
