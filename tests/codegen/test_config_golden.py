@@ -69,7 +69,6 @@ def _train(cfg) -> dict:
 
 
 @pytest.mark.parametrize("hidden,others", CONFIGS, ids=[f"{h}+{o}" for h, o in CONFIGS])
-@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_regenerated_config_trains_bit_identically(hidden, others, tmp_path):
     cfg = load_generated(
         hidden, others, base_width=BASE_WIDTH, base_depth=BASE_DEPTH, folder=tmp_path
