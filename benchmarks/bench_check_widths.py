@@ -74,7 +74,30 @@ LLAMA_7B_JSON = {
 }
 
 
-def run_cli(widths: str, check: bool) -> int:
+_FLOAT32_CHILD = """
+import runpy, sys, torch
+import torch.optim._muon as muon
+
+def newton_schulz_float32(grad, ns_coefficients, ns_steps, eps):
+    a, b, c = ns_coefficients
+    x = grad.float()
+    tall = grad.size(0) > grad.size(1)
+    x = x.T if tall else x
+    x = x / x.norm().clamp(min=eps)
+    for _ in range(ns_steps):
+        gram = x @ x.T
+        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return x.T if tall else x
+
+muon._zeropower_via_newtonschulz = newton_schulz_float32
+sys.argv = ["spectral", *sys.argv[1:]]
+runpy.run_module("spectral", run_name="__main__", alter_sys=True)
+"""
+"""The child of ``--cli --float32-newton-schulz``: ``python -m spectral`` with
+torch.optim.Muon's Newton-Schulz iteration computed in float32 (tests/float32_muon.py's)."""
+
+
+def run_cli(widths: str, check: bool, float32: bool = False) -> int:
     """``spectral check --hf-config`` on the 7B config in a child: its peak memory."""
     import json
     import os
@@ -84,10 +107,12 @@ def run_cli(widths: str, check: bool) -> int:
     path = os.path.join(folder, "config.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(LLAMA_7B_JSON, f)
+    # --float32-newton-schulz: torch.optim.Muon's iteration in float32 in the child (its
+    # bfloat16 addmm is far slower on a CPU without bfloat16 units); the rest is unchanged
+    start_child = ["-c", _FLOAT32_CHILD] if float32 else ["-m", "spectral"]
     command = [
         sys.executable,
-        "-m",
-        "spectral",
+        *start_child,
         "check",
         "muon-kimi",
         "--others",
@@ -120,9 +145,15 @@ def main(argv: list[str] | None = None) -> int:
         "--widths", default=",".join(map(str, WIDTHS)), help="twin widths (multiples of 128)"
     )
     ap.add_argument("--cli", action="store_true", help="measure `spectral check --hf-config`")
+    ap.add_argument(
+        "--float32-newton-schulz",
+        action="store_true",
+        help="with --cli: Muon's Newton-Schulz in float32 in the child (bfloat16 on a CPU "
+        "without bfloat16 units took over an hour at width 2048)",
+    )
     args = ap.parse_args(argv)
     if args.cli:
-        return run_cli(args.widths, not args.no_check)
+        return run_cli(args.widths, not args.no_check, args.float32_newton_schulz)
 
     import torch
 
