@@ -24,6 +24,18 @@ reports).
 resident memory and its exit code::
 
     .venv/bin/python benchmarks/bench_check_widths.py --cli --widths 512,1024,2048
+    .venv/bin/python benchmarks/bench_check_widths.py --cli --float32-newton-schulz \
+        --widths 512,1024,2048
+
+``--float32-newton-schulz`` runs torch.optim.Muon's Newton-Schulz iteration in float32 in the
+child (tests/float32_muon.py's); nothing else changes. Measured on this 2-core machine (AVX2,
+no bfloat16 units; nice 10, other jobs running; GB here is 1024**3 bytes, as printed): with
+it, peak 1.45 GB (ru_maxrss 1,519,268 KiB), exit code 0, every module within 0.2 of its
+rules, 187 s wall; the same command before the twin stepped one parameter at a time
+(twin_rows.step_once), 1.85 GB (exit code 0, the same verdict). Without it (torch's bfloat16 iteration) the command did not
+finish: its 3600 s time limit ended it at width 2048 (exit code 2, 1,651 s of CPU at nice 10),
+peak 1.78 GB, before step_once. The float32 iteration's temporaries are larger than the
+bfloat16 one's, so a bfloat16 run that finishes should peak no higher (not measured here).
 
 The twins hold at most ``TWIN_VOCAB`` (1024) tokens of vocabulary: a 32000-token table and
 readout at width 2048 are 131M parameters, 2.1 GB with their gradients and AdamW's states,
