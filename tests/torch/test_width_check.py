@@ -544,3 +544,29 @@ def test_check_command_on_a_config_file_and_a_factory(tmp_path):
     )
     assert off.returncode == 1, off.stderr
     assert "\nlogits (output_weight): output at init ~ n^-1.50 (rules: n^-0.5)" in off.stdout
+
+
+def test_twin_step_per_parameter_equals_one_step_and_drops_the_state(cfg):
+    """step_once (issue 36's memory: one parameter's state at a time) moves every parameter
+    exactly as one opt.step() does, and leaves no optimizer state or gradient behind."""
+    from spectral.torch.apply.hooks import install_multipliers
+    from spectral.torch.check.twin_rows import step_once
+    from spectral.torch.optim.groups import build_composite
+
+    moved = []
+    for step in (lambda opt: opt.step(), step_once):
+        torch.manual_seed(0)
+        model = llama(64)
+        install_multipliers(cfg.CONFIG, model, 64, 2)
+        opt = build_composite(cfg.CONFIG, model, 64, 2, lr=3e-2, weight_decay=0.1)
+        ids = torch.randint(0, VOCAB, (2, 8))
+        model(input_ids=ids, labels=ids).loss.backward()
+        before = [p.detach().clone() for p in model.parameters()]
+        step(opt)
+        moved.append([p.detach() - b for p, b in zip(model.parameters(), before, strict=True)])
+        states = sum(len(part.state) for part in opt.parts.values())
+        grads = sum(p.grad is not None for p in model.parameters())
+        assert (states, grads) == ((0, 0) if step is step_once else (21, 21))
+    whole, each = moved
+    assert len(whole) == 21 and all(bool(d.abs().sum() > 0) for d in whole)
+    assert all(torch.equal(a, b) for a, b in zip(whole, each, strict=True))
