@@ -24,18 +24,14 @@ reports).
 resident memory and its exit code::
 
     .venv/bin/python benchmarks/bench_check_widths.py --cli --widths 512,1024,2048
-    .venv/bin/python benchmarks/bench_check_widths.py --cli --float32-newton-schulz \
-        --widths 512,1024,2048
 
-``--float32-newton-schulz`` runs torch.optim.Muon's Newton-Schulz iteration in float32 in the
-child (tests/float32_muon.py's); nothing else changes. Measured on this 2-core machine (AVX2,
-no bfloat16 units; nice 10, other jobs running; GB here is 1024**3 bytes, as printed): with
-it, peak 1.45 GB (ru_maxrss 1,519,268 KiB), exit code 0, every module within 0.2 of its
-rules, 187 s wall; the same command before the twin stepped one parameter at a time
-(twin_rows.step_once), 1.85 GB (exit code 0, the same verdict). Without it (torch's bfloat16 iteration) the command did not
-finish: its 3600 s time limit ended it at width 2048 (exit code 2, 1,651 s of CPU at nice 10),
-peak 1.78 GB, before step_once. The float32 iteration's temporaries are larger than the
-bfloat16 one's, so a bfloat16 run that finishes should peak no higher (not measured here).
+On a CPU the twins run Muon's Newton-Schulz iteration in float32 (torch's bfloat16 one has no
+matrix units on this AVX2 machine: before, the command did not finish, its 3600 s limit
+ended it at width 2048, with a peak of 1.78 GB), and each twin takes its one step one
+parameter at a time (twin_rows.step_once: one parameter's optimizer state at a time).
+Measured on this 2-core machine (commit after 65d67e2; GB here is 1024**3 bytes, as printed):
+peak resident memory of the child 1.43 GB (ru_maxrss 1,500,188 KiB), exit code 0, every
+module within 0.2 of its rules, 131.6 s wall.
 
 The twins hold at most ``TWIN_VOCAB`` (1024) tokens of vocabulary: a 32000-token table and
 readout at width 2048 are 131M parameters, 2.1 GB with their gradients and AdamW's states,
@@ -86,30 +82,7 @@ LLAMA_7B_JSON = {
 }
 
 
-_FLOAT32_CHILD = """
-import runpy, sys, torch
-import torch.optim._muon as muon
-
-def newton_schulz_float32(grad, ns_coefficients, ns_steps, eps):
-    a, b, c = ns_coefficients
-    x = grad.float()
-    tall = grad.size(0) > grad.size(1)
-    x = x.T if tall else x
-    x = x / x.norm().clamp(min=eps)
-    for _ in range(ns_steps):
-        gram = x @ x.T
-        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
-    return x.T if tall else x
-
-muon._zeropower_via_newtonschulz = newton_schulz_float32
-sys.argv = ["spectral", *sys.argv[1:]]
-runpy.run_module("spectral", run_name="__main__", alter_sys=True)
-"""
-"""The child of ``--cli --float32-newton-schulz``: ``python -m spectral`` with
-torch.optim.Muon's Newton-Schulz iteration computed in float32 (tests/float32_muon.py's)."""
-
-
-def run_cli(widths: str, check: bool, float32: bool = False) -> int:
+def run_cli(widths: str, check: bool) -> int:
     """``spectral check --hf-config`` on the 7B config in a child: its peak memory."""
     import json
     import os
@@ -119,12 +92,10 @@ def run_cli(widths: str, check: bool, float32: bool = False) -> int:
     path = os.path.join(folder, "config.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(LLAMA_7B_JSON, f)
-    # --float32-newton-schulz: torch.optim.Muon's iteration in float32 in the child (its
-    # bfloat16 addmm is far slower on a CPU without bfloat16 units); the rest is unchanged
-    start_child = ["-c", _FLOAT32_CHILD] if float32 else ["-m", "spectral"]
     command = [
         sys.executable,
-        *start_child,
+        "-m",
+        "spectral",
         "check",
         "muon-kimi",
         "--others",
@@ -157,15 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         "--widths", default=",".join(map(str, WIDTHS)), help="twin widths (multiples of 128)"
     )
     ap.add_argument("--cli", action="store_true", help="measure `spectral check --hf-config`")
-    ap.add_argument(
-        "--float32-newton-schulz",
-        action="store_true",
-        help="with --cli: Muon's Newton-Schulz in float32 in the child (bfloat16 on a CPU "
-        "without bfloat16 units took over an hour at width 2048)",
-    )
     args = ap.parse_args(argv)
     if args.cli:
-        return run_cli(args.widths, not args.no_check, args.float32_newton_schulz)
+        return run_cli(args.widths, not args.no_check)
 
     import torch
 

@@ -6,22 +6,11 @@ and tests that train Muon-Kimi twins at several widths spend most of their time 
 bfloat16 rounding is also not scale-equivariant: bf16(θ·M) is not θ·bf16(M), which moves the
 losses of two mathematically equal runs by ~1e-3 (docs/absorb.md). Tests whose subject is
 the rules (slopes, the hook-free symmetry) patch this in; tests of the optimizer as users
-run it do not.
+run it do not. It is the iteration the check across widths runs its CPU twins with.
 """
 
 from __future__ import annotations
 
-import torch
+from spectral.torch.check.twin_rows import newton_schulz_float32
 
-
-def newton_schulz_float32(grad, ns_coefficients, ns_steps, eps):
-    """torch.optim._muon._zeropower_via_newtonschulz, computed in float32."""
-    a, b, c = ns_coefficients
-    x = grad.float()
-    tall = grad.size(0) > grad.size(1)
-    x = x.T if tall else x
-    x = x / x.norm().clamp(min=eps)
-    for _ in range(ns_steps):
-        gram = x @ x.T
-        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
-    return x.T if tall else x
+__all__ = ["newton_schulz_float32"]

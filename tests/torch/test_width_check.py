@@ -546,15 +546,26 @@ def test_check_command_on_a_config_file_and_a_factory(tmp_path):
     assert "\nlogits (output_weight): output at init ~ n^-1.50 (rules: n^-0.5)" in off.stdout
 
 
-def test_twin_step_per_parameter_equals_one_step_and_drops_the_state(cfg):
+def test_twin_step_per_parameter_equals_one_step_and_drops_the_state(cfg, monkeypatch):
     """step_once (issue 36's memory: one parameter's state at a time) moves every parameter
-    exactly as one opt.step() does, and leaves no optimizer state or gradient behind."""
+    exactly as one opt.step() with Muon's Newton-Schulz in float32 does (what it runs on a
+    CPU; torch's bfloat16 iteration moves the hidden matrices otherwise), and leaves no
+    optimizer state or gradient behind."""
+    import torch.optim._muon as muon
+    from float32_muon import newton_schulz_float32
+
     from spectral.torch.apply.hooks import install_multipliers
     from spectral.torch.check.twin_rows import step_once
+
     from spectral.torch.optim.groups import build_composite
 
+    def float32_step(opt):
+        with monkeypatch.context() as m:
+            m.setattr(muon, "_zeropower_via_newtonschulz", newton_schulz_float32)
+            opt.step()
+
     moved = []
-    for step in (lambda opt: opt.step(), step_once):
+    for step in (lambda opt: opt.step(), float32_step, step_once):
         torch.manual_seed(0)
         model = llama(64)
         install_multipliers(cfg.CONFIG, model, 64, 2)
@@ -567,6 +578,8 @@ def test_twin_step_per_parameter_equals_one_step_and_drops_the_state(cfg):
         states = sum(len(part.state) for part in opt.parts.values())
         grads = sum(p.grad is not None for p in model.parameters())
         assert (states, grads) == ((0, 0) if step is step_once else (21, 21))
-    whole, each = moved
+    bfloat16, whole, each = moved
     assert len(whole) == 21 and all(bool(d.abs().sum() > 0) for d in whole)
     assert all(torch.equal(a, b) for a, b in zip(whole, each, strict=True))
+    assert sum(not torch.equal(a, b) for a, b in zip(bfloat16, each, strict=True)) == 14
+    assert muon._zeropower_via_newtonschulz is not newton_schulz_float32  # put back

@@ -10,7 +10,8 @@ output's RMS at init and the RMS of its one-step change, for
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -288,16 +289,62 @@ def _per_parameter(opt: torch.optim.Optimizer) -> list[torch.optim.Optimizer] | 
     return inner if own and inner else None
 
 
+def newton_schulz_float32(
+    grad: torch.Tensor,
+    ns_coefficients: tuple[float, float, float],
+    ns_steps: int,
+    eps: float,
+) -> torch.Tensor:
+    """torch.optim.Muon's Newton-Schulz iteration (its private
+    ``_zeropower_via_newtonschulz``) computed in float32 instead of bfloat16."""
+    a, b, c = ns_coefficients
+    x = grad.float()
+    tall = grad.size(0) > grad.size(1)
+    x = x.T if tall else x
+    x = x / x.norm().clamp(min=eps)
+    for _ in range(ns_steps):
+        gram = x @ x.T
+        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return x.T if tall else x
+
+
+@contextlib.contextmanager
+def float32_newton_schulz_on_cpu(params: list[torch.Tensor]) -> Iterator[None]:
+    """For a twin on the CPU, torch.optim.Muon's Newton-Schulz iteration in float32 while
+    it steps. torch runs it in bfloat16, which a CPU without bfloat16 matrix units computes
+    many times slower: the Llama-7B config's twin at width 2048 had not stepped after an
+    hour on a 2-core AVX2 machine, in float32 the whole check takes minutes. The check
+    measures width exponents, which the iteration's precision does not move. On a GPU, or
+    a torch without that function, torch's own iteration runs."""
+    module = getattr(torch.optim, "_muon", None)
+    own = getattr(module, "_zeropower_via_newtonschulz", None)
+    if own is None or not params or params[0].device.type != "cpu":
+        yield
+        return
+    module._zeropower_via_newtonschulz = newton_schulz_float32  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        module._zeropower_via_newtonschulz = own  # type: ignore[union-attr]
+
+
 def step_once(opt: torch.optim.Optimizer) -> None:
     """The twin's one step, taken one parameter at a time where :func:`_per_parameter`
     says that is the same step: each parameter is stepped with only its own gradient
     present, then its gradient and its optimizer state are dropped (the twin is stepped
-    once; nothing reads them after). A large twin then holds one parameter's state (Muon's
+    once; nothing reads them after), and on a CPU Muon's Newton-Schulz runs in float32
+    (:func:`float32_newton_schulz_on_cpu`). A large twin then holds one parameter's state (Muon's
     momentum, Adam's moments) at a time instead of every one, and its gradients go as its
     parameters step (issue 36: at width 2048 the Llama-7B config's twin has 0.4 GB of
     hidden matrices, as much again in gradients and in Muon momentum). Any other optimizer
     (pytorch_optimizer's keep counters per group, which a step per parameter would advance
     once per parameter) takes one ordinary step."""
+    params_all = [p for g in opt.param_groups for p in g["params"]]
+    with float32_newton_schulz_on_cpu(params_all):
+        _step_each(opt)
+
+
+def _step_each(opt: torch.optim.Optimizer) -> None:
     parts = _per_parameter(opt)
     if parts is None:
         opt.step()
