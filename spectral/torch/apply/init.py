@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from spectral.measure.fit import rms
 from spectral.scaling import BIAS_ROLES, BaseValue, Rules, keeps_own_init, ratios
 from spectral.torch.apply.absorb import carriers_of
 from spectral.torch.model.classify import (
@@ -96,7 +97,7 @@ def init_by_role(
             multiplier=multiplier,
         )
         _remember(
-            model, InitRecord(width, depth, init_std, {}, root_mean_squares(model))
+            model, InitRecord(width, depth, init_std, {}, parameter_spreads(model))
         )
         return
     placement = place(model, rules, patterns=patterns, adapter=adapter)
@@ -112,7 +113,7 @@ def init_by_role(
         if s != 1.0:  # 1.0 leaves the tensor untouched: bit-identical at the base
             p.mul_(s)
     factors = {name: s for name, _, s in scaled}
-    _remember(model, InitRecord(width, depth, None, factors, root_mean_squares(model)))
+    _remember(model, InitRecord(width, depth, None, factors, parameter_spreads(model)))
 
 
 def own_init_factors(
@@ -189,7 +190,7 @@ class InitRecord:
 
     def holds(self, model: nn.Module) -> bool:
         """Whether every parameter still has the root mean square init_ left it with."""
-        now = root_mean_squares(model)
+        now = parameter_spreads(model)
         return now.keys() == self.rms.keys() and all(
             math.isclose(now[k], v, rel_tol=1e-6, abs_tol=1e-12)
             for k, v in self.rms.items()
@@ -215,11 +216,11 @@ def innermost(model: nn.Module) -> nn.Module:
     return model
 
 
-def root_mean_squares(model: nn.Module) -> dict[str, float]:
+def parameter_spreads(model: nn.Module) -> dict[str, float]:
     """Parameter name (inside any wrapper: :func:`innermost`) -> root mean square, for the
     parameters this process holds (not on meta, not a DTensor shard)."""
     return {
-        name: float(p.detach().double().pow(2).mean().sqrt())
+        name: rms(p)
         for name, p in innermost(model).named_parameters()
         if p.device.type != "meta"
         and type(p).__name__ != "DTensor"
@@ -235,7 +236,7 @@ def record_init(
     something other than init_ (torchtitan's scaled ``param_init`` entries), so that
     check() judges it as it judges init_'s."""
     _remember(
-        model, InitRecord(width, depth, None, dict(factors), root_mean_squares(model))
+        model, InitRecord(width, depth, None, dict(factors), parameter_spreads(model))
     )
 
 

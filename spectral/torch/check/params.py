@@ -32,7 +32,7 @@ from spectral.scaling import BaseValue
 from spectral.torch.apply.absorb import carriers_of
 from spectral.torch.apply.init import (
     InitRecord,
-    root_mean_squares,
+    parameter_spreads,
     own_init_factors,
     init_record,
     innermost,
@@ -204,7 +204,7 @@ def _hint(measured: float, pool: _Pool) -> str:
     )
 
 
-def _judge(
+def _pool_line(
     where: str, squares: float, count: int, pool: _Pool, size: tuple[float, float]
 ) -> tuple[str | None, str | None]:
     """(problem, note) for ``count`` entries of the pool: off the rule, or too few to
@@ -240,17 +240,17 @@ def _pool_lines(
     is off alike), else each of its parameters that is off on its own."""
     if len(pool.members) == 1:
         name, squares, count = pool.members[0]
-        problem, note = _judge(f"{name} ({pool.role})", squares, count, pool, size)
+        problem, note = _pool_line(f"{name} ({pool.role})", squares, count, pool, size)
         return [problem] if problem else [], [note] if note else []
     squares = sum(m[1] for m in pool.members)
     count = sum(m[2] for m in pool.members)
     where = f"{pattern} ({pool.role}, {len(pool.members)} layers)"
-    problem, note = _judge(where, squares, count, pool, size)
+    problem, note = _pool_line(where, squares, count, pool, size)
     if note is not None:
         return [], [note]
     problems = []
     for name, squares, count in pool.members:  # a layer off among right ones
-        line, _ = _judge(f"{name} ({pool.role})", squares, count, pool, size)
+        line, _ = _pool_line(f"{name} ({pool.role})", squares, count, pool, size)
         problems += [line] if line else []
     if problem is not None and len(problems) == len(pool.members):
         return [problem], []  # every layer off alike: one line for them all
@@ -364,7 +364,7 @@ def init_problems(
             problems += found
             notes += unjudged
         return problems, notes
-    rms = root_mean_squares(model)
+    rms = parameter_spreads(model)
     names = {id(p): name for name, p in innermost(model).named_parameters()}
     roles = {names[id(p)]: role for _, p, role, _ in placement if id(p) in names}
     record = init_record(model)
