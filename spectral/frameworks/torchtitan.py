@@ -167,15 +167,8 @@ class SpectralOptimizers(OptimizersContainer):
         self.carried = _carried(setup, model_parts, config.width, config.depth)
         # torchtitan's Trainer ran the scaled param_init entries (install_init) before it
         # built this container: what init_ would have done, recorded for check()
-        factors = (
-            titan_init_factors(
-                setup.rules, model_parts[0], config.width, config.depth, adapter=setup.adapter
-            )
-            if len(model_parts) == 1
-            else None
-        )
-        if factors is not None:
-            record_init(model_parts[0], config.width, config.depth, factors)
+        if len(model_parts) == 1:
+            record_init(model_parts[0], config.width, config.depth)
         self.hooked_norm: torch.Tensor | None = None
 
     def step(self, closure: Callable[[], float] | None = None) -> float | None:

@@ -96,9 +96,7 @@ def init_by_role(
             adapter=adapter,
             multiplier=multiplier,
         )
-        _remember(
-            model, InitRecord(width, depth, init_std, {}, parameter_spreads(model))
-        )
+        _remember(model, InitRecord(width, depth, init_std, parameter_spreads(model)))
         return
     placement = place(model, rules, patterns=patterns, adapter=adapter)
     record = init_record(model)
@@ -112,8 +110,7 @@ def init_by_role(
         done.add(id(p))
         if s != 1.0:  # 1.0 leaves the tensor untouched: bit-identical at the base
             p.mul_(s)
-    factors = {name: s for name, _, s in scaled}
-    _remember(model, InitRecord(width, depth, None, factors, parameter_spreads(model)))
+    _remember(model, InitRecord(width, depth, None, parameter_spreads(model)))
 
 
 def own_init_factors(
@@ -177,8 +174,6 @@ class InitRecord:
     depth: float
     init_std: BaseValue | None
     """None: the model's own init rescaled; else the base std every draw was made from."""
-    factors: dict[str, float]
-    """Parameter name -> the factor the own init was multiplied by ({} for draws)."""
     rms: dict[str, float]
     """Parameter name -> its root mean square right after init_ (readable ones only)."""
 
@@ -229,15 +224,11 @@ def parameter_spreads(model: nn.Module) -> dict[str, float]:
     }
 
 
-def record_init(
-    model: nn.Module, width: float, depth: float, factors: Mapping[str, float]
-) -> None:
-    """Record on ``model`` that its own init was scaled by ``factors`` at this size, by
+def record_init(model: nn.Module, width: float, depth: float) -> None:
+    """Record on ``model`` that its own init was scaled by the rules at this size, by
     something other than init_ (torchtitan's scaled ``param_init`` entries), so that
     check() judges it as it judges init_'s."""
-    _remember(
-        model, InitRecord(width, depth, None, dict(factors), parameter_spreads(model))
-    )
+    _remember(model, InitRecord(width, depth, None, parameter_spreads(model)))
 
 
 def _remember(model: nn.Module, record: InitRecord) -> None:

@@ -244,7 +244,7 @@ def _pool_lines(
         return [problem] if problem else [], [note] if note else []
     squares = sum(m[1] for m in pool.members)
     count = sum(m[2] for m in pool.members)
-    where = f"{pattern} ({pool.role}, {len(pool.members)} layers)"
+    where = _pool_label(pattern, pool.role, [m[0] for m in pool.members])
     problem, note = _pool_line(where, squares, count, pool, size)
     if note is not None:
         return [], [note]
@@ -255,6 +255,18 @@ def _pool_lines(
     if problem is not None and len(problems) == len(pool.members):
         return [problem], []  # every layer off alike: one line for them all
     return problems, []
+
+
+def _pool_label(pattern: str, role: str, names: list[str]) -> str:
+    """A pool's label: the parameter, or its name pattern and layer count."""
+    if len(names) > 1:
+        return f"{pattern} ({role}, {len(names)} layers)"
+    return f"{names[0]} ({role})"
+
+
+def _pool_std(rms: Mapping[str, float], names: list[str]) -> float:
+    """The root mean square of a pool of equally large parameters, from each one's."""
+    return math.sqrt(sum(rms[n] ** 2 for n in names) / len(names))
 
 
 def _own_lines(
@@ -272,10 +284,7 @@ def _own_lines(
             pools.setdefault((_pattern(name), roles[name], f), []).append(name)
     lines = []
     for (pattern, role, f), names in pools.items():
-        where = f"{names[0]} ({role})"
-        if len(names) > 1:
-            where = f"{pattern} ({role}, {len(names)} layers)"
-        got = math.sqrt(sum(rms[n] ** 2 for n in names) / len(names))
+        where, got = _pool_label(pattern, role, names), _pool_std(rms, names)
         carrier = carried.get(names[0], 1.0)
         hint = (
             f", which includes the multiplier {carrier:.4g} this hook-free config "
@@ -314,11 +323,8 @@ def _record_lines(
             pools.setdefault((_pattern(name), roles.get(name, "?")), []).append(name)
     lines = []
     for (pattern, role), names in pools.items():
-        where = f"{names[0]} ({role})"
-        if len(names) > 1:
-            where = f"{pattern} ({role}, {len(names)} layers)"
-        now = math.sqrt(sum(rms[n] ** 2 for n in names) / len(names))
-        was = math.sqrt(sum(record.rms[n] ** 2 for n in names) / len(names))
+        where = _pool_label(pattern, role, names)
+        now, was = _pool_std(rms, names), _pool_std(record.rms, names)
         lines.append(
             f"{where}: init std {now:.4g}, init_ left it at {was:.4g}: it changed after "
             "init_ (the model's own init run again, weights loaded?); call init_ after "
