@@ -25,20 +25,20 @@
 # runs.jsonl). Reports are rendered afterwards on a CPU with --report-only (the commands are in
 # R/logs/*.txt, one `+ …` line per step).
 #
-# Estimate (no GPU was lent to the session that wrote this; from the H200's measured step times
-# in docs/sweep/gpu/estimate.txt: a run is 28.3 ms × 200 + 0.60 s = 6.26 s at n = 1024 and
-# 7.70 ms × 200 + 0.03 s = 1.57 s at n = 128; docs/sweep/gap/gpu/estimate.md: the H100 ran the
-# same plan in about the same time, the steps being bound by kernel launches at these sizes):
-#   SP at 1024: step 1 18 new runs (α_out = 1 reused), steps 2-4 6 new each → 36 runs, 225 s;
-#               each edge extension 3 runs, 19 s
-#   μP at 128:  step 1 18 new, steps 2-4 ≤ 6 each → ≤ 36 runs, ≤ 57 s (beside the SP chain)
-#   μP at 1024: 9 runs, 56 s (0 when the base's choice is docs/sweep/gap/gpu/a's: σ × 2, α_out 1,
+# Estimate (no GPU was lent to the session that wrote this). Per run, as the committed GPU runs
+# took (`seconds` in their runs.jsonl, medians): 6.61 s at n = 1024 on the H200 (docs/sweep/gpu),
+# 6.79 s on the H100 (docs/sweep/gap/gpu/b), 2.55 s at n = 128 (H200); --estimate's H200 timing
+# (docs/sweep/gpu/estimate.txt: 28.3 and 7.7 ms a step) gives 6.26 s and 1.57 s, less:
+#   SP at 1024: step 1 18 new runs (α_out = 1 reused), steps 2-4 6 new each → 36 runs, 244 s;
+#               each edge extension 3 runs, 20 s
+#   μP at 128:  step 1 18 new, steps 2-4 ≤ 6 each → ≤ 36 runs, ≤ 92 s (beside the SP chain)
+#   μP at 1024: 9 runs, 60 s (0 when the base's choice is docs/sweep/gap/gpu/a's: σ × 2, α_out 1,
 #               embedding η × 1, log2 η -6, whose runs at 1024 are seeded)
-#   → about 280-340 s of GPU work, × 1.28 for Python's start, data and planning (gpu-8min's
-#   334.5 s estimate ran 428 s wall) ≈ 6-7 min; BUDGET = 450 s cuts whatever an unlucky chain of
-#   extensions adds. If the device's stdlib differs from the committed runs' (nothing reused),
-#   SP's step 1 trains 27 runs and μP's 27 (+ 56 s and + 14 s) and the last steps may be cut:
-#   rerun the same call to finish them.
+#   → 244 s on the SP chain, ≤ 152 s on the μP chain beside it; with two extensions and the
+#   chains sharing the GPU, about 300-440 s, plus Python's start and the data (≈ 30 s): 6-8 min.
+#   BUDGET = 450 s cuts the rest; rerunning the same call resumes. If the device's stdlib differs
+#   from the committed runs' (nothing reused), SP's step 1 trains 27 runs (+ 61 s) and μP's 27
+#   (+ 23 s), and the last steps are cut: run the call twice.
 #
 # The device has torch but not pydantic or rich, and no network: carry their wheels and install
 # them with `pip install --no-index --no-deps --target /tmp/site`, PYTHONPATH=/tmp/site, as
