@@ -75,7 +75,13 @@ def configure_sweep(p: argparse.ArgumentParser) -> None:
                    help="a Mixtral-style mixture of this many experts in every block (0: dense MLPs); "
                         "its router is the router_weight role, e.g. --fit-exponent lr.router_weight")
     p.add_argument("--top-k", type=options.integer(1, 1024), default=2, help="experts per token (with --experts)")
+    p.add_argument("--model", choices=("gpt", "llama"), default="gpt",
+                   help="the reference model: gpt (nanoGPT's layout, every matrix drawn with --init-std) or "
+                        "llama (torchtitan's Llama3 layout, names and default init, kept as the base: "
+                        "--init-std is its hidden std, the output projections' shrinks with depth)")
     p.add_argument("--init-std", type=options.floats(0.0, 1e6, lo_open=True), default=0.02)
+    p.add_argument("--weight-decay", type=options.floats(0.0, 1e6), default=0.0,
+                   help="base weight decay λ (scaled by each role's rule; default 0)")
     p.add_argument("--eps", type=options.floats(0.0, 1.0), default=1e-16, help="base AdamW ε (the paper: 1e-16)")
     p.add_argument("--multiplier", type=parse_base_value, default=1.0, metavar="ALPHA",
                    help="base block multiplier(s) at the base size, for every parameterisation: "
@@ -170,7 +176,9 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         head_dim=pick("head_dim"),
         eval_batches=pick("eval_batches"),
         init_std=args.init_std,
+        weight_decay=args.weight_decay,
         eps=args.eps,
+        model=args.model,
         experts=args.experts,
         top_k=args.top_k,
         multiplier=args.multiplier,
@@ -180,6 +188,8 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         device=device,
         threads=args.threads,
     )
+    if base.model == "llama" and base.experts:
+        raise SpecError("--experts is the GPT's mixture of experts: not with --model llama")
     if base.experts and base.top_k > base.experts:
         raise SpecError(f"--top-k {base.top_k} exceeds --experts {base.experts}")
     for n in base.widths + (base.width,):
