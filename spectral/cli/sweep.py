@@ -75,7 +75,13 @@ def configure_sweep(p: argparse.ArgumentParser) -> None:
                    help="a Mixtral-style mixture of this many experts in every block (0: dense MLPs); "
                         "its router is the router_weight role, e.g. --fit-exponent lr.router_weight")
     p.add_argument("--top-k", type=options.integer(1, 1024), default=2, help="experts per token (with --experts)")
+    p.add_argument("--model", choices=("gpt", "llama"), default="gpt",
+                   help="the reference model: gpt (nanoGPT's layout, every matrix drawn with --init-std) or "
+                        "llama (torchtitan's Llama3 layout, names and default init, kept as the base: "
+                        "--init-std is its hidden std, the output projections' shrinks with depth)")
     p.add_argument("--init-std", type=options.floats(0.0, 1e6, lo_open=True), default=0.02)
+    p.add_argument("--weight-decay", type=options.floats(0.0, 1e6), default=0.0,
+                   help="base weight decay λ (scaled by each role's rule; default 0)")
     p.add_argument("--eps", type=options.floats(0.0, 1.0), default=1e-16, help="base AdamW ε (the paper: 1e-16)")
     p.add_argument("--multiplier", type=parse_base_value, default=1.0, metavar="ALPHA",
                    help="base block multiplier(s) at the base size, for every parameterisation: "
@@ -170,7 +176,9 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         head_dim=pick("head_dim"),
         eval_batches=pick("eval_batches"),
         init_std=args.init_std,
+        weight_decay=args.weight_decay,
         eps=args.eps,
+        model=args.model,
         experts=args.experts,
         top_k=args.top_k,
         multiplier=args.multiplier,
@@ -180,6 +188,8 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         device=device,
         threads=args.threads,
     )
+    if base.model == "llama" and base.experts:
+        raise SpecError("--experts is the GPT's mixture of experts: not with --model llama")
     if base.experts and base.top_k > base.experts:
         raise SpecError(f"--top-k {base.top_k} exceeds --experts {base.experts}")
     for n in base.widths + (base.width,):
@@ -286,8 +296,9 @@ def run_sweep(args: argparse.Namespace, argv: Iterable[str] | None = None) -> in
     fit_keys = _check_fit_args(args)
     _check_ablate_args(args, fit_keys)
     if args.estimate:
+        ablate = list(args.ablate_variant) if args.ablate else None
         return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, fit_keys, _log2_factors(args),
-                                _sp_retune(args))
+                                _sp_retune(args), ablate)
     _make_dirs(dirs)
     warned: set[str] = set()
 
@@ -376,7 +387,7 @@ def _check_fit_args(args: argparse.Namespace) -> list[FitKey]:
 
 
 def _check_ablate_args(args: argparse.Namespace, fit_keys: list[FitKey]) -> None:
-    """``--ablate`` runs μP and SP itself, at one η per seed: no --param, --fit-exponent, --estimate."""
+    """``--ablate`` runs μP and SP itself, at one η per seed: no --param, --fit-exponent."""
     if args.ablate_variant and not args.ablate:
         raise SpecError("--ablate-variant is a row of --ablate's table; give --ablate too")
     if not args.ablate:
@@ -385,8 +396,6 @@ def _check_ablate_args(args: argparse.Namespace, fit_keys: list[FitKey]) -> None
         raise SpecError("--ablate and --fit-exponent exclude each other")
     if args.params:
         raise SpecError("--ablate runs μP, each swap and SP itself; drop --param")
-    if args.estimate:
-        raise SpecError("--ablate has no --estimate yet: time one run at the target width instead")
 
 
 def _variants(args: argparse.Namespace, cfg: SweepConfig, out: Path) -> list[Ablation]:
@@ -456,9 +465,12 @@ class _StepBar:
 
 def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float, ...]]], seeds: tuple[int, ...],
                      out_root: Path, corpus: Any, command: str, fit_keys: list[FitKey],
-                     log2_factors: tuple[int, ...], sp_retune: bool = True) -> int:
+                     log2_factors: tuple[int, ...], sp_retune: bool = True,
+                     ablate: list[Any] | None = None) -> int:
     """``--estimate``: the plan of each optimizer (stage 1 and 2 as the sweep would run them;
-    the first ``--tune`` candidate stands in for the winner) and its measured wall time."""
+    the first ``--tune`` candidate stands in for the winner, and with ``--ablate`` the grid's
+    smallest η for the base optimum: a run's cost does not depend on its η) and its measured
+    wall time."""
     total = 0.0
     for cfg in cfgs:
         cands = candidates(cfg.multiplier, tune) if tune else []
@@ -473,6 +485,9 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
             mid = sorted(cfg.log2_lrs)[len(cfg.log2_lrs) // 2]
             stage2 = [c for key in fit_keys
                       for _, _, c in fit_configs(apply(cfg, winner) if cands else cfg, key, log2_factors, seeds, mid)]
+        if ablate is not None:  # the swaps at the target width, every seed (no-op swaps reuse μP's)
+            stage1 = stage1 or base_configs(cfg, {}, seeds)
+            stage2 = _ablation_plan(apply(cfg, winner) if cands else cfg, ablate, seeds)
         pilot = out_root / cfg.optimizer / "exponents.json"
         if fit_keys and pilot.is_file():  # the power of each fit, from the pilot's seed noise
             _print_power(cfg, pilot, fit_keys, len(seeds))
@@ -485,6 +500,22 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
     if len(cfgs) > 1:
         print(f"all: estimated {_mmss(total)}")
     return 0
+
+
+def _ablation_plan(cfg: SweepConfig, variants: list[Any], seeds: tuple[int, ...]) -> list[SweepConfig]:
+    """``--ablate``'s runs at the target width for ``--estimate`` (the config modules go to a
+    temporary folder: an estimate writes nothing)."""
+    import tempfile
+
+    from ..sweep.ablate import ablation_configs
+    from ..sweep.ablate_report import ablations_for
+    from ..sweep.recipe import derived_rules
+
+    with tempfile.TemporaryDirectory(prefix="spectral-estimate-") as tmp:
+        for v in variants:
+            check_variant(derived_rules(cfg, tmp), v)
+        swaps = ablations_for(cfg, variants, Path(tmp))
+    return ablation_configs(cfg, swaps, max(cfg.widths), min(cfg.log2_lrs), seeds)
 
 
 def _print_power(cfg: SweepConfig, pilot: Path, fit_keys: list[FitKey], n_seeds: int) -> None:

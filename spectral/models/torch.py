@@ -66,7 +66,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["GPT", "LAYERS", "ResidualMLP", "resolve_multipliers"]
+__all__ = ["GPT", "LAYERS", "Llama", "ResidualMLP", "resolve_multipliers"]
 
 LAYERS = ("input", "hidden", "output")
 _ROLE_OF_LAYER = {"input": "input_weight", "hidden": "hidden_weight", "output": "output_weight"}
@@ -302,6 +302,144 @@ class GPT(_Multipliers, nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def _rope(x: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotary position embedding on ``(B, heads, T, head_dim)``, pairs ``(2i, 2i + 1)``
+    rotated by ``t / theta^(2i / head_dim)`` (Llama's interleaved form)."""
+    T, d = x.shape[-2], x.shape[-1]
+    freqs = theta ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    angles = torch.outer(torch.arange(T, device=x.device, dtype=torch.float32), freqs)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+
+
+class _LlamaAttention(nn.Module):
+    def __init__(self, width: int, head_dim: int, theta: float):
+        super().__init__()
+        self.n_head, self.head_dim, self.theta = width // head_dim, head_dim, theta
+        self.wq = nn.Linear(width, width, bias=False)
+        self.wk = nn.Linear(width, width, bias=False)
+        self.wv = nn.Linear(width, width, bias=False)
+        self.wo = nn.Linear(width, width, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = (
+            w(x).view(B, T, self.n_head, self.head_dim).transpose(1, 2)
+            for w in (self.wq, self.wk, self.wv)
+        )
+        q, k = _rope(q, self.theta), _rope(k, self.theta)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class _SwiGLU(nn.Module):
+    def __init__(self, width: int, hidden: int):
+        super().__init__()
+        self.w1 = nn.Linear(width, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, width, bias=False)
+        self.w3 = nn.Linear(width, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class _LlamaBlock(nn.Module):
+    def __init__(self, width: int, head_dim: int, hidden: int, theta: float):
+        super().__init__()
+        self.attention_norm = nn.RMSNorm(width, eps=1e-5)
+        self.attention = _LlamaAttention(width, head_dim, theta)
+        self.ffn_norm = nn.RMSNorm(width, eps=1e-5)
+        self.feed_forward = _SwiGLU(width, hidden)
+
+    def forward(self, x: torch.Tensor, alpha: float) -> torch.Tensor:
+        x = x + alpha * self.attention(self.attention_norm(x))
+        return x + alpha * self.feed_forward(self.ffn_norm(x))
+
+
+def ffn_hidden_dim(width: int, multiple_of: int) -> int:
+    """torchtitan's SwiGLU width: ``8 / 3 · width`` rounded up to a multiple of
+    ``multiple_of`` (its ``compute_ffn_hidden_dim`` with no ``ffn_dim_multiplier``)."""
+    hidden = int(2 * 4 * width / 3)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+class Llama(_Multipliers, nn.Module):
+    """torchtitan's Llama3 layout, parameter names and default init, in plain torch.
+
+    Names: ``tok_embeddings``, ``layers.{l}.attention_norm`` / ``attention.wq|wk|wv|wo`` /
+    ``ffn_norm`` / ``feed_forward.w1|w2|w3``, ``norm``, ``lm_head`` (torchtitan 0.3.0's
+    head name), so spectral's ``torchtitan`` family places it. Pre-RMSNorm, SwiGLU MLP of
+    width :func:`ffn_hidden_dim`, rotary positions (``theta``; without llama3's frequency
+    scaling, which torchtitan applies for long contexts), no biases, untied.
+
+    Init, torchtitan's defaults (``init_weights``): the embedding N(0, 1); ``wq``, ``wk``,
+    ``wv``, ``w1`` truncated N(0, init_std²) cut at ±2; ``wo``, ``w2``, ``w3`` the same with
+    std ``init_std / sqrt(2 (l + 1))`` in layer ``l`` (its depth init); norms 1; the head
+    truncated N(0, 1 / width) cut at ±3 std. This is "the user's model": the sweep keeps
+    it as the base and scales it by the rules away from the base (``init_`` with no
+    ``init_std``), and SP keeps it at every width (the head's std then moves as
+    width^-½, torchtitan's own law).
+    """
+
+    def __init__(
+        self,
+        width: int,
+        depth: int,
+        *,
+        vocab_size: int = 256,
+        block_size: int = 256,
+        head_dim: int = 64,
+        multiple_of: int = 16,
+        theta: float = 500000.0,
+        init_std: float = 0.02,
+        multipliers: Any = None,
+    ):
+        super().__init__()
+        if width % head_dim:
+            raise ValueError(f"width {width} is not a multiple of head_dim {head_dim}")
+        if depth < 1:
+            raise ValueError(f"depth must be >= 1, got {depth}")
+        self.width, self.depth = width, depth
+        self.vocab_size, self.block_size, self.head_dim = vocab_size, block_size, head_dim
+        hidden = ffn_hidden_dim(width, multiple_of)
+        self.tok_embeddings = nn.Embedding(vocab_size, width)
+        self.layers = nn.ModuleList(
+            _LlamaBlock(width, head_dim, hidden, theta) for _ in range(depth)
+        )
+        self.norm = nn.RMSNorm(width, eps=1e-5)
+        self.lm_head = nn.Linear(width, vocab_size, bias=False)
+        self.set_multipliers(multipliers)
+        self._torchtitan_init(init_std)
+
+    @torch.no_grad()
+    def _torchtitan_init(self, std: float) -> None:
+        nn.init.normal_(self.tok_embeddings.weight)
+        for layer_id, block in enumerate(self.layers):
+            depth_std = std / (2 * (layer_id + 1)) ** 0.5
+            att, ffn = block.attention, block.feed_forward
+            for linear in (att.wq, att.wk, att.wv, ffn.w1):
+                nn.init.trunc_normal_(linear.weight, mean=0.0, std=std)
+            for linear in (att.wo, ffn.w2, ffn.w3):
+                nn.init.trunc_normal_(linear.weight, mean=0.0, std=depth_std)
+            block.attention_norm.reset_parameters()
+            block.ffn_norm.reset_parameters()
+        self.norm.reset_parameters()
+        head_std = self.width**-0.5
+        nn.init.trunc_normal_(
+            self.lm_head.weight, mean=0.0, std=head_std, a=-3 * head_std, b=3 * head_std
+        )
+
+    def forward(self, idx: torch.Tensor, return_hidden: bool = False):
+        if idx.shape[1] > self.block_size:
+            raise ValueError(f"sequence length {idx.shape[1]} exceeds block_size {self.block_size}")
+        x = self.alpha_input * self.tok_embeddings(idx)
+        for block in self.layers:
+            x = block(x, self.alpha_hidden)
+        logits = self.alpha_output * self.lm_head(self.norm(x))
+        return (logits, x) if return_hidden else logits
 
 
 def _selftest() -> None:  # pragma: no cover - quick manual check

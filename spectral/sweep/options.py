@@ -177,14 +177,21 @@ class SweepConfig:
     derived rules (:mod:`spectral.sweep.ablate`)."""
     ablation_name: str = ""
     """What ``ablation`` swaps, in words (``hidden init``): the tables' row name."""
+    model: str = "gpt"
+    """The reference model: ``gpt`` (nanoGPT's layout, every matrix drawn with
+    ``init_std``) or ``llama`` (torchtitan's Llama3 layout, names and default init, which
+    the runs keep as the base: :class:`spectral.models.torch.Llama`)."""
     seed: int = 0
     device: str = "cpu"
     threads: int | None = None
 
     @property
-    def init_stds(self) -> float | dict[str, float]:
+    def init_stds(self) -> float | dict[str, float] | None:
         """The base init std(s) the generated module's ``init_`` takes: ``init_std``, or a
-        dict with ``init_scale``'s roles scaled."""
+        dict with ``init_scale``'s roles scaled; ``None`` for the Llama, whose own init is
+        the base (``init_scale`` then multiplies its values: :func:`spectral.sweep.train.build_run`)."""
+        if self.model == "llama":
+            return None
         if not self.init_scale:
             return self.init_std
         return {"default": self.init_std} | {k: self.init_std * v for k, v in self.init_scale.items()}
@@ -206,6 +213,8 @@ class SweepConfig:
         init = {k: v for k, v in (self.init_scale or {}).items() if v != 1.0}
         if init:
             extra["init_scale"] = init
+        if self.model != "gpt":  # only then: the keys of GPT runs stay as they were
+            extra["model"] = self.model
         if self.experts:  # only then: the keys of dense runs stay as they were
             extra["experts"], extra["top_k"] = self.experts, self.top_k
         if self.ablation:  # likewise: runs under the derived rules keep their keys

@@ -60,6 +60,10 @@ class GeneratedRecipe:
             model, self.module.classify, lambda role: self.module.init_std_of(role, w, d, init_std)
         )
 
+    def init_factors(self, model: Any, width: int, depth: int) -> dict[str, float]:
+        """Parameter name -> what ``init_`` with no ``init_std`` multiplies it by."""
+        return dict(self.module.init_factors(model, *self._size(width, depth)))
+
     def init_(self, model: Any, width: int, depth: int, init_std: float | dict[str, float]) -> None:
         # the generated init_ starts biases at 0, the paper's base (App. E.1), and norm gains at 1
         self.module.init_(model, *self._size(width, depth), init_std)
@@ -102,6 +106,7 @@ class AblatedModule:
         self.multipliers = self.CONFIG.multipliers
         self.init_std_of = self.CONFIG.init_std_of
         self.init_ = self.CONFIG.init_
+        self.init_factors = self.CONFIG.init_factors
         self.build_optimizers = self.CONFIG.build_optimizers
 
 

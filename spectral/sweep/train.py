@@ -64,20 +64,27 @@ class RunProgress(Protocol):
 def build_run(job: Job, cfg: SweepConfig, rec: Any, vocab_size: int, device: str):
     import torch
 
-    from ..models.torch import GPT  # imports torch: only when a run is built
+    from ..models.torch import GPT, Llama  # imports torch: only when a run is built
 
     torch.manual_seed(cfg.seed)
-    model = GPT(
-        job.width,
-        job.depth,
-        vocab_size=vocab_size,
-        block_size=cfg.block_size,
-        head_dim=cfg.head_dim,
-        multipliers=rec.multipliers(job.width, job.depth, cfg.multiplier),
-        experts=cfg.experts,
-        top_k=cfg.top_k,
-    )
-    rec.init_(model, job.width, job.depth, cfg.init_stds)
+    multipliers = rec.multipliers(job.width, job.depth, cfg.multiplier)
+    if cfg.model == "llama":
+        model = Llama(job.width, job.depth, vocab_size=vocab_size, block_size=cfg.block_size,
+                      head_dim=cfg.head_dim, init_std=cfg.init_std, multipliers=multipliers)
+        rec.init_(model, job.width, job.depth, None)  # its own init is the base
+        _scale_own_init(model, rec, cfg.init_scale)
+    else:
+        model = GPT(
+            job.width,
+            job.depth,
+            vocab_size=vocab_size,
+            block_size=cfg.block_size,
+            head_dim=cfg.head_dim,
+            multipliers=multipliers,
+            experts=cfg.experts,
+            top_k=cfg.top_k,
+        )
+        rec.init_(model, job.width, job.depth, cfg.init_stds)
     model.to(device)
     lr: float | dict[str, float] = job.lr
     if cfg.lr_scale:
@@ -87,6 +94,21 @@ def build_run(job: Job, cfg: SweepConfig, rec: Any, vocab_size: int, device: str
         multiplier=cfg.multiplier,
     )
     return model, opts
+
+
+def _scale_own_init(model: Any, rec: Any, init_scale: dict[str, float] | None) -> None:
+    """``--init-scale`` on a model whose own init is the base: each named role's values
+    (or an optimizer's roles', or ``default``) times its factor, at every width."""
+    import torch
+
+    if not init_scale:
+        return
+    optimizers = rec.module.OPTIMIZERS
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            role = rec.module.classify(name, p)
+            key = next((k for k in (role, optimizers.get(role)) if k in init_scale), "default")
+            p.mul_(init_scale.get(key, 1.0))
 
 
 _OPT_KEYS = ("lr", "weight_decay", "eps", "betas", "momentum", "nesterov", "adjust_lr_fn", "ns_steps",
@@ -102,7 +124,10 @@ def fingerprint(job: Job, cfg: SweepConfig, rec: Any, model: Any, opts: list[Any
             settings = {k: g[k] for k in _OPT_KEYS if k in g}
             for p in g["params"]:
                 per_param[names[id(p)]] = [type(opt).__name__, settings]
-    stds = rec.init_stds(model, job.width, job.depth, cfg.init_stds)
+    if cfg.model == "llama":  # its own init (seeded, in the settings) times init_'s factors
+        stds: Any = rec.init_factors(model, job.width, job.depth)
+    else:
+        stds = rec.init_stds(model, job.width, job.depth, cfg.init_stds)
     mult = [model.alpha_input, model.alpha_hidden, model.alpha_output]
     # an --ablate swap is in the HPs above, not in the fingerprint: a swap that changes no
     # number (a rule μP and SP share, a weight decay of 0) reuses μP's run

@@ -243,3 +243,22 @@ def test_cli_trains_the_swaps_and_reuses_the_noops(tmp_path: Path, capsys):
     assert text.count("no-op (μP's runs)") == 5 and "same numbers as μP (its runs)" in text
     assert main([*args, "--report-only"]) == 0
     assert (folder / "ablation.md").read_text(encoding="utf-8") == text
+
+
+def test_estimate_counts_the_ablation_runs_and_writes_nothing(tmp_path: Path, capsys):
+    """--ablate --estimate: the base grid, then at the target width μP, SP and each swap that
+    changes a number (λ = 0 and the rules SP shares reuse μP's run), per seed."""
+    import json
+
+    from spectral.cli import main
+
+    args = ["sweep", "--device", "cpu", "--out", str(tmp_path / "o"), "-O", "adamw", "--widths", "16,32",
+            "--depths", "2", "--width", "16", "--base-width", "16", "--head-dim", "16", "--log2-lrs=-6,-5",
+            "--steps", "2", "--batch-size", "2", "--block-size", "8", "--eval-batches", "1", "--n-bytes", "65536",
+            "--seeds", "0,1", "--ablate", "--ablate-variant", "lr.input_weight=-0.5", "--estimate"]
+    assert main(args) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    sizes = {s["width"]: s["runs"] for s in json.loads(line)["estimate"]["sizes"]}
+    # base: 2 η × 2 seeds; target: μP, SP, hidden init, output multiplier, hidden η, ε, the variant
+    assert sizes == {16: 4, 32: 7 * 2}
+    assert not (tmp_path / "o").exists()

@@ -22,6 +22,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from spectral.codegen.torch import load_generated  # noqa: E402
 from spectral.models import GPT, ResidualMLP  # noqa: E402
+from spectral.models.torch import Llama  # noqa: E402
 from spectral.torch.model.placement import place  # noqa: E402
 from tests.models import VOCAB, hf_gpt2, hf_llama  # noqa: E402
 
@@ -86,6 +87,8 @@ def _tokens(vocab):
 
 BUILDERS = {
     "gpt": (lambda w, d, m=None: GPT(w, d, head_dim=16, block_size=32, multipliers=m), 256),
+    # the sweep's torchtitan-like Llama (spectral sweep --model llama)
+    "llama": (lambda w, d, m=None: Llama(w, d, head_dim=16, block_size=32, multipliers=m), 256),
     "hf_llama": (lambda w, d, m=None: hf_llama(w, d), VOCAB),
     "hf_gpt2": (lambda w, d, m=None: hf_gpt2(w, d), VOCAB),
 }
@@ -101,7 +104,7 @@ def test_base_trains_as_the_users_model(cfg, name):
     torch.manual_seed(0)
     model = build(WIDTH, DEPTH, cfg)
     own = {n: p.detach().clone() for n, p in model.named_parameters()}
-    if name != "gpt":  # the reference GPT applies them itself
+    if name not in ("gpt", "llama"):  # the reference models apply them themselves
         cfg.apply_multipliers(model, WIDTH, DEPTH)
     cfg.init_(model, WIDTH, DEPTH)
     assert all(torch.equal(own[n], p) for n, p in model.named_parameters())
