@@ -29,6 +29,7 @@ from spectral.patterns import (
 from spectral.scaling import unknown_role
 from spectral.torch.model.shapes import shaped_role, width_dims
 from spectral.torch.model.ties import tie_problem
+from spectral.torch.model.trace import structure_adapter, traced_structure
 
 AdapterLike = Adapter | Mapping[str, Any] | str
 
@@ -87,7 +88,22 @@ def as_adapter(
             not known.detect_type or any(re.search(known.detect_type, t) for t in types)
         ):
             return known
-    return None
+    # no family claims it: its structure from one traced forward pass (None when the
+    # trace refuses it; untraced_reason says why)
+    try:
+        return structure_adapter(traced_structure(model))
+    except UnsupportedModelError:
+        return None
+
+
+def untraced_reason(model: nn.Module) -> str:
+    """Why a model no family claims has no traced structure either: the trace's one
+    line (what the rules do not cover, and where)."""
+    try:
+        traced_structure(model)
+    except UnsupportedModelError as exc:
+        return str(exc)
+    return "its traced structure places no module"
 
 
 _MODEL_WRAPPERS = 8

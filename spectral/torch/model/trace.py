@@ -195,6 +195,11 @@ class _TraceGraph:
                 self.nodes[k] = node
 
 
+def _trace_norm(module: nn.Module) -> bool:
+    """A norm (LayerNorm, RMSNorm, GroupNorm, BatchNorm, InstanceNorm, *Norm)."""
+    return is_norm(module) or isinstance(module, nn.modules.batchnorm._NormBase)
+
+
 def _trace_tensors(obj: Any) -> Iterator[torch.Tensor]:
     if isinstance(obj, torch.Tensor):
         yield obj
@@ -395,13 +400,29 @@ class _TraceReader:
     def norm_call(self, chain: list[TraceKey]) -> TraceCall | None:
         for c in chain:
             for call in self.outs.get(c, ()):
-                if is_norm(call.module) and call.inp is not None:
+                if _trace_norm(call.module) and call.inp is not None:
                     return call
         return None
 
     def where(self, k: TraceKey) -> str:
         node = self.g.nodes.get(k)
         return node.scope if node is not None and node.scope else "the model"
+
+    def refuse_gated(self, k: TraceKey) -> None:
+        """``g * h + f(h)``: an addition whose one operand is the stream multiplied by
+        something it computed or learned, the other a branch that reads the stream."""
+        node = self.g.nodes.get(k)
+        if node is None or node.op not in _ADD_OPS or len(node.parents) != 2:
+            return
+        for a, b in (node.parents, node.parents[::-1]):
+            gate = self.g.nodes.get(self.strip(a)[-1])
+            if gate is None or gate.op not in _MUL_OPS | _DIV_OPS:
+                continue
+            if len(gate.parents) + len(gate.params) < 2:
+                continue
+            branch = all(self.site(t)[0] is not None for t in self.terms(b))
+            if branch and any(self.reaches(p, b) for p in gate.parents):
+                self.refuse_gate(a)
 
     def refuse_gate(self, stream: TraceKey) -> None:
         """A stream multiplied by something computed (a learned gate) before the add."""
@@ -416,6 +437,27 @@ class _TraceReader:
             f"the stream is multiplied by {what} before the add at `{self.where(k)}`: "
             "no rule for a multiplicative residual"
         )
+
+    def refuse_between(self, k: TraceKey) -> None:
+        """A function the stream passes through between two additions (a ReLU after
+        the add, as in the first ResNets) is no residual the rules cover."""
+        node = self.g.nodes.get(k)
+        if node is None or k in self.g.made_by or not node.parents:
+            return
+        todo, seen = list(node.parents), set(node.parents)
+        while todo:
+            parent = todo.pop()
+            if self.residual(parent) is not None:
+                raise UnsupportedModelError(
+                    f"the stream passes through `{node.op}` at `{self.where(k)}` "
+                    "between two additions: no rule for a function applied to the "
+                    "residual stream itself"
+                )
+            up = self.g.nodes.get(parent)
+            for grand in up.parents if up is not None else ():
+                if grand not in seen:
+                    seen.add(grand)
+                    todo.append(grand)
 
     def walk(self, end: TraceKey) -> _TraceStream:
         """The stream that ``end`` (a sum, or a norm of one) is on, read backwards."""
@@ -434,6 +476,8 @@ class _TraceReader:
                 continue
             call = self.norm_call(chain)
             if call is None or call.inp is None:
+                self.refuse_gated(chain[-1])
+                self.refuse_between(chain[-1])
                 break
             found.append((call.name, len(adds)))
             k = call.inp
@@ -479,6 +523,7 @@ class _TraceReader:
             path += chain
             if self.residual(chain[-1]) is not None:
                 return chain[-1], path[::-1]
+            self.refuse_gated(chain[-1])
             node = self.g.nodes.get(chain[-1])
             if node is None or not node.parents:
                 raise UnsupportedModelError(
@@ -643,7 +688,7 @@ def _trace_role(
         return "input_weight" if p.ndim >= 2 else "input_bias"
     if where == "stream":
         return "hidden_bias"
-    if is_norm(owner) or p is getattr(owner, "bias", None):
+    if _trace_norm(owner) or p is getattr(owner, "bias", None):
         return "hidden_bias"
     if matrix:
         return "hidden_weight"
@@ -664,7 +709,7 @@ def _trace_roles(
     before_matrix = set()
     for name in head:
         module = model.get_submodule(name)
-        if not is_norm(module):
+        if not _trace_norm(module):
             break
         before_matrix.add(name)
     for name, p in model.named_parameters(remove_duplicate=False):
@@ -795,7 +840,7 @@ def trace_batch(model: nn.Module) -> dict[str, torch.Tensor] | torch.Tensor:
             batch["decoder_input_ids"] = ids[:, :4]
         return batch
     for module in model.modules():
-        if not any(True for _ in module.parameters(recurse=False)):
+        if not isinstance(module, (nn.Embedding, nn.Linear, nn.modules.conv._ConvNd)):
             continue
         if isinstance(module, nn.Embedding):
             return torch.arange(8).remainder(module.num_embeddings).reshape(1, 8)
@@ -817,6 +862,9 @@ def trace_structure(model: nn.Module, example: Any = None) -> Structure:
     :func:`trace_batch`). The model's random state, buffers and modes are left as they
     were; one line refuses what the rules do not cover."""
     batch = trace_batch(model) if example is None else example
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    if device.type != "cpu":
+        batch = _trace_to(batch, device)
     runner = model
     inner = getattr(model, "_orig_mod", None)  # torch.compile: run the eager model
     if isinstance(inner, nn.Module):
@@ -847,6 +895,16 @@ def trace_structure(model: nn.Module, example: Any = None) -> Structure:
             for buffer, saved in buffers:
                 buffer.copy_(saved)
     return _trace_read(model, graph)
+
+
+def _trace_to(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {k: _trace_to(v, device) for k, v in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(_trace_to(v, device) for v in batch)
+    return batch
 
 
 def _trace_exact(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
