@@ -221,7 +221,7 @@ def test_what_the_rules_do_not_cover_is_named(cfg, model, line):
     with pytest.raises(UnsupportedModelError) as info:
         trace_structure(model)
     assert str(info.value) == line
-    with pytest.raises(UnsupportedModelError) as info:
+    with pytest.raises(ValueError) as info:  # the vendored form's UnsupportedModelError
         cfg.apply_multipliers(model, 32, 2)
     assert str(info.value).startswith(line + " (no family adapter claims the model either")
 
@@ -250,3 +250,49 @@ def test_an_adapter_that_disagrees_is_named_in_checks_notes(cfg):
         "traced structure: wrong: the adapter puts alpha_hidden on `blocks.0.1`, "
         "`blocks.1.1`, the traced structure on `blocks.0.3`, `blocks.1.3`"
     ) in findings.notes
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "line"),
+    [
+        (  # the branch ends on the first matrix of each MLP instead of the last
+            "branches",
+            (r"^blocks\.\d+\.1$",),
+            "blocks.0.1: hooked as a branch end (alpha_hidden), but its output has 128 "
+            "features at width 32, not the residual stream's 32: alpha_hidden belongs on "
+            "the last module before the residual addition (the adapter's branches)",
+        ),
+        (  # the readout put on the final norm
+            "output",
+            (r"^norm$",),
+            "norm (readout): output at init ~ n^-1.00 (rules: n^-0.5), one-step change ~ "
+            "n^-1.01 (rules: n^0); role output_weight's rules do not fit it: give it another "
+            "role (patterns={...})",
+        ),
+    ],
+)
+def test_a_wrong_override_of_the_traced_structure_is_named_across_widths(cfg, field, value, line):
+    from spectral.torch.check.widths import check_widths
+
+    traced = structure_adapter(trace_structure(TinyLM(32, 2)))
+    base = {"lr": 3e-3, "weight_decay": 0.1}
+    report = check_widths(
+        cfg.CONFIG,
+        TinyLM(32, 2),
+        [32, 64, 128],
+        factory=lambda w: TinyLM(w, 2),
+        adapter=traced._replace(**{field: value}),
+        base=base,
+        timeout=None,
+    )
+    assert line in report.problems
+    right = check_widths(
+        cfg.CONFIG,
+        TinyLM(32, 2),
+        [32, 64, 128],
+        factory=lambda w: TinyLM(w, 2),
+        adapter=traced,
+        base=base,
+        timeout=None,
+    )
+    assert right.problems == []
