@@ -45,10 +45,10 @@ def _heads(w: int) -> dict[str, int]:
     return dict(num_attention_heads=w // HEAD_DIM, num_key_value_heads=w // HEAD_DIM)
 
 
-def t5(w: int, d: int) -> nn.Module:
-    """Encoder-decoder, ``d`` layers each, relu feed-forward, relative-position buckets in
-    the first layer of each stack. Untied: T5's tied head would multiply the decoder's
-    output by d_model**-0.5 first."""
+def t5_as_built(w: int, d: int, scaled: bool = True) -> nn.Module:
+    """T5 as transformers 5.24 builds it: one ``shared`` table for the encoder's and the
+    decoder's input and the head (T5Config forces tie_word_embeddings=True; the keyword
+    only sets ``scale_decoder_outputs``, the head's input times d_model**-0.5)."""
     config = T.T5Config(
         vocab_size=VOCAB,
         d_model=w,
@@ -59,10 +59,20 @@ def t5(w: int, d: int) -> nn.Module:
         num_heads=w // HEAD_DIM,
         relative_attention_num_buckets=8,
         relative_attention_max_distance=32,
-        tie_word_embeddings=False,
+        tie_word_embeddings=scaled,
         decoder_start_token_id=0,
     )
     return _ready(T.T5ForConditionalGeneration(config))
+
+
+def t5(w: int, d: int) -> nn.Module:
+    """Encoder-decoder, ``d`` layers each, relu feed-forward, relative-position buckets in
+    the first layer of each stack; the encoder and decoder read one ``shared`` table. The
+    head is given its own matrix (as ``CLASSES`` untie theirs; T5Config cannot untie it)
+    and its input is not scaled."""
+    model = t5_as_built(w, d, scaled=False)
+    model.lm_head.weight = nn.Parameter(model.shared.weight.detach().clone())
+    return model
 
 
 def whisper(w: int, d: int) -> nn.Module:
@@ -109,7 +119,8 @@ def rwkv(w: int, d: int) -> nn.Module:
 def jamba(w: int, d: int) -> nn.Module:
     """Mamba and attention layers alternating (attention at odd layers), and a mixture of
     experts in place of the MLP at even layers: layer 0 is mamba + experts, layer 1
-    attention + MLP. The torch path of the mamba mixer (no CUDA kernels)."""
+    attention + MLP. On CPU the mamba mixer runs its torch path (``use_mamba_kernels`` is
+    deprecated in 5.24 and has no effect)."""
     config = T.JambaConfig(
         vocab_size=VOCAB,
         hidden_size=w,
@@ -125,7 +136,6 @@ def jamba(w: int, d: int) -> nn.Module:
         mamba_d_state=8,
         mamba_d_conv=4,
         mamba_expand=2,
-        use_mamba_kernels=False,
         use_cache=False,
         tie_word_embeddings=False,
     )
