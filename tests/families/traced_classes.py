@@ -67,11 +67,13 @@ def t5_as_built(w: int, d: int, scaled: bool = True) -> nn.Module:
 
 def t5(w: int, d: int) -> nn.Module:
     """Encoder-decoder, ``d`` layers each, relu feed-forward, relative-position buckets in
-    the first layer of each stack; the encoder and decoder read one ``shared`` table. The
-    head is given its own matrix (as ``CLASSES`` untie theirs; T5Config cannot untie it)
-    and its input is not scaled."""
+    the first layer of each stack, the head's input not scaled. Untied as ``CLASSES`` are
+    (T5Config cannot untie: see :func:`t5_as_built`): the decoder's input table and the
+    head get their own matrices; the encoder keeps ``shared.weight`` (the module
+    ``shared`` is never called: ``encoder.embed_tokens`` holds the same tensor)."""
     model = t5_as_built(w, d, scaled=False)
-    model.lm_head.weight = nn.Parameter(model.shared.weight.detach().clone())
+    for module in (model.decoder.embed_tokens, model.lm_head):
+        module.weight = nn.Parameter(model.shared.weight.detach().clone())
     return model
 
 
