@@ -121,8 +121,9 @@ def rwkv(w: int, d: int) -> nn.Module:
 def jamba(w: int, d: int) -> nn.Module:
     """Mamba and attention layers alternating (attention at odd layers), and a mixture of
     experts in place of the MLP at even layers: layer 0 is mamba + experts, layer 1
-    attention + MLP. On CPU the mamba mixer runs its torch path (``use_mamba_kernels`` is
-    deprecated in 5.24 and has no effect)."""
+    attention + MLP. The mixer's dt rank is fixed at 8 (its default ``"auto"`` is
+    ceil(width / 16), which a config rescaled to twice the width does not redo). On CPU the
+    mixer runs its torch path (``use_mamba_kernels`` is deprecated in 5.24, no effect)."""
     config = T.JambaConfig(
         vocab_size=VOCAB,
         hidden_size=w,
@@ -136,6 +137,7 @@ def jamba(w: int, d: int) -> nn.Module:
         attn_layer_period=2,
         attn_layer_offset=1,
         mamba_d_state=8,
+        mamba_dt_rank=8,
         mamba_d_conv=4,
         mamba_expand=2,
         use_cache=False,
