@@ -10,8 +10,8 @@ Widths 64, 128 and 256 all build: head_dim 16 (heads = width / 16), intermediate
 proportional to the width, depth = the number of layers (of each stack, for the two
 encoder-decoders) or of residual blocks. Where a class has a kind of layer only some
 layers carry (Jamba's attention and experts), depth 2 already holds each kind.
-Output embeddings are untied, as in ``CLASSES``; notes on each class's structure (where
-the residual additions are, its constants, its unusual parameters) are issue 38's.
+Output embeddings are untied, as in ``CLASSES`` (T5's config cannot untie: :func:`t5`
+does it on the built model; :func:`t5_as_built` is the tied form).
 """
 
 from __future__ import annotations
