@@ -174,7 +174,14 @@ class TraceGraph:
         self.seq += 1
         scope = self.stack[-1] if self.stack else ""
         node = TraceNode(op, tuple(parents), tuple(params), factor, scope, self.seq)
-        for t in trace_tensors(out):
+        made = list(trace_tensors(out))
+        for t, k in zip(before, keys, strict=True):
+            # an operand changed in place and not returned (x[i] = y, copy_): a new
+            # version made from every operand
+            if isinstance(t, torch.Tensor) and (id(t), t._version) != k:
+                if not any(t is m for m in made):
+                    made.append(t)
+        for t in made:
             k = self.key(t)
             if k not in parents:  # an op that returned its input unchanged adds nothing
                 self.nodes[k] = node
