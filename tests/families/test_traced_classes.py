@@ -2,12 +2,12 @@
 in one line naming what the rules do not cover.
 
 The builders are tests/families/traced_classes.py's (transformers classes from tiny
-configs, and a ResNet-style conv net). Accepted: RWKV, Jamba (Mamba + attention + MoE),
-Llama4, GPT-OSS and the ResNet — apply_multipliers, init_, build_optimizers and check
-with no adapter and no patterns=, and (slow) each class's width slopes within ±0.15 of
-the Llama control, measured as tests/families/test_model_class_slopes.py does. Refused:
-Whisper (its h_0 is gelu(conv2(...)) plus positions: no module's output to scale) and T5
-(its encoder's input table is also registered as ``shared``: one tensor in two places).
+configs, and a ResNet-style conv net). Accepted: T5 (two streams: the decoder's branches
+read the encoder's), RWKV, Jamba (Mamba + attention + MoE), Llama4, GPT-OSS and the ResNet
+— apply_multipliers, init_, build_optimizers and check with no adapter and no patterns=,
+and (slow) each class's width slopes within ±0.15 of the Llama control, measured as
+tests/families/test_model_class_slopes.py does. Refused: Whisper (its h_0 is
+gelu(conv2(...)) plus positions: no module's output to scale).
 """
 
 from __future__ import annotations
@@ -30,7 +30,10 @@ from traced_classes import TRACED_CLASSES  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
-ACCEPTED = ("rwkv", "jamba", "llama4", "gpt_oss", "resnet")
+ACCEPTED = ("t5", "rwkv", "jamba", "llama4", "gpt_oss", "resnet")
+PER_LAYER = {"t5": 5, "resnet": 1}
+"""Branch ends per layer where not 2: T5's encoder 2 and decoder 3 (depth counts the layers
+of each stack), the ResNet's one per block."""
 CONV = ("resnet",)
 """Classes with conv kernels (4-D): AdamW on every role, as Muon takes 2-D matrices only."""
 REFUSED = {
@@ -38,10 +41,6 @@ REFUSED = {
         "The model has the opt family's names; its traced structure was refused: h_0 of "
         "the stream at `model.encoder.layers.0` is made by `gelu`, not by a module's "
         "output: no place for alpha_in"
-    ),
-    "t5": (
-        "parameter 'shared.weight' (input_weight) is shared with "
-        "'encoder.embed_tokens.weight' (input_weight): one tensor used in two places"
     ),
 }
 
@@ -75,9 +74,9 @@ def test_accepted_with_no_adapter(cfgs, name):
     torch.manual_seed(0)
     model = build(width, depth)
     handle = cfg.apply_multipliers(model, width, depth)
-    per_layer = 1 if name in CONV else 2
+    per_layer = PER_LAYER.get(name, 2)
     assert {k: len(v) for k, v in handle.modules.items()} == {
-        "input": 1,
+        "input": 2 if name == "t5" else 1,  # T5: the encoder's table and the decoder's
         "hidden": per_layer * depth,
         "output": 1,
     }

@@ -40,7 +40,7 @@ AdapterLike = Adapter | Mapping[str, Any] | str
 
 def _checked(family: Adapter) -> Adapter:
     """Every pattern of a user's adapter compiles (names the field that does not)."""
-    for key in ("input", "branches", "output", "embeddings"):
+    for key in ("input", "branches", "output", "embeddings", "aliases"):
         for pattern in getattr(family, key):
             checked_pattern(pattern, f"adapter {key}")
     for key in ("detect", "final"):
@@ -71,7 +71,14 @@ def as_adapter(
             pairs = fields.get(key, ())
             pairs = pairs.items() if isinstance(pairs, Mapping) else pairs
             fields[key] = tuple(tuple(pair) for pair in pairs)
-        for key in ("input", "branches", "output", "embeddings", "input_scale"):
+        for key in (
+            "input",
+            "branches",
+            "output",
+            "embeddings",
+            "aliases",
+            "input_scale",
+        ):
             value = fields.get(key, ())
             fields[key] = (value,) if isinstance(value, str) else tuple(value)
         fields["input_scale_sqrt"] = tuple(fields.get("input_scale_sqrt", ()))
@@ -256,8 +263,8 @@ def classify_parameters(
             first, first_role, index = seen[id(p)]
             if model.get_submodule(first.rpartition(".")[0]) is model.get_submodule(
                 name.rpartition(".")[0]
-            ):
-                continue  # one module under two names (T5's shared and embed_tokens)
+            ) or _alias(family, first, name):
+                continue  # one parameter under two names, used in one place
             problem = tie_problem(first, first_role, name, role, rules)
             if problem is not None:
                 raise UnsupportedModelError(problem)
@@ -279,6 +286,13 @@ def classify_parameters(
             )
         raise error
     return out
+
+
+def _alias(family: Adapter | None, first: str, name: str) -> bool:
+    """Whether one of two names of a parameter is under a module the forward pass never
+    calls (the family's aliases: T5's shared.weight)."""
+    aliases = family.aliases if family is not None else ()
+    return any(re.search(a, n) for a in aliases for n in (first, name))
 
 
 def is_table(name: str, module: nn.Module, family: Adapter | None) -> bool:

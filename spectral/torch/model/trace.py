@@ -87,8 +87,11 @@ def _trace_role(
     name: str, p: nn.Parameter, owner: nn.Module, where: str, ops: set[str]
 ) -> str:
     """A parameter's role from where its data flows and how it is used."""
-    matrix = p.ndim >= 2 and (
-        p is getattr(owner, "weight", None) or bool(ops & TRACE_MATMUL)
+    # a 3-D tensor is fused experts' matrices, even when each is sliced out (p[e])
+    # before its matmul (Jamba's experts)
+    matrix = p.ndim >= 3 or (
+        p.ndim == 2
+        and (p is getattr(owner, "weight", None) or bool(ops & TRACE_MATMUL))
     )
     if where == "input":
         return "input_weight" if p.ndim >= 2 else "input_bias"
@@ -213,7 +216,26 @@ def _trace_read(model: nn.Module, graph: TraceGraph) -> Structure:
         scales=tuple(sorted(scales.items())),
         sites=tuple(sorted(sites.items())),
         branches_per_layer=_trace_per_layer(ends),
+        aliases=_trace_aliases(model, graph),
     )
+
+
+def _trace_aliases(model: nn.Module, graph: TraceGraph) -> tuple[str, ...]:
+    """Parameter names under a module that never ran whose tensor a module that ran
+    holds too."""
+    ran = {id(call.module) for call in graph.calls}
+    used = {
+        id(p)
+        for m in model.modules()
+        if id(m) in ran
+        for p in m.parameters(recurse=False)
+    }
+    out = []
+    for name, p in model.named_parameters(remove_duplicate=False):
+        owner = model.get_submodule(name.rpartition(".")[0])
+        if id(owner) not in ran and id(p) in used:
+            out.append(name)
+    return tuple(out)
 
 
 def _trace_values(shape: tuple[int, ...]) -> torch.Tensor:
@@ -330,6 +352,7 @@ def structure_adapter(structure: Structure, name: str = "traced") -> Adapter:
         final=f"^{re.escape(structure.final)}$" if structure.final else "",
         branches_per_layer=structure.branches_per_layer,
         embeddings=_trace_exact(structure.embeddings),
+        aliases=_trace_exact(structure.aliases),
     )
 
 

@@ -121,6 +121,9 @@ class Structure:
     sites: tuple[tuple[str, tuple[str, ...]], ...]
     """(module placed, every module whose output is the same tensor up to constants)."""
     branches_per_layer: int = 1
+    aliases: tuple[str, ...] = ()
+    """Parameter names under a module the pass never called, whose tensor a module
+    that ran holds too (T5's ``shared.weight``)."""
 
 
 class TraceGraph:
