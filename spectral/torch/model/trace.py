@@ -84,9 +84,11 @@ def _trace_region(
 
 
 def _trace_role(
-    name: str, p: nn.Parameter, owner: nn.Module, where: str, ops: set[str]
+    name: str, p: nn.Parameter, owner: nn.Module, where: str, ops: set[str], ran: bool
 ) -> str:
-    """A parameter's role from where its data flows and how it is used."""
+    """A parameter's role from where its data flows and how it is used; ``ran``: its
+    module was called (a bias of one that was not is used on its own: Mamba's
+    dt_proj.bias added to the time step inside the scan, a per-channel vector)."""
     # a 3-D tensor is fused experts' matrices, even when each is sliced out (p[e])
     # before its matmul (Jamba's experts)
     matrix = p.ndim >= 3 or (
@@ -97,11 +99,11 @@ def _trace_role(
         return "input_weight" if p.ndim >= 2 else "input_bias"
     if where == "stream":
         return "hidden_bias"
-    if trace_norm(owner) or p is getattr(owner, "bias", None):
+    if trace_norm(owner) or (ran and p is getattr(owner, "bias", None)):
         return "hidden_bias"
     if matrix:
         return "hidden_weight"
-    return "hidden_bias" if name.endswith("bias") else "hidden_vector"
+    return "hidden_bias" if ran and name.endswith("bias") else "hidden_vector"
 
 
 def _trace_roles(
@@ -139,7 +141,8 @@ def _trace_roles(
                 role = "outer_weight" if p.ndim >= 2 else "outer_bias"
         else:
             ops = graph.param_ops.get(id(p), set())
-            role = _trace_role(name, p, owner, region[id(p)], ops)
+            ran = any(call.module is owner for call in graph.calls)
+            role = _trace_role(name, p, owner, region[id(p)], ops, ran)
             plain = not isinstance(owner, nn.Embedding)
             if (
                 role == "input_weight"
