@@ -91,7 +91,8 @@ def _trace_role(
     dt_proj.bias added to the time step inside the scan, a per-channel vector)."""
     # a 3-D tensor is fused experts' matrices, even when each is sliced out (p[e])
     # before its matmul (Jamba's experts)
-    matrix = p.ndim >= 3 or (
+    experts = p.ndim == 3 and min(p.shape) > 1  # not RWKV's (1, 1, n) time_mix
+    matrix = experts or (
         p.ndim == 2
         and (p is getattr(owner, "weight", None) or bool(ops & TRACE_MATMUL))
     )
