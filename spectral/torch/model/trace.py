@@ -93,7 +93,7 @@ def _trace_role(
     # before its matmul (Jamba's experts)
     experts = p.ndim == 3 and min(p.shape) > 1  # not RWKV's (1, 1, n) time_mix
     matrix = experts or (
-        p.ndim == 2
+        p.ndim >= 2
         and (p is getattr(owner, "weight", None) or bool(ops & TRACE_MATMUL))
     )
     if where == "input":

@@ -181,9 +181,9 @@ class TraceGraph:
         for t, k in zip(before, keys, strict=True):
             # an operand changed in place and not returned (x[i] = y, copy_): a new
             # version made from every operand
-            if isinstance(t, torch.Tensor) and (id(t), t._version) != k:
-                if not any(t is m for m in made):
-                    made.append(t)
+            changed = isinstance(t, torch.Tensor) and (id(t), t._version) != k
+            if changed and not any(t is m for m in made):
+                made.append(t)
         for t in made:
             k = self.key(t)
             if k not in parents:  # an op that returned its input unchanged adds nothing
