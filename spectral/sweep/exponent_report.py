@@ -16,11 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from ..io import write_atomic
+from ..measure.fit import fit_line
 from ..templating import environment
 from .power import TARGET
 from .exponent import AxisFit, parse_fit_key
 
-__all__ = ["EXPONENTS_FILE", "fit_row", "plot_fit", "write_exponent_index", "write_exponent_report"]
+__all__ = [
+    "EXPONENTS_FILE",
+    "fit_row",
+    "plot_fit",
+    "without_one_seed",
+    "write_exponent_index",
+    "write_exponent_report",
+]
 
 EXPONENTS_FILE = "exponents.json"
 _SYMBOL = {"width": "n", "depth": "L"}
@@ -49,7 +57,67 @@ def fit_row(fit: dict[str, Any]) -> dict[str, Any]:
         "interval": "–" if interval is None else f"[{_num(interval[0])}, {_num(interval[1])}]",
         "verdict": fit["verdict"],
         "power": _power(interval),
+        "one_seed": _one_seed(fit.get("without_one_seed")),
     }
+
+
+def _one_seed(without: dict[str, dict[str, Any]] | None) -> str:
+    """Whether the verdict survives leaving out any one seed: ``holds`` or the seeds whose
+    removal changes it (``without seed 2: agrees``)."""
+    if not without:
+        return "–"
+    changed = [f"without seed {s}: {w['verdict']}" for s, w in without.items() if w["changed"]]
+    return "holds" if not changed else "**depends on one seed** (" + "; ".join(changed) + ")"
+
+
+def _verdict(derived: float, measured: float, half: float) -> str:
+    """``agrees``/``differs`` by the 95 % interval; ``not informative`` where the derived
+    exponent lies in an interval wider than ±:data:`~spectral.sweep.power.TARGET`."""
+    if not measured - half <= derived <= measured + half:
+        return "differs"
+    return "agrees" if half <= TARGET else "not informative"
+
+
+def without_one_seed(fit: AxisFit) -> dict[str, dict[str, Any]] | None:
+    """The fit again with each seed left out in turn (the same optima, one seed fewer):
+    its measured exponent, half-width and verdict, and whether the verdict changed. ``None``
+    where the full fit has no agrees/differs verdict (edge, incomplete) or one seed."""
+    if (
+        fit.verdict not in ("agrees", "differs")
+        or len(fit.seeds) < 2
+        or fit.measured is None
+        or fit.half_width is None
+    ):
+        return None
+    full = _verdict(fit.derived, fit.measured, fit.half_width)
+    out = {}
+    for k, seed in enumerate(fit.seeds):
+        xs = [
+            math.log2(size / fit.base_size)
+            for size, row in zip(fit.sizes, fit.optima, strict=True)
+            for j, o in enumerate(row)
+            if j != k and o is not None
+        ]
+        ys = [o[0] for row in fit.optima for j, o in enumerate(row) if j != k and o is not None]
+        line = fit_line(xs, ys) if len(set(xs)) >= 2 else None
+        half = None if line is None else line.half_width
+        if line is None or half is None:
+            out[str(seed)] = {
+                "measured": None,
+                "half_width": None,
+                "verdict": "incomplete",
+                "changed": True,
+            }
+            continue
+        measured = fit.derived + line.slope
+        verdict = _verdict(fit.derived, measured, half)
+        out[str(seed)] = {
+            "measured": measured,
+            "half_width": half,
+            "verdict": verdict,
+            "changed": verdict != full,
+        }
+    return out
 
 
 def _power(interval: list[float] | None) -> str:
@@ -77,6 +145,7 @@ def _as_json(fit: AxisFit) -> dict[str, Any]:
     verdict = fit.verdict
     if verdict == "agrees" and not informative:  # an interval this wide holds rules ½ apart too
         verdict = "not informative"
+    without = without_one_seed(fit)
     return {
         "key": fit.key.text,
         "axis": fit.axis,
@@ -91,10 +160,38 @@ def _as_json(fit: AxisFit) -> dict[str, Any]:
         "interval_95": None if fit.interval is None else list(fit.interval),
         "verdict": verdict,
         "informative": informative,
+        "without_one_seed": without,
         "edges": fit.edges,
         "optimal_log2_factor": [[None if o is None else o[0] for o in row] for row in fit.optima],
         "val_loss": [[[clean(v) for v in seed] for seed in size] for size in fit.losses],
     }
+
+
+def _plot_losses(right: Any, fit: AxisFit, sym: str, cmap: Any) -> None:
+    """The right panel: the seed-mean loss vs the factor at each size, the optima starred."""
+    for i, (size, per_seed) in enumerate(zip(fit.sizes, fit.losses, strict=True)):
+        color = cmap(0.85 * i / max(1, len(fit.sizes) - 1))
+        pts = []
+        for j, e in enumerate(fit.log2_factors):
+            vals = [row[j] for row in per_seed]
+            if all(v is not None and math.isfinite(v) for v in vals):
+                pts.append((e, sum(vals) / len(vals)))  # type: ignore[arg-type]
+        if pts:
+            right.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                "o-",
+                color=color,
+                ms=3.5,
+                label=f"{sym}={size}",
+            )
+            best = min(pts, key=lambda p: p[1])
+            right.plot([best[0]], [best[1]], "*", color=color, ms=11, mec="black", mew=0.5)
+    right.set_xlabel(f"log2 factor on the rule's {fit.key.quantity}")
+    right.set_ylabel("final validation loss (seed mean)")
+    right.set_title(f"μP at log2 η_base = {fit.log2_lr}")
+    right.grid(alpha=0.3)
+    right.legend(fontsize=7)
 
 
 def plot_fit(fit: AxisFit, path: Path, optimizer: str) -> Path:
@@ -116,39 +213,40 @@ def plot_fit(fit: AxisFit, path: Path, optimizer: str) -> Path:
             if row[k] is not None:
                 xs.append(x)
                 ys.append(fit.derived * x + row[k][0])
-        left.plot(xs, ys, markers[k % len(markers)], color="tab:blue", alpha=0.8, label=f"optimum, seed {seed}")
+        left.plot(
+            xs,
+            ys,
+            markers[k % len(markers)],
+            color="tab:blue",
+            alpha=0.8,
+            label=f"optimum, seed {seed}",
+        )
     if fit.slope is not None and fit.intercept is not None:
         lo, hi = min(xs_all), max(xs_all)
         measured = fit.derived + fit.slope
-        left.plot([lo, hi], [measured * lo + fit.intercept, measured * hi + fit.intercept], "-", color="tab:blue",
-                  label=f"fitted: {measured:+.2f}")
+        left.plot(
+            [lo, hi],
+            [measured * lo + fit.intercept, measured * hi + fit.intercept],
+            "-",
+            color="tab:blue",
+            label=f"fitted: {measured:+.2f}",
+        )
         mid = sum(xs_all) / len(xs_all)
         c = measured * mid + fit.intercept  # the derived line through the fit's centre
-        left.plot([lo, hi], [fit.derived * (lo - mid) + c, fit.derived * (hi - mid) + c], "--", color="tab:gray",
-                  label=f"derived: {fit.derived:+.2f}")
+        left.plot(
+            [lo, hi],
+            [fit.derived * (lo - mid) + c, fit.derived * (hi - mid) + c],
+            "--",
+            color="tab:gray",
+            label=f"derived: {fit.derived:+.2f}",
+        )
     left.set_xticks(xs_all, [str(s) for s in fit.sizes])
     left.set_xlabel(f"{sym} (log scale)")
     left.set_ylabel(f"log2 optimal {fit.key.quantity} / base value")
     left.set_title(f"{fit.key.text}: exponent in {sym}")
     left.grid(alpha=0.3)
     left.legend(fontsize=7)
-    cmap = plt.get_cmap("viridis")
-    for i, (size, per_seed) in enumerate(zip(fit.sizes, fit.losses, strict=True)):
-        color = cmap(0.85 * i / max(1, len(fit.sizes) - 1))
-        pts = []
-        for j, e in enumerate(fit.log2_factors):
-            vals = [row[j] for row in per_seed]
-            if all(v is not None and math.isfinite(v) for v in vals):
-                pts.append((e, sum(vals) / len(vals)))  # type: ignore[arg-type]
-        if pts:
-            right.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=color, ms=3.5, label=f"{sym}={size}")
-            best = min(pts, key=lambda p: p[1])
-            right.plot([best[0]], [best[1]], "*", color=color, ms=11, mec="black", mew=0.5)
-    right.set_xlabel(f"log2 factor on the rule's {fit.key.quantity}")
-    right.set_ylabel("final validation loss (seed mean)")
-    right.set_title(f"μP at log2 η_base = {fit.log2_lr}")
-    right.grid(alpha=0.3)
-    right.legend(fontsize=7)
+    _plot_losses(right, fit, sym, plt.get_cmap("viridis"))
     fig.suptitle(f"{optimizer}: measured exponent of {fit.key.text} ({fit.axis})")
     fig.tight_layout()
     buffer = io.BytesIO()
@@ -159,9 +257,16 @@ def plot_fit(fit: AxisFit, path: Path, optimizer: str) -> Path:
     return write_atomic(path, buffer.getvalue(), force=True)
 
 
-def write_exponent_report(out: Path, optimizer: str, fits: Sequence[AxisFit], *, settings: dict[str, Any],
-                          base_choice: dict[str, Any], command: str | None,
-                          data: dict[str, Any] | None) -> list[Path]:
+def write_exponent_report(
+    out: Path,
+    optimizer: str,
+    fits: Sequence[AxisFit],
+    *,
+    settings: dict[str, Any],
+    base_choice: dict[str, Any],
+    command: str | None,
+    data: dict[str, Any] | None,
+) -> list[Path]:
     """``exponents.md``, ``exponents.json`` and the plots of one optimizer's fits into ``out``."""
     images = []
     for fit in fits:
@@ -169,16 +274,29 @@ def write_exponent_report(out: Path, optimizer: str, fits: Sequence[AxisFit], *,
         images.append(plot_fit(fit, out / name, optimizer).name)
     records = [_as_json(f) for f in fits]
     rows = [fit_row(r) for r in records]
-    text = environment("text").get_template("exponent_summary.md.j2").render(
-        optimizer=optimizer,
-        settings=settings,
-        base_choice=base_choice,
-        command=command,
-        data=data or {},
-        rows=rows,
-        fits=[{"row": row, "optima": _optimum_rows(f), "seeds": list(f.seeds),
-               "factors": ", ".join(str(e) for e in f.log2_factors), "edges": f.edges,
-               "log2_lr": f.log2_lr, "image": img} for f, row, img in zip(fits, rows, images, strict=True)],
+    text = (
+        environment("text")
+        .get_template("exponent_summary.md.j2")
+        .render(
+            optimizer=optimizer,
+            settings=settings,
+            base_choice=base_choice,
+            command=command,
+            data=data or {},
+            rows=rows,
+            fits=[
+                {
+                    "row": row,
+                    "optima": _optimum_rows(f),
+                    "seeds": list(f.seeds),
+                    "factors": ", ".join(str(e) for e in f.log2_factors),
+                    "edges": f.edges,
+                    "log2_lr": f.log2_lr,
+                    "image": img,
+                }
+                for f, row, img in zip(fits, rows, images, strict=True)
+            ],
+        )
     )
     payload = {"optimizer": optimizer, "base": base_choice, "fits": records}
     return [

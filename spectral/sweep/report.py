@@ -483,13 +483,41 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
     return paths + [out / img for img in images]
 
 
+def retuned_edges(where: str, choice: Any) -> list[str]:
+    """What of SP's re-tuned cell (``output=1, log2 η -7``) lies on the edge of what was tried:
+    each tuned key whose value is its candidates' smallest or largest, and η when it is the
+    grid's first or last. Such a cell's loss bounds SP's tuned loss from above; it is not SP's
+    optimum (its grid needs extending past that edge)."""
+    cand, sep, eta = where.rpartition(", log2 η ")
+    if not sep:
+        return []
+    out = []
+    for key in choice.keys:
+        values = sorted({c[key] for c in choice.candidates if isinstance(c, dict) and key in c})
+        mine = [c[key] for c in choice.candidates if isinstance(c, dict) and label(c, choice.keys) == cand]
+        if len(values) > 1 and mine and mine[0] in (values[0], values[-1]):
+            out.append(key)
+    lrs = sorted(choice.log2_lrs)
+    if len(lrs) > 1 and int(eta) in (lrs[0], lrs[-1]):
+        out.append("log2 η")
+    return out
+
+
+def _where(where: str, choice: Any) -> str:
+    edges = retuned_edges(where, choice) if where else []
+    if not where:
+        return "–"
+    return where if not edges else f"{where} (**edge**: {', '.join(edges)}; a bound)"
+
+
 def render_retuned_markdown(rows: list[Any], choice: Any, seeds: tuple[int, ...]) -> str:
     """SP re-tuned at every size beside SP at the base values and μP (``templates/sweep_retuned.md.j2``)."""
     def per_seed(cells: tuple[Any, ...]) -> str:
         return " / ".join(_fmt(c) for c in cells) if cells else "–"
 
     items = [{"axis": r.axis, "symbol": _AXIS_META[r.axis]["symbol"], "size": r.size, "base": _fmt(r.base_values),
-              "retuned": _fmt(r.retuned), "where": r.retuned_label or "–", "per_seed": per_seed(r.retuned_per_seed),
+              "retuned": _fmt(r.retuned), "where": _where(r.retuned_label, choice),
+              "per_seed": per_seed(r.retuned_per_seed),
               "mup": _fmt(r.mup), "diff": "–" if r.mup_minus_retuned is None else f"{r.mup_minus_retuned:+.3f}"}
              for r in rows]
     incomplete = ", ".join(f"{_AXIS_META[r.axis]['symbol']} = {r.size}" for r in rows if not r.complete)
