@@ -296,9 +296,8 @@ def run_sweep(args: argparse.Namespace, argv: Iterable[str] | None = None) -> in
     fit_keys = _check_fit_args(args)
     _check_ablate_args(args, fit_keys)
     if args.estimate:
-        ablate = list(args.ablate_variant) if args.ablate else None
         return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, fit_keys, _log2_factors(args),
-                                _sp_retune(args), ablate)
+                                _sp_retune(args), list(args.ablate_variant) if args.ablate else None)
     _make_dirs(dirs)
     warned: set[str] = set()
 

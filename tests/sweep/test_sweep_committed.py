@@ -23,6 +23,8 @@ GPULIKE = ["--depths", "2", "--width", "128", "--base-width", "128", "--base-dep
 GAP = ["--widths", "256", "--width", "256", "--depths", "2", "--base-width", "128", "--base-depth", "2", "--head-dim",
        "64", "--batch-size", "32", "--block-size", "256", "--steps", "200", "--multiplier", "output=1", "--seeds", "0,1"]
 
+LLAMA = ["--depths", "2", "--head-dim", "16", "--steps", "200", "--batch-size", "16", "--block-size", "64",
+         "--weight-decay", "0.1", "--seeds", "0,1,2"]
 CASES = {
     "tuned/adamw": ["-O", "adamw", "--param", "sp", "--param", "mup", "--widths", "32,64,128,256",
                     "--depths", "2,4,8,16", "--log2-lrs=-13,-12,-11,-10,-9,-8,-7,-6,-5", "--seeds", "0,1",
@@ -74,6 +76,9 @@ CASES = {
     "ablate/sp-tuned-128/adamw": ["-O", "adamw", "--param", "sp", "--widths", "128", "--width", "128", "--depths", "2",
                                   "--base-width", "128", "--head-dim", "16", "--log2-lrs=-11,-10,-9,-8",
                                   "--seeds", "0,1,2", "--tune", "output=1,4,16"],
+    "ablate/sp-tuned-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--widths", "128", "--width",
+                                            "128", "--depths", "2", "--base-width", "128", "--head-dim", "16",
+                                            "--log2-lrs=-7,-6,-5", "--seeds", "0,1,2", "--tune", "output=0.5,1,4"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
     "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
 }
@@ -199,6 +204,11 @@ ABLATION_CASES = {  # docs/sweep/ablate: one role-rule at a time swapped to SP's
     "ablate/cpu-16-128/adamw": ["-O", "adamw", *ABLATE, "--log2-lrs=-10,-9,-8,-7,-6,-5", "--tune", "output=4,16,32",
                                 "--ablate-variant", "lr.input_weight=-0.5", "--ablate-variant", "multiplier.output=-0.5",
                                 "--ablate-variant", "init.output=-0.5"],
+    # the torchtitan-like regime: spectral sweep --model llama (torchtitan's layout and own init as the base)
+    "ablate/llama-32-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--widths", "32,256", "--width", "32",
+                                  "--base-width", "32", "--log2-lrs=-7,-6,-5,-4,-3", "--tune", "output=0.5,1,2,4,8",
+                                  "--ablate", "--ablate-variant", "init.output=-0.5",
+                                  "--ablate-variant", "multiplier.output=-0.5"],
 }
 
 
