@@ -79,6 +79,16 @@ CASES = {
     "ablate/sp-tuned-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--widths", "128", "--width",
                                             "128", "--depths", "2", "--base-width", "128", "--head-dim", "16",
                                             "--log2-lrs=-7,-6,-5", "--seeds", "0,1,2", "--tune", "output=0.5,1,4"],
+    "ablate/mup-retuned-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "mup", "--widths", "128", "--width",
+                                               "128", "--depths", "2", "--base-width", "16", "--head-dim", "16",
+                                               "--multiplier", "output=4", "--log2-lrs=-6,-5,-4,-3", "--seeds", "0,1,2"],
+    # the torchtitan-like regime at n = 256: SP tuned there, μP's η re-tuned there
+    "ablate/llama-sp-tuned-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "sp", "--widths", "256",
+                                        "--width", "256", "--base-width", "256", "--tune", "output=1,2,4",
+                                        "--log2-lrs=-9,-8,-7,-6"],
+    "ablate/llama-mup-retuned-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "mup", "--widths",
+                                           "256", "--width", "256", "--base-width", "32", "--multiplier", "output=4",
+                                           "--log2-lrs=-6,-5,-4,-3"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
     "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
 }
