@@ -160,6 +160,10 @@ def _blocks(
             prefix = prefix.rpartition(".")[0]
         if not prefix or prefix not in modules or any(g not in hooks for g in group):
             continue
+        if not any(piece.isdigit() for piece in prefix.split(".")):
+            # the group spans layers (an encoder's and a decoder's, of other counts of
+            # branches: Whisper's 2 and 3 under ``model``): no one residual block
+            continue
         out.append((prefix, modules[prefix], [(g, hooks[g]) for g in group]))
     return out
 
