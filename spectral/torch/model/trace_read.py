@@ -361,17 +361,27 @@ class TraceReader:
             if name is None:
                 stem = self.stem(term)
                 if not stem:
-                    node = self.g.nodes.get(self.strip(term)[-1])
-                    op = node.op if node is not None else "the model's input"
-                    raise UnsupportedModelError(
-                        f"h_0 of the stream at `{self.where(st.adds[-1][0])}` is made by "
-                        f"`{op}` from no module that reads the model's input alone: no "
-                        "input layer for alpha_in"
-                    )
+                    self.refuse_h0(st, term)
                 found.append((stem[0], 1.0, (stem[0],)))
                 continue
             found.append((name, factor, self.same(term)))
         return found
+
+    def refuse_h0(self, st: TraceStream, term: TraceKey) -> None:
+        """A part of h_0 that no input layer makes: the model's input itself, or a
+        function of two tensors or of a parameter outside any module."""
+        where = self.where(st.adds[-1][0])
+        node = self.g.nodes.get(self.strip(term)[-1])
+        if node is None:
+            raise UnsupportedModelError(
+                f"h_0 of the stream at `{where}` holds the model's input itself, through "
+                "no input layer: no place for alpha_in"
+            )
+        what = "a parameter outside any module" if node.params else "two tensors"
+        raise UnsupportedModelError(
+            f"h_0 of the stream at `{where}` is made by `{node.op}` of {what}, not by an "
+            "input layer's output: no place for alpha_in"
+        )
 
     def stem(self, term: TraceKey) -> list[str]:
         """The modules of a stem that makes a part of h_0 through functions of one
