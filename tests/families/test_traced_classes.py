@@ -108,14 +108,16 @@ def test_whispers_stem_is_an_input_layer_and_an_outer_layer(cfgs):
 
 def test_jambas_norms_on_x_proj_follow_its_init_scale(cfgs):
     """The dt, B and C norms read x_proj, a rank-down factor whose output at init the
-    rules make Theta(n^-1/2): init_ scales their epsilon by 1/r_n (4 x the base width:
-    1e-6 / 4); the norms on the stream keep theirs."""
+    rules make Theta(n^-1/2): apply_multipliers (a model reloaded from a checkpoint goes
+    through it) and init_ scale their epsilon by 1/r_n (4 x the base width: 1e-6 / 4);
+    the norms on the stream keep theirs."""
     cfg = cfgs["muon"]
     for width, eps in ((64, 1e-6), (256, 1e-6 / 4)):
         model = TRACED_CLASSES["jamba"][0](width, 2)
-        cfg.apply_multipliers(model, width, 2)
-        cfg.init_(model, width, 2)
         mixer = model.model.layers[0].mamba
+        cfg.apply_multipliers(model, width, 2)
+        assert mixer.b_layernorm.variance_epsilon == pytest.approx(eps, rel=1e-12)
+        cfg.init_(model, width, 2)
         for norm in (mixer.dt_layernorm, mixer.b_layernorm, mixer.c_layernorm):
             assert norm.variance_epsilon == pytest.approx(eps, rel=1e-12)
         assert model.model.layers[0].input_layernorm.variance_epsilon == 1e-6
