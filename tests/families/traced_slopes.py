@@ -7,7 +7,8 @@ widths 64/128/256 at depth 2, pooled over ``--seeds`` twins per width
 (tests/families/test_model_classes.py ``measured_slopes``), under the Muon-Kimi + AdamW
 config (``--config muon``) or AdamW on every role (``--config adamw``). CLASS is a key of
 traced_classes.TRACED_CLASSES or ``llama`` (the control). ``--widths`` and ``--lr``
-change the widths and the base learning rate.
+change the widths and the base learning rate; ``--problems`` prints the check's own lines
+after the slopes.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--widths", default="64,128,256")
+    parser.add_argument("--problems", action="store_true")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
 
@@ -55,8 +57,10 @@ def main() -> None:
         build, batch = classes.llama, classes.token_batch
     else:
         build, batch = TRACED_CLASSES[args.name]
-    slopes, _ = classes.measured_slopes(cfg, build, batch(), seeds=args.seeds, lr=args.lr)
+    slopes, problems = classes.measured_slopes(cfg, build, batch(), seeds=args.seeds, lr=args.lr)
     print(json.dumps({k: round(v, 3) for k, v in slopes.items()}, indent=1))
+    if args.problems:
+        print("\n".join(problems))
 
 
 if __name__ == "__main__":
