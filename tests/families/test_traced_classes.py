@@ -158,10 +158,11 @@ CONV_REFERENCE = {"h0": 0.0, "logits": -0.5, "dlogits": 0.0, "branch": 0.0}
 """The rules' width exponents (spectral.torch.check.verdict: an input layer's output and
 every one-step change Theta(1), the readout's logits at init n^-1/2 under muP): the
 ResNet's reference in place of the Llama control. Under AdamW the control is itself off
-these: its dlogits slope is -0.35 at widths 64-256 (lr 1e-2 or 1e-3) and -0.28 at
-128-512 (its readout's own one-step change ~ n^-0.2, which the check names), while the
-ResNet's is -0.04 at lr 1e-3 and -0.01 at 128-512 (lr 1e-2): measured against the
-control, the closer a class follows the rules the further off it reads. At lr 1e-2 and
+these: its dlogits slope is -0.35 at widths 64-256 (-0.31 at lr 1e-3) and -0.28 at
+128-512, and the check names each of its hidden matrices (one-step change ~ n^-0.24 to
+n^-0.27), while the ResNet's dlogits is -0.02 at lr 1e-3 and -0.01 at 128-512 (lr 1e-2):
+measured against the control, the closer a class follows the rules the further off it
+reads (docs/your-model.md has the commands that print these). At lr 1e-2 and
 widths 64-256 the ResNet's second block reads -0.18 (the first step moves each conv
 weight by half its init std at width 64, a quarter at 256: a large step whose size
 relative to the weights itself shrinks with the width); at lr 1e-3, -0.002."""
