@@ -69,6 +69,13 @@ class Adapter(NamedTuple):
     a std proportional to width**exponent (torchtitan's lm_head: dim**-0.5). init_, which
     keeps the model's own init as the base, divides that move out, so the parameter
     starts at its std at the base width times the rule's ratio."""
+    normed: tuple[tuple[str, str], ...] = ()
+    """(norm pattern, module pattern): a norm inside a branch whose input is that
+    module's output (a traced structure fills it in: Jamba's ``b_layernorm`` on
+    ``x_proj``). Where the module's weight is a width -> fixed map (rank-down, router),
+    whose output at init the rules make Theta(n^-1/2), init_ scales the norm's epsilon by
+    that output's squared scale (1/r_n), so the norm divides by its input's RMS at every
+    width, not by sqrt(epsilon)."""
 
 
 _PATTERN_FIELDS = (

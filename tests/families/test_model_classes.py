@@ -189,7 +189,9 @@ CLASSES = {
 }
 
 
-def measured_slopes(cfg, build, batch: dict) -> tuple[dict, list[str]]:
+def measured_slopes(
+    cfg, build, batch: dict, *, seeds: int = SEEDS, lr: float = LR
+) -> tuple[dict, list[str]]:
     """Quantity -> its width slope (h0, logits, dlogits, branch:<name>), as the check
     across widths measures it, and the check's own lines."""
     report = check_widths(
@@ -198,9 +200,9 @@ def measured_slopes(cfg, build, batch: dict) -> tuple[dict, list[str]]:
         WIDTHS,
         factory=lambda width: build(width, DEPTH),
         example_input=batch,
-        base={"lr": LR},
+        base={"lr": lr},
         timeout=None,
-        seeds=SEEDS,
+        seeds=seeds,
     )
     assert report.widths == WIDTHS, report.problems
     return report.slopes(), report.problems

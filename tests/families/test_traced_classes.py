@@ -3,12 +3,12 @@ in one line naming what the rules do not cover.
 
 The builders are tests/families/traced_classes.py's (transformers classes from tiny
 configs, and a ResNet-style conv net). Accepted: T5 (two streams: the decoder's branches
-read the encoder's), RWKV, Jamba (Mamba + attention + MoE), Llama4, GPT-OSS and the ResNet
-— apply_multipliers, init_, build_optimizers and check with no adapter and no patterns=,
-and (slow) each class's width slopes within ±0.15 of the Llama control, measured as
-tests/families/test_model_class_slopes.py does (T5, RWKV, Llama4 and GPT-OSS are; Jamba's
-Mamba branch and the ResNet's dlogits are not yet: OFF_CONTROL). Refused: Whisper (its h_0 is
-gelu(conv2(...)) plus positions: no module's output to scale).
+read the encoder's), Whisper (two streams; the encoder's h_0 made by a conv stem: conv1 the
+input layer, conv2 an outer layer), RWKV, Jamba (Mamba + attention + MoE), Llama4, GPT-OSS
+and the ResNet — apply_multipliers, init_, build_optimizers and check with no adapter and
+no patterns=, and (slow) each class's width slopes within ±0.15 of the Llama control,
+measured as tests/families/test_model_class_slopes.py does; the ResNet (AdamW on every
+role) within ±0.15 of the rules' exponents instead: :data:`CONV_REFERENCE` says why.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ pytest.importorskip("transformers")
 from float32_muon import newton_schulz_float32  # noqa: E402
 from spectral.codegen import load_generated  # noqa: E402
 from test_model_classes import (  # noqa: E402
+    LR,
+    SEEDS,
     TOLERANCE,
     llama,
     measured_slopes,
@@ -31,19 +33,15 @@ from traced_classes import TRACED_CLASSES  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
-ACCEPTED = ("t5", "rwkv", "jamba", "llama4", "gpt_oss", "resnet")
-PER_LAYER = {"t5": 5, "resnet": 1}
-"""Branch ends per layer where not 2: T5's encoder 2 and decoder 3 (depth counts the layers
-of each stack), the ResNet's one per block."""
+ACCEPTED = ("t5", "whisper", "rwkv", "jamba", "llama4", "gpt_oss", "resnet")
+PER_LAYER = {"t5": 5, "whisper": 5, "resnet": 1}
+"""Branch ends per layer where not 2: T5's and Whisper's encoder 2 and decoder 3 (depth
+counts the layers of each stack), the ResNet's one per block."""
+INPUTS = {"t5": 2, "whisper": 4}
+"""Input modules where not 1: T5's two tables; Whisper's decoder table and positions, its
+encoder's conv1 and (frozen) positions."""
 CONV = ("resnet",)
 """Classes with conv kernels (4-D): AdamW on every role, as Muon takes 2-D matrices only."""
-REFUSED = {
-    "whisper": (
-        "The model has the opt family's names; its traced structure was refused: h_0 of "
-        "the stream at `model.encoder.layers.0` is made by `gelu`, not by a module's "
-        "output: no place for alpha_in"
-    ),
-}
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +75,7 @@ def test_accepted_with_no_adapter(cfgs, name):
     handle = cfg.apply_multipliers(model, width, depth)
     per_layer = PER_LAYER.get(name, 2)
     assert {k: len(v) for k, v in handle.modules.items()} == {
-        "input": 2 if name == "t5" else 1,  # T5: the encoder's table and the decoder's
+        "input": INPUTS.get(name, 1),
         "hidden": per_layer * depth,
         "output": 1,
     }
@@ -86,13 +84,46 @@ def test_accepted_with_no_adapter(cfgs, name):
     assert cfg.check(model, width, depth, opt, example_input=batch()) == []
 
 
-@pytest.mark.parametrize("name", list(REFUSED))
-def test_refused_naming_the_construct(cfgs, name):
-    cfg, (build, _) = cfgs["muon"], TRACED_CLASSES[name]
-    with pytest.raises(ValueError) as info:
-        cfg.apply_multipliers(build(64, 2), 64, 2)
-    assert REFUSED[name] in str(info.value)
-    assert "\n" not in str(info.value)
+def test_whispers_stem_is_an_input_layer_and_an_outer_layer(cfgs):
+    """h_0 = gelu(conv2(gelu(conv1(x)))) + positions: alpha_in on conv1 (it reads the
+    features), conv2 a width -> width map outside the stream applied once."""
+    model = TRACED_CLASSES["whisper"][0](64, 2)
+    handle = cfgs["muon"].apply_multipliers(model, 64, 2)
+    assert "model.encoder.conv1" in handle.modules["input"]
+    assert "model.encoder.conv2" not in handle.modules["input"]
+    roles = {}
+    for group in cfgs["muon"].param_groups(model, 64, 2, lr=1e-3):
+        for p in group["params"]:
+            roles[id(p)] = group["role"]
+    stem = model.model.encoder
+    assert [roles[id(p)] for p in (stem.conv1.weight, stem.conv1.bias)] == [
+        "input_weight",
+        "input_bias",
+    ]
+    assert [roles[id(p)] for p in (stem.conv2.weight, stem.conv2.bias)] == [
+        "outer_weight",
+        "outer_bias",
+    ]
+
+
+def test_jambas_norms_on_x_proj_follow_its_init_scale(cfgs):
+    """The dt, B and C norms read x_proj, a rank-down factor whose output at init the
+    rules make Theta(n^-1/2): apply_multipliers (a model reloaded from a checkpoint goes
+    through it) and init_ scale their epsilon by 1/r_n (4 x the base width: 1e-6 / 4);
+    the norms on the stream keep theirs."""
+    cfg = cfgs["muon"]
+    for width, eps in ((64, 1e-6), (256, 1e-6 / 4)):
+        model = TRACED_CLASSES["jamba"][0](width, 2)
+        mixer = model.model.layers[0].mamba
+        cfg.apply_multipliers(model, width, 2)
+        assert mixer.b_layernorm.variance_epsilon == pytest.approx(eps, rel=1e-12)
+        cfg.init_(model, width, 2)
+        for norm in (mixer.dt_layernorm, mixer.b_layernorm, mixer.c_layernorm):
+            assert norm.variance_epsilon == pytest.approx(eps, rel=1e-12)
+        assert model.model.layers[0].input_layernorm.variance_epsilon == 1e-6
+        assert model.model.final_layernorm.variance_epsilon == 1e-6
+        cfg.init_(model, width, 2, init_std=0.02)  # again: from the model's own eps
+        assert mixer.b_layernorm.variance_epsilon == pytest.approx(eps, rel=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -118,30 +149,38 @@ def controls(cfgs, _float32_newton_schulz):
     return control
 
 
-OFF_CONTROL = {
-    "jamba": "its Mamba mixer's branch: slope -0.142 against the control's, 0.189 off",
-    "resnet": "its dlogits: slope -0.125, 0.223 off the control's under AdamW",
-}
-"""Accepted, but a slope measured outside the tolerance (not yet explained): strict xfails,
-so that a fix shows."""
+SEEDS_OF = {"whisper": 4}
+"""Twins per width where not test_model_classes.SEEDS (8): Whisper's encoder-decoder costs
+twice a decoder's (4 seeds: 20 s here; its worst branch 0.10 off the control)."""
+CONV_LR = 1e-3
+"""The ResNet's base lr (AdamW), a tenth of the token classes': see CONV_REFERENCE."""
+CONV_REFERENCE = {"h0": 0.0, "logits": -0.5, "dlogits": 0.0, "branch": 0.0}
+"""The rules' width exponents (spectral.torch.check.verdict: an input layer's output and
+every one-step change Theta(1), the readout's logits at init n^-1/2 under muP): the
+ResNet's reference in place of the Llama control. Under AdamW the control is itself off
+these: its dlogits slope is -0.35 at widths 64-256 (-0.31 at lr 1e-3) and -0.28 at
+128-512, and the check names each of its hidden matrices (one-step change ~ n^-0.24 to
+n^-0.27), while the ResNet's dlogits is -0.02 at lr 1e-3 and -0.01 at 128-512 (lr 1e-2):
+measured against the control, the closer a class follows the rules the further off it
+reads (docs/your-model.md has the commands that print these). At lr 1e-2 and
+widths 64-256 the ResNet's second block reads -0.18 (the first step moves each conv
+weight by half its init std at width 64, a quarter at 256: a large step whose size
+relative to the weights itself shrinks with the width); at lr 1e-3, -0.002."""
 
 
-@pytest.mark.slow  # eight twins per width, as the per-class test
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(reason=OFF_CONTROL[n], strict=True))
-        if n in OFF_CONTROL
-        else n
-        for n in ACCEPTED
-    ],
-)
+@pytest.mark.slow  # eight twins per width, as the per-class test (Whisper four)
+@pytest.mark.parametrize("name", ACCEPTED)
 def test_width_slopes_match_the_llama_control(cfgs, controls, name):
     key = "adamw" if name in CONV else "muon"
     build, batch = TRACED_CLASSES[name]
-    slopes, problems = measured_slopes(cfgs[key], build, batch())
+    seeds, lr = SEEDS_OF.get(name, SEEDS), CONV_LR if name in CONV else LR
+    slopes, problems = measured_slopes(cfgs[key], build, batch(), seeds=seeds, lr=lr)
     assert {"h0", "logits", "dlogits"} < set(slopes) and len(slopes) > 3, problems
     assert None not in slopes.values(), f"{name}: a quantity is 0 at some width {slopes}"
-    off = off_control(slopes, controls(key))
+    if name in CONV:
+        reference = {k: CONV_REFERENCE[k.partition(":")[0]] for k in slopes}
+        off = {k: v - reference[k] for k, v in slopes.items()}
+    else:
+        off = off_control(slopes, controls(key))
     bad = {k: round(v, 3) for k, v in off.items() if abs(v) > TOLERANCE}
-    assert not bad, f"{name}: slopes off the Llama control {bad}; slopes {slopes}; {problems}"
+    assert not bad, f"{name}: slopes off the reference {bad}; slopes {slopes}; {problems}"

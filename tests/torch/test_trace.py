@@ -125,6 +125,84 @@ class OpEnd(TinyLM):
         return self.readout(self.norm(h))
 
 
+class Stem(TinyLM):
+    """h_0 made by a stem: the embedding, a GELU, a width -> width map, a GELU."""
+
+    def __init__(self, width: int, depth: int):
+        super().__init__(width, depth)
+        self.up = nn.Linear(width, width)
+
+    def forward(self, tokens):
+        h = nn.functional.gelu(self.up(nn.functional.gelu(self.embed(tokens))))
+        for block in self.blocks:
+            h = h + block(h)
+        return self.readout(self.norm(h))
+
+
+class RawInput(TinyLM):
+    """h_0 = embed(tokens) + the token ids themselves: a part of h_0 no input layer
+    makes."""
+
+    def forward(self, tokens):
+        h = self.embed(tokens) + tokens.unsqueeze(-1).float()
+        for block in self.blocks:
+            h = h + block(h)
+        return self.readout(self.norm(h))
+
+
+class Bottleneck(nn.Module):
+    """Each branch: a width -> 8 map, a LayerNorm on its output, 8 -> width."""
+
+    def __init__(self, width: int, depth: int = 2, vocab: int = 64):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.downs = nn.ModuleList(nn.Linear(width, 8) for _ in range(depth))
+        self.code_norms = nn.ModuleList(nn.LayerNorm(8) for _ in range(depth))
+        self.ups = nn.ModuleList(nn.Linear(8, width) for _ in range(depth))
+        self.norm = nn.LayerNorm(width)
+        self.readout = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, tokens):
+        h = self.embed(tokens)
+        for down, norm, up in zip(self.downs, self.code_norms, self.ups, strict=True):
+            h = h + up(norm(down(h)))
+        return self.readout(self.norm(h))
+
+
+def test_a_stem_is_an_input_layer_and_outer_layers(cfg):
+    """alpha_in on the module that reads the input; the maps after it on the way to h_0
+    are outer layers (Whisper's conv2)."""
+    structure = trace_structure(Stem(32, 2))
+    assert structure.input == ("embed",)
+    roles = dict(structure.roles)
+    assert roles["embed.weight"] == "input_weight"
+    assert (roles["up.weight"], roles["up.bias"]) == ("outer_weight", "outer_bias")
+    model = Stem(64, 2)
+    assert cfg.apply_multipliers(model, 64, 2).modules["input"] == ["embed"]
+    cfg.init_(model, 64, 2, init_std=0.02)
+    opt = cfg.build_optimizers(model, 64, 2, lr=3e-3, weight_decay=0.1)
+    assert cfg.check(model, 64, 2, opt) == []
+
+
+def test_a_norm_on_a_rank_down_output_gets_its_epsilon_scaled(cfg):
+    """The norm reads a width -> 8 map whose init output the rules make Theta(n^-1/2):
+    its epsilon times 1/r_n (at 4 x the base width 32: a quarter); the stream's norm
+    keeps its own."""
+    structure = trace_structure(Bottleneck(32, 2))
+    assert structure.normed == (
+        ("code_norms.0", "downs.0"),
+        ("code_norms.1", "downs.1"),
+    )
+    model = Bottleneck(128, 2)
+    cfg.set_base_shapes(model, factory=Bottleneck)  # which dimensions grow: 8 does not
+    cfg.apply_multipliers(model, 128, 2)
+    cfg.init_(model, 128, 2, init_std=0.02)
+    assert [n.eps for n in model.code_norms] == [1e-5 / 4, 1e-5 / 4]
+    assert model.norm.eps == 1e-5
+    cfg.init_(model, 128, 2)  # a second init_: from the model's own epsilon again
+    assert [n.eps for n in model.code_norms] == [1e-5 / 4, 1e-5 / 4]
+
+
 def test_the_readme_model_is_traced(cfg):
     structure = trace_structure(TinyLM(32, 3))
     assert structure.input == ("embed",)
@@ -209,6 +287,11 @@ def test_tracing_leaves_the_model_as_it_was():
             OpEnd(32, 2),
             "the branch added at `the model` ends in `tanh`, not in a module's output: no "
             "place for alpha_hidden (wrap the last step of the branch in a module)",
+        ),
+        (
+            RawInput(32, 2),
+            "h_0 of the stream at `the model` holds the model's input itself, through no "
+            "input layer: no place for alpha_in",
         ),
         (
             nn.Sequential(nn.Embedding(64, 32), nn.Linear(32, 64)),

@@ -20,17 +20,17 @@ import torch
 from torch import nn
 
 from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
-from spectral.scaling import BaseValue, Rules
-from spectral.torch.model.placement import place
+from spectral.scaling import BaseValue, Rules, ratios
 from spectral.torch.model.classify import (
     Adapter,
     AdapterLike,
     Patterns,
     as_adapter,
     model_config,
-    unwrap_model,
     untraced_reason,
+    unwrap_model,
 )
+from spectral.torch.model.placement import Placement, place
 
 
 def _scale_output(
@@ -306,6 +306,62 @@ def _note_compiled_wrappers(model: nn.Module) -> None:
         )
 
 
+WIDTH_TO_FIXED = ("rank_down_weight", "router_weight")
+"""Roles of a width -> fixed map in a block: their rules' init variance is 1/n^2 (the μP
+readout's), so their output at init is Theta(n^-1/2) (docs/roles.md)."""
+EPS_NAMES = ("eps", "variance_epsilon", "epsilon")
+"""Where a norm keeps its epsilon: torch's norms, Hugging Face's RMSNorms."""
+_BASE_EPS: weakref.WeakKeyDictionary[nn.Module, float] = weakref.WeakKeyDictionary()
+"""Norm -> its own epsilon, as the model built it (before any scale_norm_eps)."""
+
+
+def _norm_eps(norm: nn.Module) -> tuple[str, float]:
+    """(attribute, value) of a norm's epsilon (torch's RMSNorm's None: the float32
+    machine epsilon it uses); one-line refusal for a norm that keeps none we know."""
+    for attribute in EPS_NAMES:
+        value = getattr(norm, attribute, False)
+        if value is None:
+            return attribute, float(torch.finfo(torch.float32).eps)
+        if isinstance(value, float):
+            return attribute, value
+    raise UnsupportedModelError(
+        f"{type(norm).__name__} normalises a width -> fixed map's output and keeps its "
+        f"epsilon in none of {', '.join(EPS_NAMES)}: its epsilon cannot follow that "
+        "output's scale"
+    )
+
+
+def scale_norm_eps(
+    rules: Rules, placement: Placement, width: float, depth: float
+) -> None:
+    """Set the epsilon of every norm that reads a width -> fixed map's output (the
+    family's ``normed`` pairs; Jamba's dt, B and C norms on ``x_proj``) to its own value
+    times that output's squared init scale relative to the base, r_n * init_ratio^2
+    (1/r_n for the rules' 1/n^2 variance). A norm divides by sqrt(mean x^2 + eps): with
+    the rules' Theta(n^-1/2) input and a fixed eps it divides by sqrt(eps) once the width
+    is large enough, and its output shrinks as n^-1/2; with eps scaled it is the same
+    function of the normalised input at every width. At the base width nothing moves."""
+    family = placement.family
+    if family is None or not family.normed:
+        return
+    model = placement._model()
+    r_n = ratios(width, depth, rules.base_width, rules.base_depth)[0]
+    roles = {id(m): role for _, p, role, m in placement if p.ndim >= 2}
+    modules = dict(model.named_modules())
+    for norm_pattern, source_pattern in family.normed:
+        for name, norm in modules.items():
+            if not re.search(norm_pattern, name):
+                continue
+            sources = [m for n, m in modules.items() if re.search(source_pattern, n)]
+            role = next((roles[id(m)] for m in sources if id(m) in roles), None)
+            if role not in WIDTH_TO_FIXED:
+                continue
+            attribute, eps = _norm_eps(norm)
+            base = _BASE_EPS.setdefault(norm, eps)
+            factor = r_n * rules.init_ratio(role, width, depth) ** 2
+            setattr(norm, attribute, base * factor)
+
+
 def install_multipliers(
     rules: Rules,
     model: nn.Module,
@@ -352,6 +408,7 @@ def install_multipliers(
         raise UnsupportedModelError("apply_multipliers: " + "; ".join(problems))
     for _, module, hook_id, _ in our_hooks(model):
         del module._forward_hooks[hook_id]
+    scale_norm_eps(rules, placement, width, depth)  # also here: a reloaded model
     values = rules.multipliers(width, depth, multiplier)
     built_in = {id(m): built_in_scale(n, m, family, model) for n, m in placed["input"]}
     outside = {layer: config_scale(model, family, layer) for layer in placed}

@@ -14,6 +14,7 @@ from torch import nn
 from spectral.measure.fit import rms
 from spectral.scaling import BIAS_ROLES, BaseValue, Rules, keeps_own_init, ratios
 from spectral.torch.apply.absorb import carriers_of
+from spectral.torch.apply.hooks import scale_norm_eps
 from spectral.torch.model.classify import (
     AdapterLike,
     Patterns,
@@ -85,6 +86,9 @@ def init_by_role(
     with --absorb-multipliers) the parameters of each module a multiplier scaled carry it:
     their values times the multiplier, a norm's included (spectral.torch.apply.absorb).
     """
+    scale_norm_eps(
+        rules, place(model, rules, patterns=patterns, adapter=adapter), width, depth
+    )
     if init_std is not None:
         draw_by_role(
             rules,

@@ -160,6 +160,10 @@ def _blocks(
             prefix = prefix.rpartition(".")[0]
         if not prefix or prefix not in modules or any(g not in hooks for g in group):
             continue
+        if not any(piece.isdigit() for piece in prefix.split(".")):
+            # the group spans layers (an encoder's and a decoder's, of other counts of
+            # branches: Whisper's 2 and 3 under ``model``): no one residual block
+            continue
         out.append((prefix, modules[prefix], [(g, hooks[g]) for g in group]))
     return out
 
@@ -234,6 +238,12 @@ def _inside(inputs: list[tuple[str, nn.Module]], block: str) -> bool:
     return any(name.startswith(block + ".") for name, _ in inputs)
 
 
+def _aligned(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether two tensors are proportional (cosine above 0.999)."""
+    a, b = x.double().flatten(), y.double().flatten()
+    return float(a @ b) > 0.999 * max(float(a.norm() * b.norm()), 1e-300)
+
+
 def _input_problems(
     inputs: list[tuple[str, nn.Module]],
     blocks: list[Any],
@@ -274,12 +284,10 @@ def _input_problems(
             )
             if lookup.shape != out.shape:
                 continue
-            a, b = out.double().flatten(), lookup.double().flatten()
-            cosine = float(a @ b) / max(float(a.norm() * b.norm()), 1e-300)
             ratio = rms(out) / max(rms(lookup), 1e-30)
             # only an output proportional to the lookup is judged: a module that looks up
             # other rows (OPT's positions, offset by 2) says nothing about a scale
-            if cosine > 0.999:
+            if _aligned(out, lookup):
                 measured.append(f"{name}'s lookup")
                 if abs(ratio - 1.0) > EXACT_TOLERANCE:
                     problems.append(
@@ -302,6 +310,8 @@ def _input_problems(
     expected = expected * after * _outside(inputs[0][1])
     if expected.shape != h0.shape:
         return []
+    if not _aligned(h0, expected):
+        return []  # h_0 is no multiple of the input modules' sum (a stem: Whisper's)
     ratio = rms(h0) / max(rms(expected), 1e-30)
     measured.append("h_0")
     if abs(ratio - 1.0) <= EXACT_TOLERANCE:

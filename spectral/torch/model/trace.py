@@ -61,7 +61,10 @@ def _trace_region(
         for i in ids:
             region.setdefault(i, where)
 
+    modules = {c.name: c.module for c in reader.g.calls}
     for st in (main, *others):
+        for name in reader.outer(st):
+            claim({id(p) for p in modules[name].parameters()}, "outer")
         claim(reader.ancestors([st.adds[-1][1]], set()), "input")
     assert out.inp is not None
     head = reader.ancestors([out.inp], stops)
@@ -98,6 +101,8 @@ def _trace_role(
     )
     if where == "input":
         return "input_weight" if p.ndim >= 2 else "input_bias"
+    if where == "outer":  # a stem's map after the input layer (Whisper's conv2)
+        return "outer_weight" if p.ndim >= 2 else "outer_bias"
     if where == "stream":
         return "hidden_bias"
     if trace_norm(owner) or (ran and p is getattr(owner, "bias", None)):
@@ -209,6 +214,7 @@ def _trace_read(model: nn.Module, graph: TraceGraph) -> Structure:
     roles, tables = _trace_roles(model, graph, region, out, head)
     norms = tuple(n for st in (main, *others) for n, _ in st.norms)
     ends = tuple(dict.fromkeys(branches))
+    normed = reader.normed([main, *others])
     return Structure(
         input=tuple(dict.fromkeys(inputs)),
         branches=ends,
@@ -221,6 +227,7 @@ def _trace_read(model: nn.Module, graph: TraceGraph) -> Structure:
         sites=tuple(sorted(sites.items())),
         branches_per_layer=_trace_per_layer(ends),
         aliases=_trace_aliases(model, graph),
+        normed=tuple(normed),
     )
 
 
@@ -357,6 +364,10 @@ def structure_adapter(structure: Structure, name: str = "traced") -> Adapter:
         branches_per_layer=structure.branches_per_layer,
         embeddings=_trace_exact(structure.embeddings),
         aliases=_trace_exact(structure.aliases),
+        normed=tuple(
+            (f"^{re.escape(norm)}$", f"^{re.escape(module)}$")
+            for norm, module in structure.normed
+        ),
     )
 
 

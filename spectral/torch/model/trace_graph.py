@@ -53,6 +53,10 @@ TRACE_PASS = frozenset(
         "reshape_as",
     }
 )
+TRACE_SPLIT = frozenset(
+    {"split", "chunk", "tensor_split", "unbind", "narrow", "__getitem__"}
+)
+"""Ops that hand on a part of one tensor (the norm reading a part of a module's output)."""
 TRACE_MATMUL = frozenset(
     {
         "linear",
@@ -124,6 +128,10 @@ class Structure:
     aliases: tuple[str, ...] = ()
     """Parameter names under a module the pass never called, whose tensor a module
     that ran holds too (T5's ``shared.weight``)."""
+    normed: tuple[tuple[str, str], ...] = ()
+    """(norm, module): a norm off the streams whose input is that module's output, up
+    to layout ops, constants and a split (Jamba's ``b_layernorm`` on ``x_proj``): its
+    epsilon follows the init scale of that output (spectral.torch.apply.init)."""
 
 
 class TraceGraph:

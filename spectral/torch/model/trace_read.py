@@ -21,6 +21,7 @@ from spectral.torch.model.trace_graph import (
     TRACE_DIV,
     TRACE_MUL,
     TRACE_PASS,
+    TRACE_SPLIT,
     TraceCall,
     TraceGraph,
     TraceKey,
@@ -354,18 +355,92 @@ class TraceReader:
         name, factor, _ = self.site(h0)
         if name is not None:
             return [(name, factor, self.same(h0))]
-        found = []
+        found: list[tuple[str, float, tuple[str, ...]]] = []
         for term in self.terms(h0):
             name, factor, _ = self.site(term)
             if name is None:
-                node = self.g.nodes.get(self.strip(term)[-1])
-                op = node.op if node is not None else "the model's input"
-                raise UnsupportedModelError(
-                    f"h_0 of the stream at `{self.where(st.adds[-1][0])}` is made by "
-                    f"`{op}`, not by a module's output: no place for alpha_in"
-                )
+                stem = self.stem(term)
+                if not stem:
+                    self.refuse_h0(st, term)
+                found.append((stem[0], 1.0, (stem[0],)))
+                continue
             found.append((name, factor, self.same(term)))
         return found
+
+    def refuse_h0(self, st: TraceStream, term: TraceKey) -> None:
+        """A part of h_0 that no input layer makes: the model's input itself, or a
+        function of two tensors or of a parameter outside any module."""
+        where = self.where(st.adds[-1][0])
+        node = self.g.nodes.get(self.strip(term)[-1])
+        if node is None:
+            raise UnsupportedModelError(
+                f"h_0 of the stream at `{where}` holds the model's input itself, through "
+                "no input layer: no place for alpha_in"
+            )
+        what = "a parameter outside any module" if node.params else "two tensors"
+        raise UnsupportedModelError(
+            f"h_0 of the stream at `{where}` is made by `{node.op}` of {what}, not by an "
+            "input layer's output: no place for alpha_in"
+        )
+
+    def stem(self, term: TraceKey) -> list[str]:
+        """The modules of a stem that makes a part of h_0 through functions of one
+        tensor (Whisper's conv1 -> gelu -> conv2 -> gelu), from the one that reads the
+        model's input (the input layer: alpha_in) to the last (width -> width maps
+        outside the stream: outer layers); [] when the part is made otherwise (from
+        two tensors, or by a parameter used outside a module)."""
+        modules: list[str] = []
+        k = self.strip(term)[-1]
+        while True:
+            calls = [c for c in self.outs.get(k, ()) if c.inp is not None]
+            if calls:
+                modules.append(calls[-1].name)
+                k = self.strip(calls[-1].inp)[-1]  # type: ignore[arg-type]
+                continue
+            node = self.g.nodes.get(k)
+            if node is None:  # the model's input: the last module met reads it
+                return modules[::-1]
+            if node.params or len(node.parents) != 1:
+                return []
+            k = self.strip(node.parents[0])[-1]
+
+    def outer(self, st: TraceStream) -> list[str]:
+        """The stem modules after the input layer on the way to h_0 (outer layers)."""
+        h0 = st.adds[-1][1]
+        if self.site(h0)[0] is not None:
+            return []
+        return [
+            m
+            for term in self.terms(h0)
+            if self.site(term)[0] is None
+            for m in self.stem(term)[1:]
+        ]
+
+    def normed(self, streams: list[TraceStream]) -> list[tuple[str, str]]:
+        """(norm, module) for every norm inside a branch whose input is the module's
+        output up to layout ops, constant factors and a split into parts (not a norm
+        that reads a stream: a pre-norm, a final norm)."""
+        on = set().union(*(st.keys for st in streams))
+        on.update(a for st in streams for add in st.adds for a in add[:2])
+        found = []
+        for call in self.g.calls:
+            if call.inp is None or set(self.strip(call.inp)) & on:
+                continue
+            if not trace_norm(call.module):
+                continue
+            k: TraceKey | None = call.inp
+            while k is not None and k not in self.g.made_by:
+                node = self.g.nodes.get(k)
+                ops = TRACE_PASS | TRACE_MUL | TRACE_DIV | TRACE_SPLIT
+                if node is None or node.params or node.op not in ops:
+                    k = None
+                elif len(node.parents) == 1:
+                    k = node.parents[0]
+                else:
+                    k = None
+            if k is not None and k not in on:
+                found.append((call.name, self.g.made_by[k][0]))
+        return list(dict.fromkeys(found))
 
     def readers(self, k: TraceKey) -> list[TraceCall]:
         """Every module call whose input is ``k`` up to constants, innermost first."""
