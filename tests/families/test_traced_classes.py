@@ -162,7 +162,9 @@ these: its dlogits slope is -0.35 at widths 64-256 (-0.31 at lr 1e-3) and -0.28 
 128-512, and the check names each of its hidden matrices (one-step change ~ n^-0.24 to
 n^-0.27), while the ResNet's dlogits is -0.02 at lr 1e-3 and -0.01 at 128-512 (lr 1e-2):
 measured against the control, the closer a class follows the rules the further off it
-reads (docs/your-model.md has the commands that print these). At lr 1e-2 and
+reads (docs/your-model.md has the commands that print these, and why: AdamW's first step
+is sign-like, and the control's 248 batch tokens and 128 logits outnumber widths 64-256,
+below which the step's part unaligned with them, ~n^-1/2, dominates). At lr 1e-2 and
 widths 64-256 the ResNet's second block reads -0.18 (the first step moves each conv
 weight by half its init std at width 64, a quarter at 256: a large step whose size
 relative to the weights itself shrinks with the width); at lr 1e-3, -0.002."""

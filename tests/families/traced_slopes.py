@@ -7,8 +7,11 @@ widths 64/128/256 at depth 2, pooled over ``--seeds`` twins per width
 (tests/families/test_model_classes.py ``measured_slopes``), under the Muon-Kimi + AdamW
 config (``--config muon``) or AdamW on every role (``--config adamw``). CLASS is a key of
 traced_classes.TRACED_CLASSES or ``llama`` (the control). ``--widths`` and ``--lr``
-change the widths and the base learning rate; ``--problems`` prints the check's own lines
-after the slopes.
+change the widths and the base learning rate, ``--eps`` the base epsilon (AdamW's ε, which
+the rules scale per role; the optimizers' own default when not given); ``--problems`` prints
+the check's own lines after the slopes. For the control only, ``--batch ROWS,SEQ`` and
+``--vocab V`` change its token batch (8,32: 248 tokens with a next-token label) and its
+vocabulary (128).
 """
 
 from __future__ import annotations
@@ -32,11 +35,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--widths", default="64,128,256")
+    parser.add_argument("--eps", type=float, default=None)
+    parser.add_argument("--batch", default=None)
+    parser.add_argument("--vocab", type=int, default=None)
     parser.add_argument("--problems", action="store_true")
     args = parser.parse_args()
+    if args.name != "llama" and (args.batch or args.vocab):
+        parser.error("--batch and --vocab change the llama control only")
     warnings.filterwarnings("ignore")
 
     import test_model_classes as classes
+    import torch
     import torch.optim._muon as muon
     from float32_muon import newton_schulz_float32
     from traced_classes import TRACED_CLASSES
@@ -54,9 +63,17 @@ def main() -> None:
         all_roles=True,
     )
     if args.name == "llama":
+        classes.VOCAB = args.vocab or classes.VOCAB  # llama() and token_batch() read it
         build, batch = classes.llama, classes.token_batch
+        if args.batch:
+            shape = tuple(int(n) for n in args.batch.split(","))
+            ids = torch.randint(0, classes.VOCAB, shape, generator=torch.Generator().manual_seed(1))
+            batch = lambda: {"input_ids": ids, "labels": ids}  # noqa: E731
     else:
         build, batch = TRACED_CLASSES[args.name]
+    if args.eps is not None:  # measured_slopes passes the lr alone: AdamW's epsilon beside it
+        check, eps = classes.check_widths, args.eps
+        classes.check_widths = lambda *a, base, **kw: check(*a, base={**base, "eps": eps}, **kw)
     slopes, problems = classes.measured_slopes(cfg, build, batch(), seeds=args.seeds, lr=args.lr)
     print(json.dumps({k: round(v, 3) for k, v in slopes.items()}, indent=1))
     if args.problems:
