@@ -76,3 +76,39 @@ def test_batch_tokens_are_the_leading_dimensions():
     assert batch_tokens(torch.zeros(2, 16)) == 2
     assert batch_tokens(None) is None
     assert batch_tokens({"x": [1, 2]}) is None
+
+
+def test_check_widths_adds_the_note_after_its_lines(monkeypatch):
+    """check_widths passes the user's batch and the role's optimizer to batch_note: the
+    twins' rows stand in (a hidden matrix whose one-step change goes as n^-0.3)."""
+    from types import SimpleNamespace
+
+    import spectral.torch.check.widths as widths
+
+    def rows(rules, model, factory, adapter, patterns, mult, example, base, seeds, progress):
+        progress.measured += progress.sizes
+        return [
+            {
+                "up": WidthRow(
+                    "up",
+                    "linear",
+                    "hidden_weight",
+                    init=[1.0],
+                    step=[w**-0.3],
+                    init_predicted=0.0,
+                    fan_in=[w],
+                    fan_out=[w],
+                )
+            }
+            for w in progress.sizes
+        ]
+
+    monkeypatch.setattr(widths, "_measure_widths", rows)
+    model, base = torch.nn.Linear(2, 2), {"lr": 1e-2}
+    for tokens, optimizer, notes in ((256, "adamw", 1), (8, "adamw", 0), (256, "muon", 0)):
+        rules = SimpleNamespace(optimizers={"hidden_weight": optimizer}, absorbed=None)
+        ids = torch.zeros(tokens, dtype=torch.long)
+        problems = widths.check_widths(rules, model, WIDTHS, example_input=ids, base=base).problems
+        assert problems[0].startswith("up (hidden_weight): one-step change ~ n^-0.30")
+        assert len(problems) == 1 + notes
+        assert problems[-1].startswith("the example batch has 256 tokens") == bool(notes)
