@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spectral.measure.fit import SLOPE_TOLERANCE_WIDTHS, log_slope, within
@@ -39,6 +40,27 @@ FAN_OUT_GROWS = {
 }
 """Whether a weight role's fan-out grows with the width (spectral.engine.roles: n_out)."""
 
+
+SIGN_LIKE_FIRST_STEP = frozenset(
+    {
+        "adam",
+        "adamw",
+        "adan",
+        "lamb",
+        "lion",
+        "mars",
+        "nadam",
+        "schedulefree-adamw",
+        "signsgd",
+    }
+)
+"""Catalog optimizers whose first step is sign-like entry by entry (m̂/sqrt(v̂) with m̂ = g
+and v̂ = g², or sign itself; LAMB's direction is Adam's): on a hidden matrix it moves ``W x``
+by a part aligned with the batch's tokens, Theta(1), and one that is not, ~ n^-1/2, which
+dominates while the width is below about (pi/2) T (docs/your-model.md, "Why the AdamW
+control is off")."""
+BATCH_NOTE_ROLE = "hidden_weight"
+"""The role whose lines :func:`batch_note` explains."""
 
 _READ_FROM_SHAPE = ("rank_down_weight", "rank_up_weight")
 """Roles the runtime reads from which dimensions grow (model/shapes.py), over any name."""
@@ -297,3 +319,38 @@ def off_rules(widths: list[int], rows: list[WidthRow]) -> list[str]:
         count = f", {len(members)} modules" if len(members) > 1 else ""
         lines.append(f"{group} ({row.label}{count}): {measured}; {hint}")
     return lines
+
+
+def batch_note(
+    tokens: int | None,
+    widths: list[int],
+    rows: list[WidthRow],
+    optimizers: Mapping[str, str],
+) -> str | None:
+    """One line when a hidden matrix's one-step change shrinks with the width (its slope
+    fitted by :func:`off_rules`) under a sign-like optimizer and the example batch has more
+    ``tokens`` (the positions the loss sees) than the narrowest width: the batch, not the
+    role, may be the cause. None otherwise, or when the tokens are unknown."""
+    optimizer = optimizers.get(BATCH_NOTE_ROLE)
+    if tokens is None or not widths or tokens <= widths[0]:
+        return None
+    if optimizer not in SIGN_LIKE_FIRST_STEP:
+        return None
+    if not any(
+        row.role == BATCH_NOTE_ROLE
+        and row.owns_weight
+        and not _mismatched(row)
+        and _off(row.step_slope, row.step_predicted)
+        and row.step_slope is not None
+        and row.step_slope < row.step_predicted
+        for row in rows
+    ):
+        return None
+    return (
+        f"the example batch has {tokens} tokens, more than the narrowest width checked "
+        f"({widths[0]}): role {BATCH_NOTE_ROLE} steps with {optimizer}, whose first step is "
+        "sign-like, and its part not aligned with the batch's tokens shrinks the one-step "
+        f"change as n^-1/2 while the width is below about (pi/2) T = "
+        f"{round(math.pi / 2 * tokens)}: re-run the check with fewer tokens (e.g. the "
+        f"default 2 x 8) before changing the role of the {BATCH_NOTE_ROLE} lines"
+    )

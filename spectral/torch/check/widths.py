@@ -53,6 +53,7 @@ from spectral.torch.check.verdict import (
     STEP_EXPONENT,
     WidthReport,
     WidthRow,
+    batch_note,
     group_name,
     off_rules,
 )
@@ -94,6 +95,24 @@ def _whole(value: Any) -> int:
     if not math.isfinite(number) or number != int(number):
         raise ConfigError(f"not a whole number: {value!r}")
     return int(number)
+
+
+def batch_tokens(example: Any) -> int | None:
+    """The positions the loss sees in a user's example batch, as far as the check can tell:
+    the product of its first tensor's leading dimensions (every dimension of integer token
+    ids, all but the features of a float input); None when it holds no tensor."""
+    if isinstance(example, Mapping):
+        values = [example.get("input_ids"), *example.values()]
+    elif isinstance(example, (tuple, list)):
+        values = list(example)
+    else:
+        values = [example]
+    first = next((v for v in values if isinstance(v, torch.Tensor) and v.ndim), None)
+    if first is None:
+        return None
+    if first.is_floating_point() or first.is_complex():
+        return math.prod(first.shape[:-1])
+    return first.numel()
 
 
 def _pooled(drawn: list[dict[str, WidthRow]]) -> dict[str, WidthRow]:
@@ -369,4 +388,7 @@ def check_widths(
             f"{', '.join(map(str, measured))}: nothing learns (is it multiplied by 0 after "
             "the readout?)"
         )
-    return WidthReport(measured, merged, problems + off_rules(measured, merged), notes)
+    problems += off_rules(measured, merged)
+    # the lines of a hidden role under a sign-like step: perhaps the batch, not the role
+    note = batch_note(batch_tokens(example_input), measured, merged, rules.optimizers)
+    return WidthReport(measured, merged, problems + ([note] if note else []), notes)
