@@ -60,6 +60,10 @@ class Adapter(NamedTuple):
     embedding_multiplier on h_0, residual_multiplier on each branch, 1 / logits_scaling on
     the logits); the layer's hook divides it out, so the rules' multiplier is the whole
     factor whatever the config says, width-scaled or not."""
+    aliases: tuple[str, ...] = ()
+    """Parameter names under a module the forward pass never calls, whose tensor another
+    module uses (T5's ``shared.weight``, which the encoder calls as ``embed_tokens``): the
+    same parameter listed twice, not a tie (a traced structure fills it in)."""
     own_width_exponents: tuple[tuple[str, float], ...] = ()
     """(parameter-name pattern, exponent): the family's own init draws that parameter with
     a std proportional to width**exponent (torchtitan's lm_head: dim**-0.5). init_, which
@@ -75,6 +79,7 @@ _PATTERN_FIELDS = (
     "output",
     "final",
     "embeddings",
+    "aliases",
     "own_width_exponents",
 )
 """The fields that hold name patterns (detect_type matches class names, not names)."""

@@ -243,6 +243,14 @@ class _GPTBlock(nn.Module):
         return x + alpha * self.mlp(self.ln_2(x))
 
 
+def _check_size(width: int, depth: int, head_dim: int) -> None:
+    """The decoders' shared refusals: heads of ``head_dim`` must tile the width."""
+    if width % head_dim:
+        raise ValueError(f"width {width} is not a multiple of head_dim {head_dim}")
+    if depth < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
+
+
 class GPT(_Multipliers, nn.Module):
     """GPT-2 style decoder (nanoGPT layout): ``depth`` blocks of width ``width``."""
 
@@ -261,10 +269,7 @@ class GPT(_Multipliers, nn.Module):
         top_k: int = 2,
     ):
         super().__init__()
-        if width % head_dim:
-            raise ValueError(f"width {width} is not a multiple of head_dim {head_dim}")
-        if depth < 1:
-            raise ValueError(f"depth must be >= 1, got {depth}")
+        _check_size(width, depth, head_dim)
         self.width, self.depth = width, depth
         self.vocab_size, self.block_size, self.head_dim = vocab_size, block_size, head_dim
         self.transformer = nn.ModuleDict(
@@ -398,10 +403,7 @@ class Llama(_Multipliers, nn.Module):
         multipliers: Any = None,
     ):
         super().__init__()
-        if width % head_dim:
-            raise ValueError(f"width {width} is not a multiple of head_dim {head_dim}")
-        if depth < 1:
-            raise ValueError(f"depth must be >= 1, got {depth}")
+        _check_size(width, depth, head_dim)
         self.width, self.depth = width, depth
         self.vocab_size, self.block_size, self.head_dim = vocab_size, block_size, head_dim
         hidden = ffn_hidden_dim(width, multiple_of)

@@ -97,9 +97,12 @@ def build_run(job: Job, cfg: SweepConfig, rec: Any, vocab_size: int, device: str
 
 
 def _scale_own_init(model: Any, rec: Any, init_scale: dict[str, float] | None) -> None:
-    """``--init-scale`` on a model whose own init is the base: each named role's values
-    (or an optimizer's roles', or ``default``) times its factor, at every width."""
+    """``--init-scale`` on a model whose own init is the base: each role's values times its
+    factor, at every width, keyed as the GPT's init stds are (the role, its optimizer,
+    ``default``; a bias or norm role only by its own name: spectral.scaling.base_value)."""
     import torch
+
+    from ..scaling import base_value
 
     if not init_scale:
         return
@@ -107,8 +110,9 @@ def _scale_own_init(model: Any, rec: Any, init_scale: dict[str, float] | None) -
     with torch.no_grad():
         for name, p in model.named_parameters():
             role = rec.module.classify(name, p)
-            key = next((k for k in (role, optimizers.get(role)) if k in init_scale), "default")
-            p.mul_(init_scale.get(key, 1.0))
+            factor = base_value(init_scale, role, optimizers.get(role, ""), "init_std")
+            if factor is not None:
+                p.mul_(factor)
 
 
 _OPT_KEYS = ("lr", "weight_decay", "eps", "betas", "momentum", "nesterov", "adjust_lr_fn", "ns_steps",

@@ -28,6 +28,7 @@ from spectral.torch.optim.composite import CompositeOptimizer, unwrap_optimizer
 from spectral.torch.optim.factories import TorchFactory
 from spectral.torch.optim.sharded import CheckpointState, GatheredOptimizer
 from spectral.torch.optim.torchtitan import param_group_configs
+from spectral.torch.model.trace import Structure, structure_adapter, trace_structure
 
 __all__ = [
     "ADAPTERS",
@@ -42,6 +43,7 @@ __all__ = [
     "LAYER_OF",
     "MultiplierHandle",
     "Rules",
+    "Structure",
     "TorchFactory",
     "TorchImpl",
     "check_widths",
@@ -50,5 +52,7 @@ __all__ = [
     "multipliers_applied",
     "param_group_configs",
     "parameter_hparams",
+    "structure_adapter",
+    "trace_structure",
     "unwrap_optimizer",
 ]

@@ -163,9 +163,13 @@ def test_adapter_places_a_model_no_family_knows(folder, adapter, capsys):
     assert {s["parameterization"] for s in data["slopes"]} == {"sp", "mup-k1", "mup"}
     capsys.readouterr()
 
-    # without it the model is refused: no built-in adapter recognises it
-    assert main([*argv, *SMALL]) == 2
-    _one_line_error(capsys, "no adapter recognises this model")
+    # without it no family claims the model, and its traced structure places it
+    traced = folder / "traced.json"
+    assert main([*argv, *SMALL, "--json", str(traced)]) == 0
+    data = json.loads(traced.read_text())
+    assert data["config"]["adapter"] is None  # none given: the trace found the structure
+    assert "input of squash (the final norm)" in data["h_source"]
+    assert {s["parameterization"] for s in data["slopes"]} == {"sp", "mup-k1", "mup"}
 
 
 @pytest.mark.parametrize(

@@ -324,8 +324,8 @@ def test_head_dim_growing_with_width_is_refused(models, capsys):
         ("{models}:boom", "model factory {models}:boom(16, 1) raised RuntimeError: no model today"),
         (
             "{models}:unknown_family",
-            "{models}:unknown_family: apply_multipliers: UnsupportedModelError: no adapter recognises "
-            "this model",
+            "{models}:unknown_family: apply_multipliers: UnsupportedModelError: no residual "
+            "stream found: the readout's input is computed from no addition h + f(h)",
         ),
     ],
 )

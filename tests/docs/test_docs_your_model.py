@@ -87,6 +87,7 @@ def test_page_has_its_walkthroughs():
     assert {
         "a-hugging-face-llama",
         "a-nanogpt-model",
+        "how-spectral-finds-the-structure",
         "any-other-model-an-adapter",
         "when-something-is-wrong",
         "base-values-per-role",

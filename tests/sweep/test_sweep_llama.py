@@ -107,3 +107,12 @@ def test_cli_refuses_the_gpts_experts_on_the_llama(tmp_path: Path, capsys):
     rc = main(["sweep", "--out", str(tmp_path / "o"), "--model", "llama", "--experts", "4", "--estimate"])
     assert rc == 2 and "--experts is the GPT's mixture of experts: not with --model llama" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_init_scale_by_default_leaves_the_norm_gains(tmp_path: Path):
+    """Keyed as the GPT's init stds are: ``default`` reaches every weight role, a norm gain
+    (a bias role) only by its own name."""
+    plain, _ = _built(CFG, "mup", BASE, tmp_path / "a")
+    scaled, _ = _built(replace(CFG, init_scale={"default": 2.0}), "mup", BASE, tmp_path / "b")
+    for (name, p), (_, q) in zip(plain.named_parameters(), scaled.named_parameters(), strict=True):
+        assert torch.equal(q, p if "norm" in name else p * 2.0), name

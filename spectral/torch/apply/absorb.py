@@ -30,6 +30,7 @@ from spectral.torch.apply.hooks import (
 from spectral.torch.model.classify import (
     AdapterLike,
     Patterns,
+    untraced_reason,
 )
 from spectral.torch.model.placement import place
 from spectral.torch.model.shapes import is_norm
@@ -97,8 +98,9 @@ def carrier_factors(
     family = place(model, rules, adapter=adapter).family
     if family is None:
         raise UnsupportedModelError(
-            "no adapter recognises this model: pass adapter= (the multipliers are absorbed "
-            "into the modules the adapter's input, branches and output patterns name)"
+            f"{untraced_reason(model)} (no family adapter claims the model either: pass "
+            "adapter=; the multipliers are absorbed into the modules the adapter's input, "
+            "branches and output patterns name)"
         )
     placed = placements(model, family)
     problems = placement_problems(placed, family, depth)

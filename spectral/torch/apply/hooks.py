@@ -23,12 +23,13 @@ from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.scaling import BaseValue, Rules
 from spectral.torch.model.placement import place
 from spectral.torch.model.classify import (
-    ADAPTERS,
     Adapter,
     AdapterLike,
     Patterns,
     as_adapter,
     model_config,
+    unwrap_model,
+    untraced_reason,
 )
 
 
@@ -339,12 +340,10 @@ def install_multipliers(
     placement = place(model, rules, patterns=patterns, adapter=adapter)
     family = placement.family
     if family is None:
-        sample = [n for n, _ in model.named_modules() if n][:6]
         raise UnsupportedModelError(
-            "no adapter recognises this model (modules "
-            f"{', '.join(sample)}, ...); known families: "
-            f"{', '.join(a.name for a in ADAPTERS)}. Pass adapter=Adapter(...) or "
-            "adapter={'input': [...], 'branches': [...], 'output': [...], 'roles': {...}}"
+            f"{untraced_reason(unwrap_model(model))} (no family adapter claims the model "
+            "either: pass adapter=Adapter(...) or adapter={'input': [...], 'branches': "
+            "[...], 'output': [...], 'roles': {...}} to place it by hand)"
         )
     placement.roles()  # every parameter placed, ties allowed (read once per model)
     placed = placements(model, family)

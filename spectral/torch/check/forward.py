@@ -228,6 +228,12 @@ def _outside(module: nn.Module) -> float:
     return 1.0
 
 
+def _inside(inputs: list[tuple[str, nn.Module]], block: str) -> bool:
+    """Whether an input module sits inside the first block (RWKV's pre_ln makes h_0
+    there): the block's input is then no h_0 to compare with."""
+    return any(name.startswith(block + ".") for name, _ in inputs)
+
+
 def _input_problems(
     inputs: list[tuple[str, nn.Module]],
     blocks: list[Any],
@@ -282,9 +288,10 @@ def _input_problems(
                         "sqrt(hidden_size)), so h_0 grows with the width; use the adapter "
                         "of this family, which divides it out"
                     )
-    if problems or not blocks or f"h:{blocks[0][0]}" not in base:
+    first = blocks[0][0] if blocks else ""
+    if problems or not first or f"h:{first}" not in base or _inside(inputs, first):
         return problems
-    h0 = base[f"h:{blocks[0][0]}"]
+    h0 = base[f"h:{first}"]
     if any(o.shape[-1] != h0.shape[-1] for o in outs):
         return []  # a narrower table projected up to the width (OPT): no sum to compare
     expected = outs[0]

@@ -31,6 +31,7 @@ from spectral.torch.model.classify import (
     unwrap_model,
 )
 from spectral.torch.model.placement import Placement, place
+from spectral.torch.model.trace import structure_disagreements, trace_structure
 from spectral.torch.model.shapes import fans, head_dims, is_norm
 from spectral.torch.optim.composite import (
     CompositeOptimizer,
@@ -331,6 +332,25 @@ def _drawn_with(model: nn.Module, init_std: BaseValue | None) -> dict[str, Any]:
     return {} if drawn is None else {"init_std": drawn}
 
 
+def traced_notes(
+    model: nn.Module, family: Adapter | None, example_input: Any
+) -> list[str]:
+    """Where the adapter and the model's traced structure put a multiplier or the final
+    module differently, one line each (check's notes: a named family or a user's adapter
+    may be right where the trace reads the model otherwise). Nothing when the trace
+    refuses the model or cannot run it (check's other lines say what is wrong)."""
+    if family is None or family.name == "traced":
+        return []
+    try:
+        structure = trace_structure(model, example_input)
+    except UnsupportedModelError:
+        return []
+    return [
+        f"traced structure: {line}"
+        for line in structure_disagreements(model, family, structure)
+    ]
+
+
 def check_model(
     rules: TorchRules,
     model: nn.Module,
@@ -391,6 +411,7 @@ def check_model(
         rules, placement, size, init_std, multiplier, optimizer
     )
     problems += found
+    notes += traced_notes(model, placement.family, example_input) if measure else []
     if widths is not None:
         found, more = _anchored_width_check(
             rules,

@@ -384,7 +384,9 @@ def _module_row(
     layer = hooked.get(id(module), (None, 1.0))[0]
     role = roles.get(id(w), "") if w is not None else f"{layer}_weight"
     row = WidthRow(name, kind, role, owns_weight=w is not None or kind == "logits")
-    row.features.append(int(before.shape[-1]) if before.ndim else 0)
+    # a conv's output holds its channels in dim 1 (N, C, ...), every other module's last
+    channels = isinstance(module, nn.modules.conv._ConvNd) and before.ndim >= 3
+    row.features.append(int(before.shape[1 if channels else -1]) if before.ndim else 0)
     row.init_predicted = _init_exponent(rules, role, layer)
     row.init.append(rms(before))
     row.total.append(rms(after - before))

@@ -59,6 +59,7 @@ from spectral.torch.check.verdict import (
 from spectral.torch.model.classify import (
     AdapterLike,
     Patterns,
+    untraced_reason,
 )
 from spectral.torch.model.placement import place
 from spectral.torch.rules import TorchRules
@@ -234,7 +235,8 @@ def _measure_widths(
             twin_family = family or place(twin, rules, patterns=patterns).family
             if twin_family is None:
                 raise UnsupportedModelError(
-                    "no adapter recognises the model: pass adapter=..."
+                    f"{untraced_reason(twin)} (no family adapter claims the model "
+                    "either: pass adapter=...)"
                 )
             rows, batch = measure_twin(
                 rules,

@@ -29,13 +29,18 @@ from spectral.patterns import (
 from spectral.scaling import unknown_role
 from spectral.torch.model.shapes import shaped_role, width_dims
 from spectral.torch.model.ties import tie_problem
+from spectral.torch.model.trace import (
+    structure_adapter,
+    structure_disagreements,
+    traced_structure,
+)
 
 AdapterLike = Adapter | Mapping[str, Any] | str
 
 
 def _checked(family: Adapter) -> Adapter:
     """Every pattern of a user's adapter compiles (names the field that does not)."""
-    for key in ("input", "branches", "output", "embeddings"):
+    for key in ("input", "branches", "output", "embeddings", "aliases"):
         for pattern in getattr(family, key):
             checked_pattern(pattern, f"adapter {key}")
     for key in ("detect", "final"):
@@ -66,7 +71,14 @@ def as_adapter(
             pairs = fields.get(key, ())
             pairs = pairs.items() if isinstance(pairs, Mapping) else pairs
             fields[key] = tuple(tuple(pair) for pair in pairs)
-        for key in ("input", "branches", "output", "embeddings", "input_scale"):
+        for key in (
+            "input",
+            "branches",
+            "output",
+            "embeddings",
+            "aliases",
+            "input_scale",
+        ):
             value = fields.get(key, ())
             fields[key] = (value,) if isinstance(value, str) else tuple(value)
         fields["input_scale_sqrt"] = tuple(fields.get("input_scale_sqrt", ()))
@@ -82,12 +94,65 @@ def as_adapter(
         return None
     names = [name for name, _ in model.named_modules()]
     types = {type(module).__name__ for module in model.modules()}
+    found = None
     for known in ADAPTERS:
         if any(re.search(known.detect, name) for name in names) and (
             not known.detect_type or any(re.search(known.detect_type, t) for t in types)
         ):
-            return known
+            found = known
+            break
+    missing = _unnamed(found, model) if found is not None else []
+    if found is not None and not missing:
+        return found
+    return _traced_or(found, missing, model)
+
+
+def _traced_or(
+    found: Adapter | None, missing: list[str], model: nn.Module
+) -> Adapter | None:
+    """No family claims the model, or the one whose names it has leaves ``missing``
+    parameters without a role: its structure from one traced forward pass. Where it
+    agrees with the family, the family with the trace's roles for the missing ones
+    (GPT-OSS's sinks under the moe family); where it does not, the traced structure
+    (Jamba's and Llama4's blocks under Llama's names); when the trace refuses the
+    model, the family (its errors name what it misses; traced_refusal says why)."""
+    try:
+        structure = traced_structure(model)
+    except UnsupportedModelError:
+        return found
+    if found is None or structure_disagreements(model, found, structure):
+        return structure_adapter(structure)
+    extra = tuple(
+        (f"^{re.escape(name)}$", role)
+        for name, role in structure.roles
+        if name in missing
+    )
+    return found._replace(roles=found.roles + extra)
+
+
+def _unnamed(family: Adapter, model: nn.Module) -> list[str]:
+    """The parameters neither the family's role patterns nor any family's name."""
+    patterns = [p for p, _ in (*family.roles, *DEFAULT_PATTERNS)]
+    return [
+        name
+        for name, _ in model.named_parameters(remove_duplicate=False)
+        if not any(re.search(p, name) for p in patterns)
+    ]
+
+
+def traced_refusal(model: nn.Module) -> str | None:
+    """The trace's one line refusing the model (what the rules do not cover, and
+    where), or None when its structure was traced."""
+    try:
+        traced_structure(model)
+    except UnsupportedModelError as exc:
+        return str(exc)
     return None
+
+
+def untraced_reason(model: nn.Module) -> str:
+    """Why a model no family claims has no traced structure either."""
+    return traced_refusal(model) or "its traced structure places no module"
 
 
 _MODEL_WRAPPERS = 8
@@ -196,6 +261,10 @@ def classify_parameters(
             role = shaped_role(name, p, module, role, dims.get(id(p)), rules)
         if id(p) in seen:
             first, first_role, index = seen[id(p)]
+            if model.get_submodule(first.rpartition(".")[0]) is model.get_submodule(
+                name.rpartition(".")[0]
+            ) or _alias(family, first, name):
+                continue  # one parameter under two names, used in one place
             problem = tie_problem(first, first_role, name, role, rules)
             if problem is not None:
                 raise UnsupportedModelError(problem)
@@ -207,8 +276,23 @@ def classify_parameters(
         seen[id(p)] = (name, role, len(out))
         out.append((name, p, role, owners[id(p)]))
     if unplaced:
-        raise unplaced_error(unplaced)
+        error = unplaced_error(unplaced)
+        why = traced_refusal(model) if family is not None else None
+        if family is not None and why is not None:
+            # say which family's names were read, and why no traced structure stood in
+            error = UnsupportedModelError(
+                f"{error} The model has the {family.name} family's names; its traced "
+                f"structure was refused: {why}"
+            )
+        raise error
     return out
+
+
+def _alias(family: Adapter | None, first: str, name: str) -> bool:
+    """Whether one of two names of a parameter is under a module the forward pass never
+    calls (the family's aliases: T5's shared.weight)."""
+    aliases = family.aliases if family is not None else ()
+    return any(re.search(a, n) for a in aliases for n in (first, name))
 
 
 def is_table(name: str, module: nn.Module, family: Adapter | None) -> bool:

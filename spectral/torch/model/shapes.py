@@ -51,8 +51,9 @@ def records_made() -> int:
 # config fields that are the width, an intermediate (MLP / expert / SSM inner) size or a
 # head count; all else is kept. The head dimension stays put: heads = width / head_dim.
 _WIDTH_FIELDS = re.compile(
-    r"^(hidden_size|(\w+_)?intermediate_size|n_inner|ffn_dim|num_attention_heads|"
-    r"num_key_value_heads|num_heads|word_embed_proj_dim)$"
+    r"^(hidden_size|(\w+_)?intermediate_size|n_inner|(\w+_)?ffn_dim|d_ff|"
+    r"num_attention_heads|num_key_value_heads|num_heads|(encoder|decoder)_attention_heads|"
+    r"attention_hidden_size|word_embed_proj_dim)$"
 )
 
 
