@@ -82,6 +82,11 @@ CASES = {
     "ablate/mup-retuned-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "mup", "--widths", "128", "--width",
                                                "128", "--depths", "2", "--base-width", "16", "--head-dim", "16",
                                                "--multiplier", "output=4", "--log2-lrs=-6,-5,-4,-3", "--seeds", "0,1,2"],
+    # SP's σ_hidden tuned at n = 128, the coordinate step after α_out × η (α_out at its optimum)
+    "ablate/sp-init-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--widths", "128", "--width", "128",
+                                           "--depths", "2", "--base-width", "128", "--head-dim", "16",
+                                           "--log2-lrs=-7,-6,-5", "--seeds", "0,1,2", "--multiplier", "output=1",
+                                           "--tune", "init.hidden_weight=0.5,1,2"],
     # the torchtitan-like regime at n = 256: SP tuned there, μP's η re-tuned there
     "ablate/llama-sp-tuned-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "sp", "--widths", "256",
                                         "--width", "256", "--base-width", "256", "--tune", "output=1,2,4",
