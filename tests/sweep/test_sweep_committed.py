@@ -87,6 +87,15 @@ CASES = {
                                            "--depths", "2", "--base-width", "128", "--head-dim", "16",
                                            "--log2-lrs=-7,-6,-5", "--seeds", "0,1,2", "--multiplier", "output=1",
                                            "--tune", "init.hidden_weight=0.5,1,2"],
+    "ablate/sp-init-128/adamw": ["-O", "adamw", "--param", "sp", "--widths", "128", "--width", "128", "--depths", "2",
+                                 "--base-width", "128", "--head-dim", "16", "--log2-lrs=-10,-9,-8", "--seeds", "0,1,2",
+                                 "--multiplier", "output=4", "--tune", "init.hidden_weight=0.5,1,2"],
+    # μP's base (16 × 2) tuned over σ_hidden × the embedding's η × η (α_out 4 from the ablation's base tuning)
+    "ablate/mup-init-16/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "mup", "--widths", "16", "--width", "16",
+                                           "--depths", "2", "--base-width", "16", "--head-dim", "16",
+                                           "--seeds", "0,1,2", "--log2-lrs=-6,-5,-4,-3,-2", "--multiplier", "output=4",
+                                           "--tune", "init.hidden_weight=0.25,0.5,1,2,4",
+                                           "--tune", "lr.input_weight=0.25,1,4,16", "--no-sp-retune"],
     # the torchtitan-like regime at n = 256: SP tuned there, μP's η re-tuned there
     "ablate/llama-sp-tuned-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "sp", "--widths", "256",
                                         "--width", "256", "--base-width", "256", "--tune", "output=1,2,4",
@@ -94,6 +103,19 @@ CASES = {
     "ablate/llama-mup-retuned-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "mup", "--widths",
                                            "256", "--width", "256", "--base-width", "32", "--multiplier", "output=4",
                                            "--log2-lrs=-6,-5,-4,-3"],
+    # SP's σ_hidden, then the embedding's η, tuned at 256 (coordinate steps after α_out × η)
+    "ablate/llama-sp-init-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "sp", "--widths", "256",
+                                       "--width", "256", "--base-width", "256", "--log2-lrs=-9,-8,-7",
+                                       "--multiplier", "output=2", "--tune", "init.hidden_weight=0.5,1,2,4,8"],
+    "ablate/llama-sp-emb-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "sp", "--widths", "256",
+                                      "--width", "256", "--base-width", "256", "--log2-lrs=-8", "--multiplier",
+                                      "output=2", "--init-scale", "hidden_weight=4", "--tune",
+                                      "lr.input_weight=0.25,1,4"],
+    # μP's base σ_hidden tuned at 32 (α_out 4), transferred to 256
+    "ablate/llama-mup-init-32-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "mup", "--widths",
+                                           "32,256", "--width", "32", "--base-width", "32", "--log2-lrs=-6,-5,-4",
+                                           "--multiplier", "output=4", "--tune", "init.hidden_weight=1,2,4,8",
+                                           "--no-sp-retune"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
     "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
 }
