@@ -96,6 +96,16 @@ CASES = {
                                            "--seeds", "0,1,2", "--log2-lrs=-6,-5,-4,-3,-2", "--multiplier", "output=4",
                                            "--tune", "init.hidden_weight=0.25,0.5,1,2,4",
                                            "--tune", "lr.input_weight=0.25,1,4,16", "--no-sp-retune"],
+    # μP's base tuned over the embedding's η too (AdamW, α_out 16), transferred to 128; Muon-Kimi+AdamW's
+    # base winner over σ_hidden × the embedding's η × η (mup-init-16) transferred to 128
+    "ablate/mup-emb-16-128/adamw": ["-O", "adamw", "--param", "mup", "--widths", "16,128", "--width", "16", "--depths",
+                                    "2", "--base-width", "16", "--head-dim", "16", "--seeds", "0,1,2",
+                                    "--log2-lrs=-7,-6,-5,-4", "--multiplier", "output=16",
+                                    "--tune", "lr.input_weight=0.25,1,4,16", "--no-sp-retune"],
+    "ablate/mup-tuned-16-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "mup", "--widths", "128", "--width",
+                                                "128", "--depths", "2", "--base-width", "16", "--head-dim", "16",
+                                                "--seeds", "0,1,2", "--log2-lrs=-3", "--multiplier", "output=4",
+                                                "--init-scale", "hidden_weight=0.5", "--lr-scale", "input_weight=4"],
     # the torchtitan-like regime at n = 256: SP tuned there, μP's η re-tuned there
     "ablate/llama-sp-tuned-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "sp", "--widths", "256",
                                         "--width", "256", "--base-width", "256", "--tune", "output=1,2,4",
@@ -116,6 +126,10 @@ CASES = {
                                            "32,256", "--width", "32", "--base-width", "32", "--log2-lrs=-6,-5,-4",
                                            "--multiplier", "output=4", "--tune", "init.hidden_weight=1,2,4,8",
                                            "--no-sp-retune"],
+    "ablate/llama-mup-tuned-32-256-emb16/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "mup",
+                                                  "--widths", "256", "--width", "256", "--base-width", "32",
+                                                  "--log2-lrs=-5", "--multiplier", "output=4", "--init-scale",
+                                                  "hidden_weight=4", "--lr-scale", "input_weight=16"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
     "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
 }
