@@ -106,6 +106,11 @@ CASES = {
                                                 "128", "--depths", "2", "--base-width", "16", "--head-dim", "16",
                                                 "--seeds", "0,1,2", "--log2-lrs=-3", "--multiplier", "output=4",
                                                 "--init-scale", "hidden_weight=0.5", "--lr-scale", "input_weight=4"],
+    # SP's embedding η tuned at 128 (the coordinate step after α_out × η and σ_hidden)
+    "ablate/sp-emb-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "sp", "--widths", "128", "--width", "128",
+                                          "--depths", "2", "--base-width", "128", "--head-dim", "16", "--seeds", "0,1,2",
+                                          "--log2-lrs=-6", "--multiplier", "output=1",
+                                          "--tune", "lr.input_weight=0.25,1,4,16,64"],
     # the torchtitan-like regime at n = 256: SP tuned there, μP's η re-tuned there
     "ablate/llama-sp-tuned-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "sp", "--widths", "256",
                                         "--width", "256", "--base-width", "256", "--tune", "output=1,2,4",
@@ -130,6 +135,10 @@ CASES = {
                                                   "--widths", "256", "--width", "256", "--base-width", "32",
                                                   "--log2-lrs=-5", "--multiplier", "output=4", "--init-scale",
                                                   "hidden_weight=4", "--lr-scale", "input_weight=16"],
+    "ablate/llama-mup-emb-32/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "mup", "--widths", "32",
+                                      "--width", "32", "--base-width", "32", "--log2-lrs=-6,-5,-4", "--multiplier",
+                                      "output=4", "--init-scale", "hidden_weight=4", "--tune",
+                                      "lr.input_weight=0.25,1,4,16,64", "--no-sp-retune"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
     "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
 }
