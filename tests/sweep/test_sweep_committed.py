@@ -111,6 +111,9 @@ CASES = {
                                           "--depths", "2", "--base-width", "128", "--head-dim", "16", "--seeds", "0,1,2",
                                           "--log2-lrs=-6", "--multiplier", "output=1",
                                           "--tune", "lr.input_weight=0.25,1,4,16,64"],
+    "ablate/sp-emb-128/adamw": ["-O", "adamw", "--param", "sp", "--widths", "128", "--width", "128", "--depths", "2",
+                                "--base-width", "128", "--head-dim", "16", "--seeds", "0,1,2", "--log2-lrs=-10,-9,-8,-7,-6",
+                                "--multiplier", "output=4", "--tune", "lr.input_weight=0.25,1,4,16,64,256"],
     # the torchtitan-like regime at n = 256: SP tuned there, μP's η re-tuned there
     "ablate/llama-sp-tuned-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "sp", "--widths", "256",
                                         "--width", "256", "--base-width", "256", "--tune", "output=1,2,4",
@@ -212,6 +215,12 @@ EXPONENT_CASES |= {  # docs/sweep/exponents/more-seeds: the committed seeds and 
 }
 ROUTER = ["--threads", "1", "--widths", "32,64,128", "--depths", "2", "--seeds", "0,1", "--experts", "4", "--top-k", "2",
           "--fit-exponent", "lr.router_weight", "--log2-factors=-3,-2,-1,0,1,2,3"]
+EXPONENT_CASES |= {  # docs/sweep/ablate: the embedding's η exponent at μP's base optimum (AdamW, issue 35)
+    "ablate/fit-emb-16-128/adamw": ["-O", "adamw", "--threads", "1", "--widths", "16,32,64,128", "--width", "16",
+                                    "--depths", "2", "--base-width", "16", "--head-dim", "16", "--seeds", "0,1,2",
+                                    "--log2-lrs=-5", "--multiplier", "output=16", "--lr-scale", "input_weight=4",
+                                    "--fit-exponent", "lr.input_weight", "--log2-factors=-2,-1,0,1,2,3,4"],
+}
 EXPONENT_CASES |= {  # docs/sweep/router: the router's η exponent on the 4-expert MoE
     "router/adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-7", *ROUTER],
     "router/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--multiplier", "output=4", "--log2-lrs=-5", *ROUTER],
