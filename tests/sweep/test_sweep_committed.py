@@ -114,6 +114,15 @@ CASES = {
     "ablate/sp-emb-128/adamw": ["-O", "adamw", "--param", "sp", "--widths", "128", "--width", "128", "--depths", "2",
                                 "--base-width", "128", "--head-dim", "16", "--seeds", "0,1,2", "--log2-lrs=-10,-9,-8,-7,-6",
                                 "--multiplier", "output=4", "--tune", "lr.input_weight=0.25,1,4,16,64,256"],
+    "ablate/mup-init-emb-16-128/adamw": ["-O", "adamw", "--param", "mup", "--widths", "16,128", "--width", "16",
+                                         "--depths", "2", "--base-width", "16", "--head-dim", "16", "--seeds", "0,1,2",
+                                         "--log2-lrs=-6,-5,-4", "--multiplier", "output=16", "--lr-scale",
+                                         "input_weight=4", "--tune", "init.hidden_weight=0.5,1,2,4", "--no-sp-retune"],
+    "ablate/mup-tuned-16-128-retuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--param", "mup", "--widths", "128",
+                                                        "--width", "128", "--depths", "2", "--base-width", "16",
+                                                        "--head-dim", "16", "--seeds", "0,1,2", "--log2-lrs=-4,-3,-2",
+                                                        "--multiplier", "output=4", "--init-scale", "hidden_weight=0.5",
+                                                        "--lr-scale", "input_weight=4"],
     # the torchtitan-like regime at n = 256: SP tuned there, μP's η re-tuned there
     "ablate/llama-sp-tuned-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "sp", "--widths", "256",
                                         "--width", "256", "--base-width", "256", "--tune", "output=1,2,4",
@@ -151,6 +160,11 @@ CASES = {
                                       "--width", "32", "--base-width", "32", "--log2-lrs=-6,-5,-4", "--multiplier",
                                       "output=4", "--init-scale", "hidden_weight=4", "--tune",
                                       "lr.input_weight=0.25,1,4,16,64", "--no-sp-retune"],
+    # μP with σ_hidden held at the base's tuned value at every width (× 4 × √8 undoes the rule's 1/√8)
+    "ablate/llama-mup-sigma-const-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "mup",
+                                               "--widths", "256", "--width", "256", "--base-width", "32",
+                                               "--log2-lrs=-5", "--multiplier", "output=4", "--init-scale",
+                                               "hidden_weight=11.313708498984761"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
     "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
 }
