@@ -511,8 +511,9 @@ def _ablation_plan(cfg: SweepConfig, variants: list[Any], seeds: tuple[int, ...]
     from ..sweep.recipe import derived_rules
 
     with tempfile.TemporaryDirectory(prefix="spectral-estimate-") as tmp:
+        rules = derived_rules(cfg, tmp)  # once: deriving writes and loads a config module
         for v in variants:
-            check_variant(derived_rules(cfg, tmp), v)
+            check_variant(rules, v)
         swaps = ablations_for(cfg, variants, Path(tmp))
     return ablation_configs(cfg, swaps, max(cfg.widths), min(cfg.log2_lrs), seeds)
 
