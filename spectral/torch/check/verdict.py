@@ -54,8 +54,8 @@ SIGN_LIKE_FIRST_STEP = frozenset(
         "signsgd",
     }
 )
-"""Catalog optimizers whose first step is sign-like entry by entry (m̂/sqrt(v̂) with m̂ = g
-and v̂ = g², or sign itself; LAMB's direction is Adam's): on a hidden matrix it moves ``W x``
+"""Catalog optimizers whose first step is sign-like entry by entry (m_hat/sqrt(v_hat) with m_hat = g
+and v_hat = g^2, or sign itself; LAMB's direction is Adam's): on a hidden matrix it moves ``W x``
 by a part aligned with the batch's tokens, Theta(1), and one that is not, ~ n^-1/2, which
 dominates while the width is below about (pi/2) T (docs/your-model.md, "Why the AdamW
 control is off")."""

@@ -11,7 +11,7 @@ other module with a weight matrix; the effect of each bias) the output RMS at in
 of its one-step change are fitted against the width on log-log axes, and each slope is
 compared with the exponent the rules predict:
 
-* at init, ``alpha · sigma · sqrt(fan_in)`` of the module's role (a random matrix times a
+* at init, ``alpha * sigma * sqrt(fan_in)`` of the module's role (a random matrix times a
   Theta(1) input), each from the rules' exponents and the role's dimensions: 0 for input and
   hidden matrices, -1/2 for the readout and a router under muP (a random readout is not
   aligned with h_L);
