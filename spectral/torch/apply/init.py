@@ -86,9 +86,8 @@ def init_by_role(
     with --absorb-multipliers) the parameters of each module a multiplier scaled carry it:
     their values times the multiplier, a norm's included (spectral.torch.apply.absorb).
     """
-    scale_norm_eps(
-        rules, place(model, rules, patterns=patterns, adapter=adapter), width, depth
-    )
+    placement = place(model, rules, patterns=patterns, adapter=adapter)
+    scale_norm_eps(rules, placement, width, depth)
     if init_std is not None:
         draw_by_role(
             rules,
@@ -102,7 +101,6 @@ def init_by_role(
         )
         _remember(model, InitRecord(width, depth, init_std, parameter_spreads(model)))
         return
-    placement = place(model, rules, patterns=patterns, adapter=adapter)
     record = init_record(model)
     if record is not None and record.left_as_is(model, width, depth):
         return  # init_ ran on these values already: a second call scales nothing
