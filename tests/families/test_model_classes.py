@@ -47,17 +47,20 @@ def cfg(tmp_path_factory):
     )
 
 
-def _lm(w: int, d: int) -> dict:
-    return dict(vocab_size=VOCAB, hidden_size=w, num_hidden_layers=d, tie_word_embeddings=False)
+def _lm(w: int, d: int, vocab: int | None = None) -> dict:
+    return dict(
+        vocab_size=vocab or VOCAB, hidden_size=w, num_hidden_layers=d, tie_word_embeddings=False
+    )
 
 
 def _heads(w: int) -> dict:
     return dict(num_attention_heads=w // HEAD_DIM, num_key_value_heads=w // HEAD_DIM)
 
 
-def llama(w: int, d: int) -> nn.Module:
+def llama(w: int, d: int, vocab: int | None = None) -> nn.Module:
+    """The control; ``vocab`` in place of VOCAB (read when called: traced_slopes sets it)."""
     return T.LlamaForCausalLM(
-        T.LlamaConfig(**_lm(w, d), **_heads(w), intermediate_size=2 * w, head_dim=HEAD_DIM)
+        T.LlamaConfig(**_lm(w, d, vocab), **_heads(w), intermediate_size=2 * w, head_dim=HEAD_DIM)
     )
 
 
@@ -160,8 +163,8 @@ def vit(w: int, d: int) -> nn.Module:
     return T.ViTForImageClassification(config)
 
 
-def token_batch() -> dict:
-    ids = torch.randint(0, VOCAB, (8, 32), generator=torch.Generator().manual_seed(1))
+def token_batch(rows: int = 8, seq: int = 32, vocab: int | None = None) -> dict:
+    ids = torch.randint(0, vocab or VOCAB, (rows, seq), generator=torch.Generator().manual_seed(1))
     return {"input_ids": ids, "labels": ids}  # the step is on the model's own loss
 
 

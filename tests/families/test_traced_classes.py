@@ -14,6 +14,8 @@ with fewer tokens and logits than the narrowest width: :data:`CONV_REFERENCE` sa
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -137,41 +139,19 @@ def _float32_newton_schulz():
         yield
 
 
-def _llama_few_logits(w: int, d: int) -> torch.nn.Module:
-    """The Llama control with a vocabulary of 16 (CONV_CONTROL)."""
-    import transformers as T
-
-    return T.LlamaForCausalLM(
-        T.LlamaConfig(
-            vocab_size=16,
-            hidden_size=w,
-            num_hidden_layers=d,
-            tie_word_embeddings=False,
-            num_attention_heads=w // 16,
-            num_key_value_heads=w // 16,
-            intermediate_size=2 * w,
-            head_dim=16,
-        )
-    )
-
-
-def _few_tokens() -> dict:
-    ids = torch.randint(0, 16, (1, 8), generator=torch.Generator().manual_seed(1))
-    return {"input_ids": ids, "labels": ids}
-
-
 @pytest.fixture(scope="module")
 def controls(cfgs, _float32_newton_schulz):
     """The Llama control's slopes under each config, measured once when first asked;
-    "conv": under AdamW with fewer tokens and logits than the narrowest width (CONV_CONTROL)."""
+    "conv": under AdamW with fewer tokens and logits than the narrowest width (see
+    CONV_REFERENCE)."""
     found: dict[str, dict] = {}
 
     def control(key: str) -> dict:
         if key not in found:
             if key == "conv":
-                found[key] = measured_slopes(
-                    cfgs["adamw"], _llama_few_logits, _few_tokens(), lr=CONV_LR
-                )[0]
+                few_logits = functools.partial(llama, vocab=16)
+                batch = token_batch(1, 8, vocab=16)
+                found[key] = measured_slopes(cfgs["adamw"], few_logits, batch, lr=CONV_LR)[0]
             else:
                 found[key] = measured_slopes(cfgs[key], llama, token_batch())[0]
         return found[key]

@@ -17,6 +17,7 @@ vocabulary (128).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -45,7 +46,6 @@ def main() -> None:
     warnings.filterwarnings("ignore")
 
     import test_model_classes as classes
-    import torch
     import torch.optim._muon as muon
     from float32_muon import newton_schulz_float32
     from traced_classes import TRACED_CLASSES
@@ -66,9 +66,8 @@ def main() -> None:
         classes.VOCAB = args.vocab or classes.VOCAB  # llama() and token_batch() read it
         build, batch = classes.llama, classes.token_batch
         if args.batch:
-            shape = tuple(int(n) for n in args.batch.split(","))
-            ids = torch.randint(0, classes.VOCAB, shape, generator=torch.Generator().manual_seed(1))
-            batch = lambda: {"input_ids": ids, "labels": ids}  # noqa: E731
+            rows, seq = (int(n) for n in args.batch.split(","))
+            batch = functools.partial(classes.token_batch, rows, seq)
     else:
         build, batch = TRACED_CLASSES[args.name]
     if args.eps is not None:  # measured_slopes passes the lr alone: AdamW's epsilon beside it
