@@ -19,13 +19,8 @@
 #   usage (device): bash benchmarks/gpu_llama_ablate.sh   (carry .whl: pydantic & pytorch-optimizer wheels)
 #   render afterwards on the CPU: spectral sweep <the same arguments> --out docs/sweep/ablate/gpu-llama --report-only
 set -uo pipefail
-OUT=${OUT:-/tmp/gpu-out}
-mkdir -p "$OUT"
-if ! python3 -c "import pydantic, pytorch_optimizer" 2>/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONUNBUFFERED=1
+# shellcheck source=benchmarks/device_env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 RUN=/tmp/gpu-llama
 rm -rf "$RUN"
 COMMON="--model llama -O adamw --depths 2 --head-dim 64 --steps 200 --batch-size 32 --block-size 256

@@ -21,13 +21,8 @@
 #   usage (device): bash benchmarks/gpu_llama_tuned.sh   (carry .whl: pydantic & pytorch-optimizer wheels)
 #   render afterwards on the CPU: each folder's command (in its summary.md) with --report-only
 set -uo pipefail
-OUT=${OUT:-/tmp/gpu-out}
-mkdir -p "$OUT"
-if ! python3 -c "import pydantic, pytorch_optimizer" 2>/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONUNBUFFERED=1
+# shellcheck source=benchmarks/device_env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 RUN=/tmp/gpu-llama-tuned
 rm -rf "$RUN"
 B=${BASE:-128}

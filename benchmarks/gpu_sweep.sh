@@ -6,13 +6,8 @@
 #
 #   usage (device): bash benchmarks/gpu_sweep.sh      (carry .whl: pydantic & pytorch-optimizer wheels)
 set -uo pipefail
-OUT=${OUT:-/tmp/gpu-out}
-mkdir -p "$OUT"
-if ! python3 -c "import pydantic, pytorch_optimizer" 2>/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONUNBUFFERED=1
+# shellcheck source=benchmarks/device_env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 LIMIT=${LIMIT:-480}         # seconds for the sweep itself
 RUN=/tmp/gpu-sweep          # results folder (copied to $OUT at the end)
 rm -rf "$RUN"
