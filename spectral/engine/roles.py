@@ -40,6 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .dims import GROWS
+
 from .theta import Theta
 
 __all__ = [
@@ -92,13 +94,28 @@ class Role:
         return self.layer == "router"
 
 
+def _role(
+    name: str,
+    label: str,
+    layer: Layer,
+    is_bias: bool,
+    symbol: str,
+    min_k: int = 1,
+    why_min_k: str = "",
+) -> Role:
+    """A role whose dimensions are read from :data:`spectral.engine.dims.GROWS`."""
+    out_grows, in_grows = GROWS[name]
+    n_in, n_out = (_N if in_grows else _ONE), (_N if out_grows else _ONE)
+    return Role(name, label, layer, is_bias, n_in, n_out, symbol, min_k, why_min_k)
+
+
 ROLES: tuple[Role, ...] = (
-    Role("input_weight", "Input weights", "input", False, _ONE, _N, "W_0"),
-    Role("hidden_weight", "Hidden weights", "hidden", False, _N, _N, "W"),
-    Role("output_weight", "Output weights", "output", False, _N, _ONE, "W_{L+1}"),
-    Role("router_weight", "Router weights", "router", False, _N, _ONE, "W_r"),
-    Role("input_bias", "Input biases", "input", True, _ONE, _N, "b_0"),
-    Role("hidden_bias", "Hidden biases", "hidden", True, _ONE, _N, "b"),
+    _role("input_weight", "Input weights", "input", False, "W_0"),
+    _role("hidden_weight", "Hidden weights", "hidden", False, "W"),
+    _role("output_weight", "Output weights", "output", False, "W_{L+1}"),
+    _role("router_weight", "Router weights", "router", False, "W_r"),
+    _role("input_bias", "Input biases", "input", True, "b_0"),
+    _role("hidden_bias", "Hidden biases", "hidden", True, "b"),
 )
 """The paper's network and the router: what ``spectral derive`` tabulates by default."""
 ROLE_NAMES: tuple[str, ...] = tuple(r.name for r in ROLES)
@@ -109,12 +126,12 @@ _FACTORISED = (
 )
 
 EXTRA_ROLES: tuple[Role, ...] = (
-    Role("output_bias", "Output biases", "output", True, _ONE, _ONE, "b_{L+1}"),
-    Role("outer_weight", "Outer weights", "outer", False, _N, _N, "W_o"),
-    Role("outer_bias", "Outer biases", "outer", True, _ONE, _N, "b_o"),
-    Role("rank_down_weight", "Rank-down weights", "hidden", False, _N, _ONE, "D", 2, _FACTORISED),
-    Role("rank_up_weight", "Rank-up weights", "hidden", False, _ONE, _N, "U", 2, _FACTORISED),
-    Role("hidden_vector", "Hidden vectors", "hidden", True, _ONE, _N, "v"),
+    _role("output_bias", "Output biases", "output", True, "b_{L+1}"),
+    _role("outer_weight", "Outer weights", "outer", False, "W_o"),
+    _role("outer_bias", "Outer biases", "outer", True, "b_o"),
+    _role("rank_down_weight", "Rank-down weights", "hidden", False, "D", 2, _FACTORISED),
+    _role("rank_up_weight", "Rank-up weights", "hidden", False, "U", 2, _FACTORISED),
+    _role("hidden_vector", "Hidden vectors", "hidden", True, "v"),
 )
 """Roles placed by their dimensions beyond the paper's network (``docs/roles.md``):
 derived with ``derive(..., all_roles=True)`` (``spectral derive --format json`` always,

@@ -177,18 +177,23 @@ def test_init_is_the_own_init_times_the_rules_ratio(
     cfg, seed, base_width, base_depth, width_factor, depth_factor
 ):
     """For any base size and seed: init_ at the base is the identity, and at any size each
-    parameter is its own value times sqrt(r_n^a r_L^b) of its role's variance rule."""
+    parameter is its own value times sqrt(r_n^a r_L^b) of its role's variance rule, times
+    r_n^1/2 where torch's default init drew it with std 1/sqrt(fan_in) and its fan-in
+    grows (that move undone: spectral.torch.model.own_init)."""
     rules = dataclasses.replace(cfg.CONFIG, base_width=base_width, base_depth=base_depth)
     width, depth = base_width * width_factor, base_depth * depth_factor
     torch.manual_seed(seed)
     model = ResidualMLP(3, 5, width, depth)
     own = _own(model)
+    placement = place(model, rules)
+    own_law = dict(placement.own_exponents)  # read from the model's own values
     rules.init_(model, width, depth)
-    roles = {name: role for name, _, role, _ in place(model, rules)}
+    roles = {name: role for name, _, role, _ in placement}
     for name, p in model.named_parameters():
         a, b = rules.rules[roles[name]]["init_var"]
         ratio = math.sqrt(float(width_factor) ** a * float(depth_factor) ** b)
         assert rules.init_ratio(roles[name], width, depth) == ratio
-        assert torch.equal(p, own[name] * ratio), name
+        law = float(width_factor) ** -own_law.get(name, 0.0)
+        assert torch.equal(p, own[name] * (ratio * law)), name
         if width_factor == depth_factor == 1:
             assert torch.equal(p, own[name])

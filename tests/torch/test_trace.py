@@ -7,6 +7,8 @@ rules do not cover is refused in one line naming the construct and where it is.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -348,9 +350,12 @@ def test_an_adapter_that_disagrees_is_named_in_checks_notes(cfg):
         (  # the readout put on the final norm
             "output",
             (r"^norm$",),
-            "norm (readout): output at init ~ n^-1.00 (rules: n^-0.5), one-step change ~ "
-            "n^-1.01 (rules: n^0); role output_weight's rules do not fit it: give it another "
-            "role (patterns={...})",
+            # the one-step slope's second digit depends on the twins' draws
+            re.compile(
+                r"norm \(readout\): output at init ~ n\^-1\.00 \(rules: n\^-0\.5\), "
+                r"one-step change ~ n\^-1\.\d\d \(rules: n\^0\); role output_weight's "
+                r"rules do not fit it: give it another role \(patterns=\{\.\.\.\}\)"
+            ),
         ),
     ],
 )
@@ -368,7 +373,10 @@ def test_a_wrong_override_of_the_traced_structure_is_named_across_widths(cfg, fi
         base=base,
         timeout=None,
     )
-    assert line in report.problems
+    if isinstance(line, str):
+        assert line in report.problems
+    else:
+        assert any(line.fullmatch(found) for found in report.problems), report.problems
     right = check_widths(
         cfg.CONFIG,
         TinyLM(32, 2),

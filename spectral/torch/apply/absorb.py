@@ -14,6 +14,8 @@ reported by name, and nothing is changed.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import torch
@@ -269,9 +271,17 @@ def clip_by_hooked_norm(
     if (
         not isinstance(max_norm, (int, float))
         or isinstance(max_norm, bool)
-        or max_norm <= 0
+        or not max_norm > 0  # NaN too
     ):
         raise ConfigError(f"max_norm must be a number > 0, got {max_norm!r}")
+    if (
+        not isinstance(norm_type, (int, float))
+        or isinstance(norm_type, bool)
+        or not (norm_type > 0 or norm_type == -math.inf)  # NaN, 0 and negatives refused
+    ):
+        raise ConfigError(
+            f"norm_type must be a number > 0 (or inf, -inf), got {norm_type!r}"
+        )
     factors = carriers_of(rules, model, width, depth, multiplier, adapter)
     if (
         not factors

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
+from spectral.engine.dims import WIDTH_TO_FIXED
 from spectral.scaling import BaseValue, Rules, ratios
 from spectral.torch.model.classify import (
     Adapter,
@@ -306,9 +307,6 @@ def _note_compiled_wrappers(model: nn.Module) -> None:
         )
 
 
-WIDTH_TO_FIXED = ("rank_down_weight", "router_weight")
-"""Roles of a width -> fixed map in a block: their rules' init variance is 1/n^2 (the muP
-readout's), so their output at init is Theta(n^-1/2) (docs/roles.md)."""
 EPS_NAMES = ("eps", "variance_epsilon", "epsilon")
 """Where a norm keeps its epsilon: torch's norms, Hugging Face's RMSNorms."""
 _BASE_EPS: weakref.WeakKeyDictionary[nn.Module, float] = weakref.WeakKeyDictionary()

@@ -4,13 +4,13 @@ every parameter drawn from N(0, init_std_of(role)^2) when a base ``init_std`` is
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from spectral.errors import UnsupportedModelError
 from spectral.measure.fit import rms
 from spectral.scaling import BIAS_ROLES, BaseValue, Rules, keeps_own_init, ratios
 from spectral.torch.apply.absorb import carriers_of
@@ -71,8 +71,10 @@ def init_by_role(
     after the model's own init. A second call at the same size on values init_ left
     untouched scales nothing (check() reads what init_ did: :func:`init_record`). The law
     assumes the model's own std does not itself change with the width (Hugging Face's
-    initializer_range, nanoGPT's 0.02); where it does (torch's default 1/sqrt(fan_in)),
-    that change adds to the rule's.
+    initializer_range, nanoGPT's 0.02); where it does (torch's default 1/sqrt(fan_in) of
+    nn.Linear and nn.ConvNd, recognised by its values; a family's own_width_exponents),
+    that change is divided out: the parameter starts at its std at the base width times
+    the rule's ratio (spectral.torch.model.own_init).
 
     ``init_std`` given (a number, or a dict keyed by role, optimizer or "default"): the
     model's values are replaced by draws from N(0, init_std_of(role)^2), as before this
@@ -104,6 +106,9 @@ def init_by_role(
     record = init_record(model)
     if record is not None and record.left_as_is(model, width, depth):
         return  # init_ ran on these values already: a second call scales nothing
+    unset = not_finite(placement)
+    if unset:
+        raise UnsupportedModelError(unset_line(unset, "init_"))
     done: set[int] = set()
     scaled = own_init_factors(rules, placement, width, depth, multiplier)
     for _, p, s in scaled:
@@ -113,6 +118,31 @@ def init_by_role(
         if s != 1.0:  # 1.0 leaves the tensor untouched: bit-identical at the base
             p.mul_(s)
     _remember(model, InitRecord(width, depth, None, parameter_spreads(model)))
+
+
+def not_finite(placement: Placement) -> list[str]:
+    """The names of the placed parameters holding NaN or inf (memory left as it was by
+    ``to_empty`` after a meta-device build, or a broken init): init_ keeps the model's own
+    values, so it cannot start from them."""
+    return [
+        name
+        for name, p, _, _ in placement
+        if p.device.type != "meta"
+        and type(p).__name__ != "DTensor"
+        and p.is_floating_point()
+        and not bool(torch.isfinite(p.detach()).all())
+    ]
+
+
+def unset_line(names: list[str], who: str) -> str:
+    """One line for parameters that hold no initialised values."""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (
+        f"{who}: {len(names)} parameter(s) hold NaN or inf ({shown}): never initialised "
+        "(to_empty after a meta-device build leaves memory as it was) or diverged; run "
+        "the model's own init first (reset_parameters(), init_weights()), or pass "
+        "init_std= to init_ to draw every parameter by its role"
+    )
 
 
 def own_init_factors(
@@ -125,12 +155,13 @@ def own_init_factors(
     """(name, parameter, factor) for every placed parameter: what init_ with no init_std
     multiplies it by. Its role's init_ratio times its carrier factor (hook-free form); a
     norm's parameters only the carrier factor; 1.0 for a vector that keeps its values. A
-    parameter the family's own init draws with a width-dependent std (the adapter's
-    own_width_exponents) also gets that dependence divided out."""
+    parameter the model's own init draws with a width-dependent std (a family's
+    own_width_exponents, torch's default 1/sqrt(fan_in): Placement.own_exponents) also
+    gets that dependence divided out."""
     model, family = placement._model(), placement.family
     factors = carriers_of(rules, model, width, depth, multiplier, family)
     r_n = ratios(width, depth, rules.base_width, rules.base_depth)[0]
-    own = family.own_width_exponents if family is not None else ()
+    own = placement.own_exponents
     out: list[tuple[str, torch.Tensor, float]] = []
     for name, p, role, module in placement:
         s = factors.get(id(p), 1.0)
@@ -140,9 +171,8 @@ def own_init_factors(
                 s = 1.0  # init_ leaves it as it is, carrier or not
             else:
                 s *= rules.init_ratio(role, width, depth)
-                for pattern, exponent in own:  # the family's own width law undone
-                    if re.search(pattern, name):
-                        s *= r_n**-exponent
+                if name in own:  # the model's own width law undone
+                    s *= r_n ** -own[name]
         out.append((name, p, s))
     return out
 

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from spectral.errors import ConfigTypeError, UnsupportedModelError
-from spectral.scaling import BaseValue
+from spectral.scaling import BaseValue, BaseValues
 from spectral.torch.apply.absorb import absorbed_problems
 from spectral.torch.apply.hooks import (
     builtin_multipliers,
@@ -18,7 +18,7 @@ from spectral.torch.apply.hooks import (
     placement_problems,
     placements,
 )
-from spectral.torch.apply.init import init_record
+from spectral.torch.apply.init import init_record, not_finite, unset_line
 from spectral.torch.check.clipping import clipping_problems
 from spectral.torch.check.compiled import compiled_problems
 from spectral.torch.check.forward import measured_problems
@@ -381,6 +381,7 @@ def check_model(
         raise ConfigTypeError(
             f"model must be a torch.nn.Module, got {type(model).__name__}"
         )
+    BaseValues.of(base, "check")  # a misspelt base value is one line, not ignored
     compiled, model = model, unwrap_model(model)
     init_std = base.pop("init_std", None)  # given: judge the draws init_ makes with it
     base.update(_drawn_with(compiled, init_std))
@@ -389,6 +390,9 @@ def check_model(
         placement.roles()  # every parameter placed, ties allowed
     except UnsupportedModelError as exc:  # found on the model; a bad argument raises
         return Findings([str(exc)])
+    unset = not_finite(placement)
+    if unset:  # nothing else can be judged on values that were never initialised
+        return Findings([unset_line(unset, "check")])
     problems = _size_problems(placement, width)
     if rules.absorbed is None:
         family = placement.family

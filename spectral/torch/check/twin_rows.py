@@ -181,7 +181,9 @@ def _set_up_twin(
             adapter=family,
             patterns=patterns,
         )
-    init_std = base.get("init_std", 0.02)
+    # the user's init: their own, scaled by the rules (init_'s default), unless they drew
+    # with a base std (check passes it on from the init record)
+    init_std = base.get("init_std")
     init_by_role(
         rules,
         twin,

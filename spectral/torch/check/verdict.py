@@ -15,30 +15,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spectral.measure.fit import SLOPE_TOLERANCE_WIDTHS, log_slope, within
+from spectral.engine.dims import fan_in_grows, fan_out_grows
 
 STEP_EXPONENT = 0.0
 """The width exponent of every one-step change: each condition term's target is Theta(1),
 Theta(1/L) or O(1/sqrt(L)), none with a power of the width."""
-FAN_IN_GROWS = {
-    "input_weight": False,
-    "hidden_weight": True,
-    "output_weight": True,
-    "router_weight": True,
-    "outer_weight": True,
-    "rank_down_weight": True,
-    "rank_up_weight": False,
-}
-"""Whether a weight role's fan-in grows with the width (spectral.engine.roles: n_in)."""
-FAN_OUT_GROWS = {
-    "input_weight": True,
-    "hidden_weight": True,
-    "output_weight": False,
-    "router_weight": False,
-    "outer_weight": True,
-    "rank_down_weight": False,
-    "rank_up_weight": True,
-}
-"""Whether a weight role's fan-out grows with the width (spectral.engine.roles: n_out)."""
+_WEIGHT_ROLES = (
+    "input_weight",
+    "hidden_weight",
+    "output_weight",
+    "router_weight",
+    "outer_weight",
+    "rank_down_weight",
+    "rank_up_weight",
+)
+FAN_IN_GROWS = {role: fan_in_grows(role) for role in _WEIGHT_ROLES}
+"""Whether a weight role's fan-in grows with the width (spectral.engine.dims)."""
+FAN_OUT_GROWS = {role: fan_out_grows(role) for role in _WEIGHT_ROLES}
+"""Whether a weight role's fan-out grows with the width (spectral.engine.dims)."""
 
 
 SIGN_LIKE_FIRST_STEP = frozenset(

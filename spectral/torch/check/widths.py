@@ -76,6 +76,9 @@ __all__ = [
 ]
 
 MIN_WIDTHS = 3
+MAX_WIDTH = 2**17
+"""The widest twin the check builds (131072): a twin's hidden matrices hold width^2
+entries, so a wider one cannot be built in any memory the check could run in."""
 MAX_SEEDS = 1000
 """The most twins drawn per width (each draw costs a twin's build and step)."""
 
@@ -130,6 +133,22 @@ def _pooled(drawn: list[dict[str, WidthRow]]) -> dict[str, WidthRow]:
     return pooled
 
 
+def _checked_timeout(timeout: Any) -> float | None:
+    """The time limit in seconds: None (no limit) or a finite number > 0; anything else
+    raises (ConfigError) before any twin is built."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise ConfigTypeError(
+            f"timeout must be a number of seconds > 0 or None, got {timeout!r}"
+        )
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ConfigError(
+            f"timeout must be a number of seconds > 0 or None (no limit), got {timeout!r}"
+        )
+    return float(timeout)
+
+
 def _checked_sizes(widths: Any, seeds: Any, base: Mapping[str, Any]) -> list[int]:
     """The widths, sorted whole numbers, once the arguments are checked: a bad one raises
     (ConfigError) before any twin is built."""
@@ -151,6 +170,11 @@ def _checked_sizes(widths: Any, seeds: Any, base: Mapping[str, Any]) -> list[int
     if len(sizes) < MIN_WIDTHS or sizes[0] < 1:
         raise ConfigError(
             f"check across widths needs {MIN_WIDTHS} or more widths, got {widths!r}"
+        )
+    if sizes[-1] > MAX_WIDTH:
+        raise ConfigError(
+            f"widths must be at most {MAX_WIDTH} (a twin holds width^2 entries per hidden "
+            f"matrix), got {sizes[-1]}"
         )
     if "lr" not in base:
         raise ConfigError(
@@ -347,7 +371,7 @@ def check_widths(
     ConfigError."""
     base = dict(base or {})
     sizes = _checked_sizes(widths, seeds, base)
-    progress = _Progress(sizes, timeout)
+    progress = _Progress(sizes, _checked_timeout(timeout))
     measured, problems = progress.measured, progress.problems
     notes: list[str] = []
     if anchor is not None:

@@ -29,6 +29,7 @@ from spectral.torch.model.classify import (
     classify_parameters,
     unwrap_model,
 )
+from spectral.torch.model.own_init import own_exponents
 from spectral.torch.model.shapes import records_made
 
 Entry = tuple[str, nn.Parameter, str, nn.Module]
@@ -87,6 +88,13 @@ class Placement:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @functools.cached_property
+    def own_exponents(self) -> dict[str, float]:
+        """Parameter name -> the exponent of the width in the std the model's own init
+        drew it with, where not 0 (spectral.torch.model.own_init): read the first time it
+        is asked for, which init_ does before it scales anything."""
+        return own_exponents(self.entries, self.family)
 
     def roles(self) -> dict[str, str]:
         """Parameter name -> role."""

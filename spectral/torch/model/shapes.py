@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
+from spectral.engine.dims import GROWS
 from spectral.scaling import Rules
 
 Dims = tuple[bool, ...]
@@ -337,13 +338,8 @@ def shaped_role(
     )
     grows_out, grows_in = any(out_dims), any(in_dims)
     reads = _reading(grows_out, grows_in)
-    expected = {
-        "input_weight": (True, False),
-        "output_weight": (False, True),
-        "router_weight": (False, True),
-    }
-    if role in expected:
-        if (grows_out, grows_in) != expected[role]:
+    if role in ("input_weight", "output_weight", "router_weight"):
+        if (grows_out, grows_in) != GROWS[role]:
             raise refuse(reads)
         return role
     if role == "hidden_weight":

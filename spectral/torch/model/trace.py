@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from spectral.errors import UnsupportedModelError
+from spectral.errors import ConfigTypeError, UnsupportedModelError
 from spectral.families.adapter import Adapter
 from spectral.torch.model.shapes import hf_model
 from spectral.torch.model.trace_graph import (
@@ -300,6 +300,10 @@ def trace_structure(model: nn.Module, example: Any = None) -> Structure:
     tuple of positional arguments or a dict of keyword arguments; None: built by
     :func:`trace_batch`). The model's random state, buffers and modes are left as they
     were; one line refuses what the rules do not cover."""
+    if not isinstance(model, nn.Module):
+        raise ConfigTypeError(
+            f"trace_structure takes a torch.nn.Module, got {type(model).__name__}"
+        )
     batch = trace_batch(model) if example is None else example
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
     if device.type != "cpu":

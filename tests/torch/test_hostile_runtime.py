@@ -1,0 +1,126 @@
+"""Hostile and careless input to the torch runtime (issue 50): each cause refused in one
+line, before any work, with the error type Python's conventions expect."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from spectral.codegen.torch import load_generated  # noqa: E402
+from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError  # noqa: E402
+from spectral.torch.model.trace import trace_structure  # noqa: E402
+from tests.torch.test_own_law import TinyLM  # noqa: E402
+
+WIDTH, DEPTH = 64, 2
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hostile_runtime")
+    return load_generated("adamw", base_width=WIDTH, base_depth=DEPTH, folder=folder)
+
+
+@pytest.fixture(scope="module")
+def free(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hostile_runtime_free")
+    return load_generated("adamw", base_width=WIDTH, base_depth=DEPTH, folder=folder, absorb=True)
+
+
+def _model(config):
+    torch.manual_seed(0)
+    model = TinyLM(WIDTH, DEPTH)
+    if config.CONFIG.absorbed is None:
+        config.apply_multipliers(model, WIDTH, DEPTH)
+    config.init_(model, WIDTH, DEPTH)
+    model(torch.zeros(2, 4, dtype=torch.long)).sum().backward()
+    return model
+
+
+@pytest.mark.parametrize("form", ["hooked", "free"])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_norm": math.nan}, "max_norm must be a number > 0, got nan"),
+        ({"max_norm": -1.0}, "max_norm must be a number > 0, got -1.0"),
+        ({"max_norm": 1.0, "norm_type": math.nan}, "norm_type must be a number > 0"),
+        ({"max_norm": 1.0, "norm_type": 0}, "norm_type must be a number > 0"),
+    ],
+)
+def test_clip_refuses_nan_and_leaves_the_gradients(cfg, free, form, kwargs, match):
+    config = cfg if form == "hooked" else free
+    model = _model(config)
+    grads = [p.grad.clone() for p in model.parameters()]
+    with pytest.raises(ConfigError, match=match):
+        config.clip_grad_norm_(model, WIDTH, DEPTH, **kwargs)
+    assert all(torch.equal(g, p.grad) for g, p in zip(grads, model.parameters(), strict=True))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"timeout": -1}, ConfigError, r"timeout must be a number of seconds > 0 or None \(no limit\), got -1"),
+        ({"timeout": 0}, ConfigError, "timeout must be a number of seconds > 0"),
+        ({"timeout": math.nan}, ConfigError, "got nan"),
+        ({"timeout": "5"}, ConfigTypeError, "timeout must be a number of seconds"),
+        ({"widths": [64, 128, 10**40]}, ConfigError, "widths must be at most 131072"),
+    ],
+)
+def test_check_across_widths_refuses_bad_arguments_before_any_twin(cfg, kwargs, error, match):
+    built = []
+    model = _model(cfg)
+    args = {"widths": [64, 128, 256], **kwargs}
+    with pytest.raises(error, match=match):
+        cfg.check(model, WIDTH, DEPTH, lr=1e-3, factory=lambda w: built.append(w) or TinyLM(w, DEPTH), **args)
+    assert built == []
+
+
+def test_check_refuses_a_misspelt_base_value_without_an_optimizer(cfg):
+    model = _model(cfg)
+    with pytest.raises(TypeError, match="check: unknown keyword.s. weight_deacy; the base values are"):
+        cfg.check(model, WIDTH, DEPTH, weight_deacy=0.1)
+
+
+def test_build_optimizers_refuses_a_misspelt_base_value_as_a_type_error(cfg):
+    model = _model(cfg)
+    with pytest.raises(TypeError, match="unknown keyword.s. weight_decy"):
+        cfg.build_optimizers(model, WIDTH, DEPTH, lr=1e-3, weight_decy=0.1)
+
+
+def test_trace_structure_of_none_is_one_line():
+    with pytest.raises(ConfigTypeError, match="trace_structure takes a torch.nn.Module, got NoneType"):
+        trace_structure(None)
+
+
+def _from_meta():
+    with torch.device("meta"):
+        model = TinyLM(WIDTH, DEPTH)
+    model.to_empty(device="cpu")
+    with torch.no_grad():  # what uninitialised memory may hold
+        model.readout.weight.fill_(math.nan)
+        model.blocks[0][1].weight[0, 0] = math.inf
+    return model
+
+
+def test_init_refuses_a_model_whose_own_init_never_ran(cfg):
+    model = _from_meta()
+    cfg.apply_multipliers(model, WIDTH, DEPTH)
+    with pytest.raises(UnsupportedModelError, match=r"^init_: \d+ parameter\(s\) hold NaN or inf \("):
+        cfg.init_(model, WIDTH, DEPTH)
+    lines = cfg.check(model, WIDTH, DEPTH)
+    assert len(lines) == 1 and lines[0].startswith("check: ") and "hold NaN or inf" in lines[0]
+    assert "reset_parameters()" in lines[0] and "init_std=" in lines[0]
+    cfg.init_(model, WIDTH, DEPTH, init_std=0.02)  # the way out the line names: a draw
+    assert all(bool(torch.isfinite(p).all()) for p in model.parameters())
+    assert cfg.check(model, WIDTH, DEPTH, init_std=0.02) == []
+
+
+def test_a_finite_model_is_not_named(cfg):
+    model = TinyLM(WIDTH, DEPTH)
+    model.readout = nn.Linear(WIDTH, 64, bias=False)
+    cfg.apply_multipliers(model, WIDTH, DEPTH)
+    cfg.init_(model, WIDTH, DEPTH)
+    assert cfg.check(model, WIDTH, DEPTH) == []
