@@ -66,6 +66,42 @@ def test_one_classification_through_apply_init_build_check(cfg, counted):
     assert dict(counted) == {id(model): 1}
 
 
+@pytest.fixture(scope="module")
+def free(tmp_path_factory):  # the hook-free form
+    return load_generated(
+        "muon-kimi", "adamw", base_width=32, base_depth=2,
+        folder=tmp_path_factory.mktemp("free"), absorb=True,
+    )
+
+
+@pytest.mark.parametrize("form", ["hooked", "free"])
+@pytest.mark.parametrize("build", ["llama", "tinylm"])
+def test_one_placement_through_apply_init_build_check(cfg, free, counted, monkeypatch, form, build):
+    """One Placement made and one classification per model, in both forms, on a Hugging
+    Face Llama and on the README's TinyLM (default PyTorch init, traced structure); the
+    hook-free init_ used to place the model a second time (the family passed back)."""
+    from tests.torch.test_own_law import TinyLM
+
+    made: list[int] = []
+    real_init = Placement.__init__
+
+    def counting_init(self, *args, **kwargs):
+        made.append(1)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(Placement, "__init__", counting_init)
+    config = cfg if form == "hooked" else free
+    model = llama() if build == "llama" else TinyLM(64, 2)
+    if form == "hooked":
+        config.apply_multipliers(model, 64, 2)
+    config.init_(model, 64, 2)
+    opt = config.build_optimizers(model, 64, 2, **BASE)
+    config.param_groups(model, 64, 2, **BASE)
+    assert config.check(model, 64, 2, opt, **BASE) == []
+    assert dict(counted) == {id(model): 1}
+    assert len(made) == 1
+
+
 @pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_one_classification_per_twin_in_the_width_check(cfg, counted):
     model = llama()

@@ -148,7 +148,10 @@ def place(
         pairs = pairs or old.patterns
         given = given if given is not None else kept[1]
         same_rules = rules is None or rules == old.rules
-        if pairs == old.patterns and given == kept[1] and same_rules:
+        # the family the placement found, passed back by an entry point that read it
+        # from the placement, is the same reading, not another adapter
+        same_family = given == kept[1] or given == old.family
+        if pairs == old.patterns and same_family and same_rules:
             return old
         rules = old.rules if rules is None else rules
     family = given if given is not None else as_adapter(None, model)
