@@ -339,7 +339,7 @@ def traced_notes(
     module differently, one line each (check's notes: a named family or a user's adapter
     may be right where the trace reads the model otherwise). Nothing when the trace
     refuses the model or cannot run it (check's other lines say what is wrong)."""
-    if family is None or family.name == "traced":
+    if family is None or family.name.endswith("traced"):
         return []
     try:
         structure = trace_structure(model, example_input)

@@ -27,6 +27,7 @@ from spectral.patterns import (
     unplaced_error,
 )
 from spectral.scaling import unknown_role
+from spectral.torch.model.norm_offset import measured_norm_offset
 from spectral.torch.model.shapes import shaped_role, width_dims
 from spectral.torch.model.ties import tie_problem
 from spectral.torch.model.trace import (
@@ -102,32 +103,62 @@ def as_adapter(
             found = known
             break
     missing = _unnamed(found, model) if found is not None else []
-    if found is not None and not missing:
-        return found
     return _traced_or(found, missing, model)
+
+
+_ANNOTATIONS = (
+    "input_scale",
+    "input_scale_sqrt",
+    "norm_offset",
+    "refuse",
+    "config_scales",
+    "own_width_exponents",
+)
+"""A family's fields that say what its forward pass does, not where its sites are: kept
+on top of a traced structure that places the sites instead."""
 
 
 def _traced_or(
     found: Adapter | None, missing: list[str], model: nn.Module
 ) -> Adapter | None:
-    """No family claims the model, or the one whose names it has leaves ``missing``
-    parameters without a role: its structure from one traced forward pass. Where it
-    agrees with the family, the family with the trace's roles for the missing ones
-    (GPT-OSS's sinks under the moe family); where it does not, the traced structure
-    (Jamba's and Llama4's blocks under Llama's names); when the trace refuses the
-    model, the family (its errors name what it misses; traced_refusal says why)."""
+    """The one arbiter between a family's names and the model's structure from one traced
+    forward pass (a user's adapter or patterns come before both). Where the trace agrees
+    with the family, the family, with the trace's roles for ``missing`` parameters (GPT-OSS's
+    sinks under the moe family); where it does not (Starcoder2's mlp.c_proj under Llama's
+    names, Jamba's and Llama4's blocks), the traced structure with the family's
+    annotations on top (norm offsets, built-in scales, refusals); no family: the traced
+    structure. When the trace cannot run or refuses the model, the family (its errors
+    name what it misses; traced_refusal says why)."""
     try:
         structure = traced_structure(model)
     except UnsupportedModelError:
+        return _measured(found, model)
+    if found is None:
+        return _measured(structure_adapter(structure), model)
+    if structure_disagreements(model, found, structure):
+        traced = structure_adapter(structure, name=f"{found.name}, traced")
+        traced = traced._replace(**{k: getattr(found, k) for k in _ANNOTATIONS})
+        return _measured(traced, model)
+    found = _measured(found, model)
+    if not missing:
         return found
-    if found is None or structure_disagreements(model, found, structure):
-        return structure_adapter(structure)
     extra = tuple(
         (f"^{re.escape(name)}$", role)
         for name, role in structure.roles
         if name in missing
     )
     return found._replace(roles=found.roles + extra)
+
+
+def _measured(family: Adapter | None, model: nn.Module) -> Adapter | None:
+    """``family`` with the norm offset measured on the model where it can be (Nemotron's
+    norms compute x_hat * (1 + w) under Llama's names; spectral.torch.model.norm_offset)."""
+    if family is None:
+        return None
+    offset = measured_norm_offset(model)
+    if offset is None or offset == family.norm_offset:
+        return family
+    return family._replace(norm_offset=offset)
 
 
 def _unnamed(family: Adapter, model: nn.Module) -> list[str]:
