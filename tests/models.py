@@ -139,8 +139,12 @@ def hf_stablelm(width: int, depth: int) -> nn.Module:  # LayerNorms with biases,
 
 
 def hf_falcon(width: int, depth: int, **extra) -> nn.Module:
+    """Falcon with one key/value head per query head: its default, multi_query=True, fuses
+    the queries with one key and one value head that do not grow with the width, which the
+    rules cannot scale as one matrix (tests/torch/test_read_once.py names it)."""
     from transformers import FalconConfig, FalconForCausalLM
 
+    extra.setdefault("multi_query", False)
     config = FalconConfig(
         vocab_size=VOCAB,
         hidden_size=width,

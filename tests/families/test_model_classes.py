@@ -125,6 +125,7 @@ def falcon_alibi(w: int, d: int) -> nn.Module:
         vocab_size=VOCAB, hidden_size=w, num_hidden_layers=d,
         num_attention_heads=w // HEAD_DIM, alibi=True, bias=True,
         new_decoder_architecture=False, parallel_attn=True, tie_word_embeddings=False,
+        multi_query=False,  # its default fuses one fixed key/value head: named, not measured
     )
     return T.FalconForCausalLM(config)
 

@@ -21,7 +21,8 @@ from spectral.torch.apply.hooks import (
 from spectral.torch.apply.init import init_record, not_finite, unset_line
 from spectral.torch.check.clipping import clipping_problems
 from spectral.torch.check.compiled import compiled_problems
-from spectral.torch.check.forward import measured_problems
+from spectral.torch.check.foreign import foreign_hook_problems
+from spectral.torch.check.forward import example_batch, measured_problems
 from spectral.torch.check.params import init_problems
 from spectral.torch.check.widths import check_widths
 from spectral.torch.model.classify import (
@@ -410,6 +411,12 @@ def check_model(
         # stale: the forward checks would measure that stale code too, so it comes alone
         stale = compiled_problems(compiled, placement.family, example_input)
         problems += stale or measured_problems(model, placement.family, example_input)
+        if not stale and placement.family is not None:
+            owners = {n.rpartition(".")[0]: m for n, _, _, m in placement}
+            batch = example_input
+            if batch is None:
+                batch = example_batch(model, placement.family)
+            problems += foreign_hook_problems(model, owners, batch)
     size = (width, depth)
     found, notes = init_problems(
         rules, placement, size, init_std, multiplier, optimizer

@@ -385,6 +385,10 @@ def _module_row(
     w = _weight(module)
     layer = hooked.get(id(module), (None, 1.0))[0]
     role = roles.get(id(w), "") if w is not None else f"{layer}_weight"
+    if kind == "output" and role == "input_weight":
+        # a tied embedding where it reads out: judged by its readout role (a tie is
+        # placed once, as input_weight, and allowed only where both roles' rules agree)
+        role = "output_weight"
     row = WidthRow(name, kind, role, owns_weight=w is not None or kind == "logits")
     # a conv's output holds its channels in dim 1 (N, C, ...), every other module's last
     channels = isinstance(module, nn.modules.conv._ConvNd) and before.ndim >= 3

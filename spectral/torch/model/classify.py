@@ -28,7 +28,7 @@ from spectral.patterns import (
 )
 from spectral.scaling import unknown_role
 from spectral.torch.model.norm_offset import measured_norm_offset
-from spectral.torch.model.shapes import shaped_role, width_dims
+from spectral.torch.model.shapes import fused_blocks, shaped_role, width_dims
 from spectral.torch.model.ties import tie_problem
 from spectral.torch.model.trace import (
     structure_adapter,
@@ -281,6 +281,17 @@ def classify_parameters(
     out: list[tuple[str, nn.Parameter, str, nn.Module]] = []
     unplaced = []
     dims = width_dims(model)  # which dims grow, from a twin at another width
+    fused = fused_blocks(model)
+    if fused:
+        names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
+        first = next(iter(fused))
+        more = f" (and {len(fused) - 1} more)" if len(fused) > 1 else ""
+        raise UnsupportedModelError(
+            f"{names[first]}{more}: {fused[first]}: a fused matrix whose blocks grow "
+            "differently (multi-query or grouped key/value heads of a fixed count beside "
+            "the queries); one matrix cannot follow both blocks' rules: split it into "
+            "separate projections (GPTBigCode: multi_query=False)"
+        )
     for name, p in model.named_parameters(remove_duplicate=False):
         try:
             role = classify(name, p, pairs, family)

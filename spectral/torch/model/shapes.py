@@ -53,7 +53,8 @@ def records_made() -> int:
 # head count; all else is kept. The head dimension stays put: heads = width / head_dim.
 _WIDTH_FIELDS = re.compile(
     r"^(hidden_size|(\w+_)?intermediate_size|n_inner|(\w+_)?ffn_dim|d_ff|"
-    r"num_attention_heads|num_key_value_heads|num_heads|(encoder|decoder)_attention_heads|"
+    r"num_attention_heads|num_key_value_heads|num_kv_heads|num_heads|"
+    r"(encoder|decoder)_attention_heads|"
     r"attention_hidden_size|word_embed_proj_dim)$"
 )
 
@@ -82,7 +83,9 @@ def rescaled_config(config: Any, factor: int = 2) -> Any:
             f"{type(config).__name__} has no integer hidden_size to rescale; pass "
             "set_base_shapes(model, factory=...) or base_model="
         )
-    fields = {"hidden_size", *config.to_dict()}
+    # the standard names too: GPT-2's and GPTBigCode's n_head is num_attention_heads
+    # through the config's attribute_map, which to_dict does not list
+    fields = {"hidden_size", "num_attention_heads", *config.to_dict()}
     for key in sorted(fields):
         value = getattr(config, key, None)
         if (
@@ -92,6 +95,51 @@ def rescaled_config(config: Any, factor: int = 2) -> Any:
         ):
             setattr(new, key, value * factor)
     return new
+
+
+_MIXED: weakref.WeakKeyDictionary[nn.Module, dict[str, str]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Model -> parameter name -> how one of its dimensions grows out of proportion with the
+width (a fused projection whose blocks grow differently), from the same reading."""
+
+
+def _mixed(small: nn.Module, large: nn.Module) -> dict[str, str]:
+    """Parameter name -> a description, for each dimension that grows with the width but
+    not in proportion to it (n + 2 * head_dim: GPTBigCode's multi-query c_attn holds the
+    queries, which grow, and one key and one value head, which do not). The width's own
+    ratio is the one most dimensions that grow share."""
+    larger = dict(large.named_parameters())
+    pairs = [
+        (name, d, a, b)
+        for name, p in small.named_parameters()
+        if name in larger and p.ndim == larger[name].ndim
+        for d, (a, b) in enumerate(zip(p.shape, larger[name].shape, strict=True))
+        if a != b and a > 0
+    ]
+    if not pairs:
+        return {}
+    ratios = [b / a for _, _, a, b in pairs]
+    ratio = max(set(ratios), key=ratios.count)
+    out: dict[str, str] = {}
+    for name, d, a, b in pairs:
+        if abs(b / a - ratio) > 1e-9 and name not in out:
+            fixed = (ratio * a - b) / (ratio - 1.0)  # a = grows + fixed, b = ratio * grows + fixed
+            out[name] = f"dimension {d}: {a} at one width, {b} at {ratio:g}x, a block of {fixed:g} that does not grow"
+    return out
+
+
+def fused_blocks(model: nn.Module) -> dict[int, str]:
+    """id(parameter) -> how a dimension of it grows out of proportion with the width, for
+    the parameters the reading (:func:`width_dims`) covers; read it first."""
+    for module in model.modules():
+        if module in _MIXED:
+            return {
+                id(p): _MIXED[module][name]
+                for name, p in module.named_parameters(remove_duplicate=False)
+                if name in _MIXED[module]
+            }
+    return {}
 
 
 def _dims(small: torch.Tensor, large: torch.Tensor) -> Dims | None:
@@ -168,6 +216,7 @@ def record_base_shapes(
             f"counterpart of the same rank in the other width: {', '.join(missing[:5])}"
         )
     _RECORDED[model] = dims
+    _MIXED[model] = _mixed(small, large)
     _RECORDS[0] += 1
     return dims
 
@@ -187,6 +236,7 @@ def width_dims(model: nn.Module) -> dict[int, Dims]:
             lambda: type(top)(config), f"{type(top).__name__} at twice the width"
         )
         _RECORDED[top] = _compare(top, twin)
+        _MIXED[top] = _mixed(top, twin)
     return _by_id(top, _RECORDED[top])
 
 

@@ -1,0 +1,194 @@
+"""One reading of a model (issue 47): the trace and the family names arbitrated in one
+place, the norm offset measured, fused matrices read by their blocks.
+
+Tiny configs of the classes the issue names, built from config objects (nothing
+downloaded): Starcoder2 (Llama's attention names, GPT-2's MLP names: the family's branch
+ends were wrong and apply_multipliers blamed the depth), GPTBigCode with multi-query
+attention (one fused c_attn holding queries that grow and one key/value head that does
+not: silently wrong before) and with multi-head attention, and Nemotron (norms computing
+x_hat * (1 + w) under Llama's names).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from spectral.codegen.torch import load_generated  # noqa: E402
+from spectral.errors import UnsupportedModelError  # noqa: E402
+from spectral.torch.model.placement import place  # noqa: E402
+
+BASE, DEPTH = 64, 2
+LR = 1e-3
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("read_once")
+    return load_generated("muon-kimi", "adamw", base_width=BASE, base_depth=DEPTH, folder=folder)
+
+
+def starcoder2(width: int = BASE) -> torch.nn.Module:
+    config = transformers.Starcoder2Config(
+        vocab_size=128, hidden_size=width, intermediate_size=4 * width, num_hidden_layers=DEPTH,
+        num_attention_heads=width // 16, num_key_value_heads=width // 16,
+        max_position_embeddings=64, use_cache=False,
+    )
+    return transformers.Starcoder2ForCausalLM(config)
+
+
+def llama(width: int = BASE, tie: bool = False) -> torch.nn.Module:
+    config = transformers.LlamaConfig(
+        vocab_size=128, hidden_size=width, intermediate_size=4 * width, num_hidden_layers=DEPTH,
+        num_attention_heads=width // 16, num_key_value_heads=width // 16, head_dim=16,
+        use_cache=False, tie_word_embeddings=tie,
+    )
+    return transformers.LlamaForCausalLM(config)
+
+
+def bigcode(width: int = BASE, multi_query: bool = True) -> torch.nn.Module:
+    config = transformers.GPTBigCodeConfig(
+        vocab_size=128, n_embd=width, n_layer=DEPTH, n_head=width // 16, n_positions=64,
+        multi_query=multi_query, use_cache=False, bos_token_id=0, eos_token_id=0,
+    )
+    return transformers.GPTBigCodeForCausalLM(config)
+
+
+def nemotron(width: int = BASE) -> torch.nn.Module:
+    config = transformers.NemotronConfig(
+        vocab_size=128, hidden_size=width, intermediate_size=4 * width, num_hidden_layers=DEPTH,
+        num_attention_heads=width // 16, num_key_value_heads=width // 16, head_dim=16,
+        use_cache=False, bos_token_id=0, eos_token_id=0,
+    )
+    return transformers.NemotronForCausalLM(config)
+
+
+def _set_up(cfg, model, width=BASE):
+    cfg.apply_multipliers(model, width, DEPTH)
+    cfg.init_(model, width, DEPTH)
+    return cfg.build_optimizers(model, width, DEPTH, lr=LR)
+
+
+def test_starcoder2_branch_ends_come_from_the_trace(cfg):
+    """Llama's names claim Starcoder2 by self_attn.o_proj, but its MLP ends in mlp.c_proj:
+    the trace places the four branch ends, the family's annotations stay on top."""
+    torch.manual_seed(0)
+    model = starcoder2()
+    family = place(model, cfg.CONFIG).family
+    assert family.name == "llama, traced"
+    hooked = {n for n, m in model.named_modules() if any(__import__("re").search(p, n) for p in family.branches)}
+    assert hooked == {f"model.layers.{i}.{m}" for i in range(DEPTH) for m in ("self_attn.o_proj", "mlp.c_proj")}
+    opt = _set_up(cfg, model)
+    assert cfg.check(model, BASE, DEPTH, opt) == []
+
+
+def test_a_multi_query_fused_matrix_is_named_in_one_line(cfg):
+    torch.manual_seed(0)
+    model = bigcode(multi_query=True)
+    with pytest.raises(UnsupportedModelError) as caught:
+        cfg.apply_multipliers(model, BASE, DEPTH)
+    line = str(caught.value)
+    assert "\n" not in line
+    assert line.startswith("transformer.h.0.attn.c_attn.weight (and 3 more): dimension 0: 96 at one width, 160 at 2x, a block of 32 that does not grow")
+    assert "split it into separate projections (GPTBigCode: multi_query=False)" in line
+
+
+def test_multi_head_gptbigcode_is_accepted(cfg):
+    torch.manual_seed(0)
+    model = bigcode(multi_query=False)
+    opt = _set_up(cfg, model)
+    assert cfg.check(model, BASE, DEPTH, opt) == []
+
+
+def test_nemotron_norm_offset_is_measured(cfg):
+    """Its LayerNorm1P computes x_hat * (1 + w): measured offset 1, so init_ with a draw
+    writes w = 0 and the check judges gain 1 there (before: five false gain-2 lines)."""
+    torch.manual_seed(0)
+    model = nemotron()
+    assert place(model, cfg.CONFIG).family.norm_offset == 1.0
+    opt = _set_up(cfg, model)
+    assert cfg.check(model, BASE, DEPTH, opt) == []
+    torch.manual_seed(0)
+    drawn = nemotron()
+    cfg.apply_multipliers(drawn, BASE, DEPTH)
+    cfg.init_(drawn, BASE, DEPTH, init_std=0.02)
+    assert torch.all(drawn.model.norm.weight == 0.0)
+
+
+def test_a_llama_keeps_norm_offset_zero(cfg):
+    torch.manual_seed(0)
+    assert place(llama(), cfg.CONFIG).family.norm_offset == 0.0
+
+
+def _slopes(cfg, build, width=BASE):
+    torch.manual_seed(0)
+    model = build(width)
+    opt = _set_up(cfg, model, width)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = cfg.CONFIG.check(
+            model, width, DEPTH, opt, widths=[64, 128, 256], lr=LR, seeds=2, timeout=None
+        )
+    return report
+
+
+@pytest.mark.slow  # twins at three widths, two seeds, twice: seconds
+def test_starcoder2_measures_like_a_llama_control(cfg):
+    """Across widths Starcoder2 (its embedding tied to its readout, as by default) is on
+    its rules ([]; the tied lm_head is judged as the readout, not named as an input
+    weight whose fan-in grows), and its logits' one-step slope is within 0.15 of a tied
+    Llama control measured in the same test."""
+    from spectral.torch.check.widths import check_widths
+
+    def logits_step(build):
+        torch.manual_seed(0)
+        model = build(BASE)
+        _set_up(cfg, model)
+        report = check_widths(
+            cfg.CONFIG, model, [64, 128, 256], base={"lr": LR}, seeds=2, timeout=None
+        )
+        row = next(r for r in report.rows if r.kind == "logits")
+        return report.problems, row.step_slope
+
+    problems, mine = logits_step(starcoder2)
+    control_problems, control = logits_step(lambda w: llama(w, tie=True))
+    assert problems == [] and control_problems == []
+    assert abs(mine - control) <= 0.15, (mine, control)
+
+
+def test_falcon_with_its_default_multi_query_is_named(cfg):
+    """Falcon's default (multi_query=True): query_key_value holds one key and one value
+    head beside the queries; before, placed as one hidden matrix without a word."""
+    from tests.models import hf_falcon
+
+    torch.manual_seed(0)
+    model = hf_falcon(BASE, DEPTH, multi_query=True)
+    with pytest.raises(UnsupportedModelError, match=r"^transformer\.h\.0\.self_attention\.query_key_value\.weight \(and \d+ more\): dimension 0: .* a block of 32 that does not grow"):
+        cfg.apply_multipliers(model, BASE, DEPTH)
+
+
+@pytest.mark.parametrize("where", ["model.layers.0.mlp.down_proj", "lm_head"])
+def test_a_stray_hook_is_named_at_one_width(cfg, where):
+    """A user's x2 forward hook on a placed module: constant across widths, so no slope
+    sees it; check() at one width runs the module with spectral's hooks and with every hook
+    and names the difference. A hook that only records is not named."""
+    torch.manual_seed(0)
+    model = llama()
+    opt = _set_up(cfg, model)
+    seen = []
+    model.get_submodule(where).register_forward_hook(lambda m, a, out: seen.append(1))
+    assert cfg.check(model, BASE, DEPTH, opt) == [] and seen
+
+    def double(module, args, out):
+        return out * 2
+
+    model.get_submodule(where).register_forward_hook(double)
+    assert cfg.check(model, BASE, DEPTH, opt) == [
+        f"{where}: a forward hook spectral did not install (test_a_stray_hook_is_named_at_one_width.<locals>.double) "
+        "changes its output by x2: the rules' multiplier is spectral's own hook; remove the "
+        "hook, or make what it does part of the model"
+    ]
