@@ -111,6 +111,9 @@ def sweep_arms(records: list[dict[str, Any]], before: Any, cfg: Any, choice: Any
     ``before``: the config before the base tuning's winner was applied; ``cfg``: after (the
     same without ``--tune``); ``choice``: the base tuning (``None`` without ``--tune``). An arm
     whose runs are incomplete is left out. Both parameterisations are needed for any pair.
+    Without base runs in the folder, only the two target searches (SP tuned, μP re-tuned). μP's
+    base η here is the base tuning's winner (the fitted one under ``--base-optimum fit``); the
+    regret tables of ``summary.md`` read the base row's argmin, which may be one grid step away.
     """
     if not {"sp", "mup"} <= set(cfg.parameterizations) or max(cfg.widths) <= cfg.base_width:
         return []
@@ -128,9 +131,17 @@ def sweep_arms(records: list[dict[str, Any]], before: Any, cfg: Any, choice: Any
         base_runs = _select(records, cfg.optimizer, stage1, width=before.base_width, depth=before.base_depth)
         base_lr = choice.winner_log2_lr
         base_edges = [f"base: {e}" for e in choice.edges()]
-    if base_lr is None:
-        return []
     out = []
+    if base_lr is None:  # no base row here (a probe at the target only): the target searches alone
+        note = ["the base tuning is not in this folder: μP's compute counts its target runs only"]
+        for name, param, sel in ((SP_TUNED, "sp", winner), (MUP_RETUNED, "mup", winner)):
+            tgt = _select(records, cfg.optimizer, sel, width=target, depth=depth, param=param)
+            try:
+                a = arm(name, [], tgt, seeds, note if param == "mup" else [])
+            except ValueError:
+                continue
+            out.append(_with_edges(a, tgt, one_point=param == "sp"))
+        return out
     candidates_settings = set().union(*(_settings_of(apply(replace(before, parameterizations=("sp",)), c), seeds)
                                         for c in cands)) if choice is not None else winner
     specs = [
