@@ -144,3 +144,12 @@ def test_spec_naming_a_missing_folder(tmp_path: Path):
                  encoding="utf-8")
     with pytest.raises(SpecError, match="no runs"):
         spec_arms(read_spec(p), tmp_path)
+
+
+def test_doctests():
+    import doctest
+
+    import spectral.sweep.compare as mod
+
+    failures, tried = doctest.testmod(mod)
+    assert failures == 0 and tried >= 3

@@ -102,3 +102,12 @@ def test_a_tuned_key_is_fitted_in_log2():
     alpha = opt.fits[1]
     assert alpha.knob == "output" and alpha.argmin == 2.0 and 2.5 < alpha.vertex < 3.0 and alpha.chosen == 3.0
     assert opt.winner == 3 and opt.col == 1
+
+
+def test_doctests():
+    import doctest
+
+    import spectral.sweep.optimum as mod
+
+    failures, tried = doctest.testmod(mod)
+    assert failures == 0 and tried >= 2
