@@ -118,10 +118,10 @@ def sweep_arms(records: list[dict[str, Any]], before: Any, cfg: Any, choice: Any
     if not {"sp", "mup"} <= set(cfg.parameterizations) or max(cfg.widths) <= cfg.base_width:
         return []
     target, depth = max(cfg.widths), cfg.depth
-    cands = list(choice.candidates) if choice is not None else [before.multiplier]
-    stage1: set[Any] = set()
+    cands = list(choice.candidates) if choice is not None else []
+    stage1: set[Any] = set()  # the base tuning's settings (every candidate, every seed)
     for c in cands:
-        stage1 |= {freeze(sc.settings()) for sc in base_configs(before, c, seeds)} if choice is not None else set()
+        stage1 |= {freeze(sc.settings()) for sc in base_configs(before, c, seeds)}
     winner = _settings_of(cfg, seeds)
     if choice is None:  # the base row of the transfer sweep is the base tuning (η only)
         base_runs = _select(records, cfg.optimizer, winner, width=cfg.base_width, depth=depth)
@@ -142,14 +142,14 @@ def sweep_arms(records: list[dict[str, Any]], before: Any, cfg: Any, choice: Any
                 continue
             out.append(_with_edges(a, tgt, one_point=param == "sp"))
         return out
-    candidates_settings = set().union(*(_settings_of(apply(replace(before, parameterizations=("sp",)), c), seeds)
-                                        for c in cands)) if choice is not None else winner
+    candidates_settings = set().union(winner, *(_settings_of(apply(replace(before, parameterizations=("sp",)), c), seeds)
+                                                for c in cands))
     specs = [
         (MUP_T, base_runs, _select(records, cfg.optimizer, winner, width=target, depth=depth, param="mup",
                                    log2_lr=base_lr), base_edges),
         (SP_T, base_runs, _select(records, cfg.optimizer, winner, width=target, depth=depth, param="sp",
                                   log2_lr=base_lr), base_edges),
-        (SP_TUNED, [], _select(records, cfg.optimizer, candidates_settings | winner, width=target, depth=depth,
+        (SP_TUNED, [], _select(records, cfg.optimizer, candidates_settings, width=target, depth=depth,
                                param="sp"), []),
         (MUP_RETUNED, base_runs, _select(records, cfg.optimizer, winner, width=target, depth=depth, param="mup"),
          base_edges),
