@@ -21,6 +21,7 @@ from ..base_values import parse_base_value
 from ..errors import SpecError
 from ..sweep import report as sweep_report
 from ..sweep import ablate_report as sweep_ablate
+from ..sweep import compare_arms as sweep_compare
 from ..sweep import fit_exponent as sweep_fit
 from ..sweep import train as sweep_train
 from ..sweep.estimate import estimate
@@ -102,6 +103,9 @@ def configure_sweep(p: argparse.ArgumentParser) -> None:
                         "e.g. output=1,4,16,64, or lr.ROLE for a factor on that role's base η as in --lr-scale "
                         "(lr.input_weight=0.25,1,4), or init.ROLE for a factor on its base init std as in --init-scale; repeat for several keys (all combinations); "
                         "'none': no tuning, also where the preset tunes")
+    p.add_argument("--base-optimum", choices=("fit", "argmin"), default="fit",
+                   help="--tune's winner: fit (default: the grid point nearest the per-knob parabola's vertex "
+                        "over the seed-mean losses, so near-ties do not decide) or argmin (the grid's lowest)")
     p.add_argument("--sp-retune", action=argparse.BooleanOptionalAction, default=None,
                    help="with --tune: SP gets, at every size, the search μP gets at the base (every --tune "
                         "value × every log2 η), and the report sets SP re-tuned beside SP at the base values "
@@ -317,17 +321,17 @@ def run_sweep(args: argparse.Namespace, argv: Iterable[str] | None = None) -> in
 
         if args.ablate:
             for pth in sweep_ablate.run_ablation(cfg, _variants(args, cfg, out), tune, seeds, out, train,
-                                                 warn=warn, command=command):
+                                                 warn=warn, command=command, rule=args.base_optimum):
                 wrote(pth)
             continue
         if fit_keys:
             for pth in sweep_fit.fit_exponents(cfg, fit_keys, _log2_factors(args), tune, seeds, out,
-                                               train, warn=warn, command=command):
+                                               train, warn=warn, command=command, rule=args.base_optimum):
                 wrote(pth)
             continue
         choice, before, retuned = None, cfg, None
         if tune:
-            cfg, choice = sweep_train.tune_at_base(cfg, tune, seeds, out, train, warn=warn)
+            cfg, choice = sweep_train.tune_at_base(cfg, tune, seeds, out, train, warn=warn, rule=args.base_optimum)
             _print_choice(cfg, choice)
         for s in seeds:  # stage 2 (the only stage without --tune): both axes
             train(replace(cfg, seed=s))
@@ -338,6 +342,7 @@ def run_sweep(args: argparse.Namespace, argv: Iterable[str] | None = None) -> in
             if has_retune_runs(records, before, choice.candidates, choice.winner):
                 retuned = retuned_rows(records, before, choice.candidates, choice.winner, seeds, choice.keys)
         paths = sweep_report.write_report(out, cfg, seeds=seeds, choice=choice, warn=warn, retuned=retuned)
+        paths += sweep_compare.write_sweep_comparison(out, before, cfg, choice, seeds, warn=warn)
         for pth in paths:
             wrote(pth)
     if args.ablate:
@@ -415,10 +420,12 @@ def _print(message: str) -> None:
 
 def _print_choice(cfg: SweepConfig, choice: Any) -> None:
     """The winner of the base tuning, and where it sits on an edge of what was tried."""
-    best = choice.mean[choice.winner][choice.best_col[choice.winner]]
+    best = choice.mean[choice.winner][choice.winner_col]
     print(f"{cfg.optimizer}: tuned at the base size {cfg.base_width} × {cfg.base_depth}: "
           f"{label(choice.chosen, choice.keys)} (seed-mean loss {best:.4f} at log2 η "
-          f"{choice.log2_lrs[choice.best_col[choice.winner]]}); transferring it", flush=True)
+          f"{choice.winner_log2_lr}; {choice.rule}); transferring it", flush=True)
+    if choice.moved:
+        print(f"{cfg.optimizer}: the fitted optimum is not the grid's argmin ({choice.argmin_label()})", flush=True)
     for edge in choice.edges():
         print(f"warning: {cfg.optimizer}: {edge}", flush=True)
 

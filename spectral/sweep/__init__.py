@@ -33,7 +33,12 @@ Layout, in the order data flows: :mod:`~spectral.sweep.options` (what a sweep ru
 :mod:`~spectral.sweep.records` (``runs.jsonl``), :mod:`~spectral.sweep.train` (training,
 resuming, the base tuning), :mod:`~spectral.sweep.tune` (the tuning's candidates and
 choice, pure), :mod:`~spectral.sweep.estimate` (``--estimate``) and
-:mod:`~spectral.sweep.report` (tables, plots, drift and regret). The command line is
+:mod:`~spectral.sweep.report` (tables, plots, drift and regret),
+:mod:`~spectral.sweep.optimum` (the base winner fitted, not read off the grid),
+:mod:`~spectral.sweep.coordinate` (coordinate steps that loop until no knob moves),
+:mod:`~spectral.sweep.compare` (two arms paired by seed, their tuning compute, best-of-k at equal
+compute; pure) and :mod:`~spectral.sweep.compare_arms` (the arms found in run records,
+``comparison.md``). The command line is
 :mod:`spectral.cli.sweep`; only it prints.
 """
 

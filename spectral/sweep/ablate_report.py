@@ -21,6 +21,7 @@ from ..templating import environment
 from .ablate import Ablation, AblationRow, ablation_configs, ablation_rows, sp_swaps
 from .options import SweepConfig
 from .recipe import derived_rules
+from .compare_arms import write_ablation_comparison
 from .records import META_FILE, RUNS_FILE, read_runs
 from .report import read_meta
 from .train import tune_at_base
@@ -41,16 +42,18 @@ def ablations_for(cfg: SweepConfig, variants: Sequence[Ablation], folder: Path) 
 
 def run_ablation(cfg: SweepConfig, variants: Sequence[Ablation], tune: Sequence[tuple[str, tuple[float, ...]]],
                  seeds: Sequence[int], out: Path, train: Callable[[SweepConfig], None], *,
-                 warn: Callable[[str], None] | None = None, command: str | None = None) -> list[Path]:
+                 warn: Callable[[str], None] | None = None, command: str | None = None,
+                 rule: str = "fit") -> list[Path]:
     """Train what is missing (base tuning, then every swap at the largest width) and write the table."""
     target = max(cfg.widths)
     if target <= cfg.base_width:
         raise SpecError(f"--ablate: the target width (the largest of --widths, {target}) must exceed "
                         f"--base-width {cfg.base_width}")
-    cfg, choice = tune_at_base(cfg, tune, seeds, out, train, warn=warn)
+    before = cfg
+    cfg, choice = tune_at_base(cfg, tune, seeds, out, train, warn=warn, rule=rule)
     winner = choice.winner  # tune_at_base refuses a choice without a winner
     assert winner is not None
-    col = choice.best_col[winner]
+    col = choice.winner_col
     assert col is not None
     log2_lr = choice.log2_lrs[col]
     rules = derived_rules(cfg, out / "generated")
@@ -66,7 +69,7 @@ def run_ablation(cfg: SweepConfig, variants: Sequence[Ablation], tune: Sequence[
         "tuned": ", ".join(choice.keys),
         "winner": label(choice.chosen, choice.keys) if choice.keys else "",
         "edges": choice.edges(),
-    }
+    } | choice.fit_text()
     data = meta.get("data") if isinstance(meta.get("data"), dict) else None
     text = render_ablation(cfg.optimizer, rows, settings=cfg.settings(), base=base, target=target, seeds=seeds,
                            command=meta.get("command") or command, data=data)
@@ -76,6 +79,8 @@ def run_ablation(cfg: SweepConfig, variants: Sequence[Ablation], tune: Sequence[
         write_atomic(out / "ablation.md", text, force=True),
         write_atomic(out / ABLATION_FILE, json.dumps(payload, indent=2, ensure_ascii=False) + "\n", force=True),
         write_atomic(out / "tuning.json", json.dumps(choice.as_json(), indent=2) + "\n", force=True),
+        *write_ablation_comparison(out, before, cfg, choice, seeds, target, log2_lr,
+                                   command=meta.get("command") or command, warn=warn),
     ]
 
 

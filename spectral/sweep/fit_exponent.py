@@ -28,10 +28,10 @@ __all__ = ["fit_exponents", "write_exponent_index"]
 def fit_exponents(cfg: SweepConfig, keys: Sequence[FitKey], log2_factors: Sequence[int],
                   tune: Sequence[tuple[str, tuple[float, ...]]], seeds: Sequence[int], out: Path,
                   train: Callable[[SweepConfig], None], *, warn: Callable[[str], None] | None = None,
-                  command: str | None = None) -> list[Path]:
+                  command: str | None = None, rule: str = "fit") -> list[Path]:
     """Train what is missing and write the report of every key's fit; returns the files written."""
-    cfg, choice = tune_at_base(cfg, tune, seeds, out, train, warn=warn)
-    col = choice.best_col[choice.winner]  # tune_at_base refuses a choice without a winner
+    cfg, choice = tune_at_base(cfg, tune, seeds, out, train, warn=warn, rule=rule)
+    col = choice.winner_col  # tune_at_base refuses a choice without a winner
     assert col is not None
     log2_lr = choice.log2_lrs[col]
     for key in keys:

@@ -449,7 +449,7 @@ def write_report(out: str | Path, cfg: Any, records: list[dict[str, Any]] | None
         seed_list=list(seeds),
         tuning=None if choice is None else {"rows": tuning_rows(choice), "log2_lrs": list(choice.log2_lrs),
                                             "tuned": ", ".join(choice.keys), "winner": label(choice.chosen, choice.keys),
-                                            "edges": choice.edges()},
+                                            "edges": choice.edges()} | choice.fit_text(),
         retuned=None if not retuned or choice is None else render_retuned_markdown(retuned, choice, seeds),
         data=data,
         hp_sources=hp_sources,

@@ -338,16 +338,17 @@ def tune_at_base(
     out: Path,
     train: Callable[[SweepConfig], None],
     warn: Callable[[str], None] | None = None,
+    rule: str = "fit",
 ) -> tuple[SweepConfig, Choice]:
     """Stage 1 of ``--tune``: every candidate × η × seed at the base size only (each config
-    given to ``train``), then the winner (:func:`spectral.sweep.tune.choose`). Returns ``cfg``
+    given to ``train``), then the winner (:func:`spectral.sweep.tune.choose`, by ``rule``). Returns ``cfg``
     with the winner's values, and the choice (the CLI reports it)."""
     cands = candidates(cfg.multiplier, tune)
     keys = tuple(k for k, _ in tune)
     for c in cands:
         for sc in base_configs(cfg, c, seeds):
             train(sc)
-    choice = choose(read_runs(out / RUNS_FILE, warn=warn), cfg, cands, seeds, keys)
+    choice = choose(read_runs(out / RUNS_FILE, warn=warn), cfg, cands, seeds, keys, rule)
     if not choice.complete:
         raise SpecError(f"{out / RUNS_FILE} lacks some base-size runs of the η grid (and --tune's values); "
                         "run the sweep (without --report-only) to finish them")

@@ -32,7 +32,8 @@ FACTOR_PREFIXES = (LR_PREFIX, INIT_PREFIX)
 """A ``--tune`` key ``lr.ROLE`` is a factor on that role's base η (``--lr-scale``), ``init.ROLE``
 one on its base init std (``--init-scale``); any other key is a multiplier key (``--multiplier``)."""
 
-__all__ = ["parse_tune", "candidates", "label", "apply", "base_configs", "Choice", "cell", "choose", "freeze", "mean_cell"]
+__all__ = ["RULES", "parse_tune", "candidates", "label", "apply", "base_configs", "Choice", "cell", "choose", "freeze",
+           "mean_cell"]
 
 
 def parse_tune(text: str) -> tuple[str, tuple[float, ...]]:
@@ -132,6 +133,30 @@ class Choice:
     """Index of the chosen candidate (``None``: no candidate has a finite mean)."""
     best_col: tuple[int | None, ...]
     """Per candidate, the column of its lowest finite mean loss."""
+    col: int | None = None
+    """The winner's log2 η column (``None``: its ``best_col``, the argmin over η)."""
+    optimum: Any = None
+    """The fitted optimum (:class:`spectral.sweep.optimum.Optimum`; ``None``: no argmin)."""
+    rule: str = "argmin"
+    """How the winner was chosen: ``fit`` (the grid point nearest the fitted optimum) or
+    ``argmin`` (the grid's lowest seed-mean loss)."""
+
+    @property
+    def winner_col(self) -> int | None:
+        """The log2 η column the winner is run at."""
+        if self.winner is None:
+            return None
+        return self.best_col[self.winner] if self.col is None else self.col
+
+    @property
+    def winner_log2_lr(self) -> int | None:
+        col = self.winner_col
+        return None if col is None else self.log2_lrs[col]
+
+    @property
+    def moved(self) -> bool:
+        """The fitted optimum is not the grid's argmin."""
+        return self.optimum is not None and self.optimum.moved
 
     @property
     def chosen(self) -> Any:
@@ -151,13 +176,39 @@ class Choice:
         win = self.candidates[self.winner]
         for key in self.keys:
             tried = {c[key] for c in self.candidates}
-            if len(tried) > 1 and win[key] in (min(tried), max(tried)):
+            if len(tried) == 1:  # a one-point grid is an edge: the knob was not searched
+                out.append(f"{key}={win[key]:g} is the only value tried; not searched, a bound")
+            elif win[key] in (min(tried), max(tried)):
                 side = "smallest" if win[key] == min(tried) else "largest"
                 out.append(f"{key}={win[key]:g} is the {side} value tried; its optimum may lie beyond")
-        col, lrs = self.best_col[self.winner], self.log2_lrs
-        if col is not None and len(lrs) > 1 and col in (0, len(lrs) - 1):
+        col, lrs = self.winner_col, self.log2_lrs
+        if col is not None and len(lrs) == 1:
+            out.append(f"log2 η ({lrs[col]}) is the only value of --log2-lrs; not searched, a bound")
+        elif col is not None and col in (0, len(lrs) - 1):
             out.append(f"the winner's best log2 η ({lrs[col]}) is at the edge of --log2-lrs")
         return out
+
+    def fit_lines(self) -> list[str]:
+        """One line per knob: the argmin, the fitted optimum with its interval, the grid point chosen."""
+        return [] if self.optimum is None else [f.text() for f in self.optimum.fits]
+
+    def fitted_label(self) -> str | None:
+        """The grid point nearest the fitted optimum (candidate, log2 η) as text."""
+        if self.optimum is None:
+            return None
+        return f"{label(self.candidates[self.optimum.winner], self.keys) or 'base'}, log2 η {self.log2_lrs[self.optimum.col]}"
+
+    def fit_text(self) -> dict[str, Any]:
+        """What the reports show of the fit: its lines, the rule, and the argmin and fitted point."""
+        return {"fit": self.fit_lines(), "rule": self.rule, "moved": self.moved, "argmin": self.argmin_label(),
+                "fitted": self.fitted_label()}
+
+    def argmin_label(self) -> str | None:
+        """The grid's argmin (candidate, log2 η) as text."""
+        if self.optimum is None:
+            return None
+        ci, col = self.optimum.argmin
+        return f"{label(self.candidates[ci], self.keys) or 'base'}, log2 η {self.log2_lrs[col]}"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -168,9 +219,11 @@ class Choice:
             "mean_val_loss": [list(r) for r in self.mean],
             "per_seed_val_loss": [[list(r) for r in c] for c in self.per_seed],
             "winner": None if self.winner is None else label(self.candidates[self.winner], self.keys),
-            "winner_log2_lr": None if self.winner is None or self.best_col[self.winner] is None
-            else self.log2_lrs[self.best_col[self.winner]],
+            "winner_log2_lr": self.winner_log2_lr,
             "edges": self.edges(),
+            "rule": self.rule,
+            "argmin": self.argmin_label(),
+            "fit": self.fit_lines(),
         }
 
 
@@ -193,8 +246,14 @@ def cell(record: dict[str, Any] | None) -> float | str | None:
     return float(record["val_loss"])
 
 
-def choose(records: Iterable[dict[str, Any]], cfg: Any, cands: Sequence[Any], seeds: Sequence[int], keys: Sequence[str]) -> Choice:
+def choose(records: Iterable[dict[str, Any]], cfg: Any, cands: Sequence[Any], seeds: Sequence[int], keys: Sequence[str],
+           rule: str = "fit") -> Choice:
     """The winner among ``cands`` from the recorded base-size runs (pure).
+
+    ``rule``: ``fit`` (default) takes the grid point nearest the fitted optimum
+    (:func:`spectral.sweep.optimum.fit_optimum`: a per-knob parabola in log2, so that a near-tie
+    does not decide); ``argmin`` the grid's lowest seed-mean loss. The fit is computed (and
+    reported) either way.
 
     A record counts when its optimizer and settings equal a stage-1 config's (the seed and
     multiplier are part of the settings) and it is the base size; ``sp`` or any
@@ -222,7 +281,19 @@ def choose(records: Iterable[dict[str, Any]], cfg: Any, cands: Sequence[Any], se
         best_col.append(min(finite)[1] if finite else None)
     scored = [(mean[ci][j], ci) for ci, j in enumerate(best_col) if j is not None]
     winner = min(scored)[1] if scored else None
-    return Choice(tuple(keys), tuple(cands), lrs, tuple(seeds), tuple(mean), tuple(per_seed), winner, tuple(best_col))
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    grid = Choice(tuple(keys), tuple(cands), lrs, tuple(seeds), tuple(mean), tuple(per_seed), winner, tuple(best_col))
+    from .optimum import fit_optimum
+
+    opt = fit_optimum(grid)
+    if opt is None or rule == "argmin":
+        return replace(grid, optimum=opt, rule=rule)
+    return replace(grid, winner=opt.winner, col=opt.col, optimum=opt, rule=rule)
+
+
+RULES = ("fit", "argmin")
+"""How :func:`choose` picks the winner (``--base-optimum``)."""
 
 
 def freeze(obj: Any) -> Any:

@@ -1,7 +1,7 @@
 """The committed sweep results are what their raw runs give: re-rendering each committed
 ``runs.jsonl`` with the command in docs/transfer.md reproduces ``summary.md``, ``drift.json``
 and ``tuning.json`` byte for byte (so no table was edited by hand, and the report code still
-reads old runs the same way)."""
+reads old runs the same way); likewise ``comparison.md`` where a folder holds two comparable arms."""
 
 from __future__ import annotations
 
@@ -154,6 +154,13 @@ CASES = {
 }
 
 
+ARGMIN = "--base-optimum", "argmin"
+"""The folders whose runs after the base were made at the grid's argmin and whose fitted optimum
+(spectral.sweep.optimum) is another grid point: rendered with the argmin they were run at."""
+for _folder in ['ablate/llama-sp-init-256/adamw', 'ablate/mup-emb-16-128/adamw', 'ablate/mup-init-16/muon-kimi+adamw', 'ablate/sp-emb-128/muon-kimi+adamw', 'cpu-gpulike/muon-kimi+adamw', 'cpu-long/muon-kimi+adamw', 'tuned/adamw']:
+    CASES[_folder] = [*CASES[_folder], *ARGMIN]
+
+
 def _rerender(tmp_path: Path, folder: str, args: list[str]) -> tuple[Path, Path]:
     """Copy a committed folder's raw runs into ``tmp_path`` and render them with
     ``--report-only``; returns the committed folder and the re-rendered one."""
@@ -178,11 +185,21 @@ def test_committed_tables_come_from_the_raw_runs(tmp_path: Path, folder: str, ca
         if not (src / name).is_file() and "tune" not in " ".join(CASES[folder]):
             continue  # an untuned sweep has no tuning.json
         assert (dst / name).read_text(encoding="utf-8") == (src / name).read_text(encoding="utf-8"), name
+    _same_comparison(src, dst)
     # SP re-tuned at every size: there exactly where the runs hold SP with a non-winning candidate
     if (src / "retuned.json").is_file():
         assert (dst / "retuned.json").read_text(encoding="utf-8") == (src / "retuned.json").read_text(encoding="utf-8")
     else:
         assert not (dst / "retuned.json").exists()
+
+
+def _same_comparison(src: Path, dst: Path) -> None:
+    """comparison.md (spectral.sweep.compare_arms) is committed exactly where the raw runs hold two
+    comparable arms, and re-renders byte for byte."""
+    if (src / "comparison.md").is_file():
+        assert (dst / "comparison.md").read_text(encoding="utf-8") == (src / "comparison.md").read_text(encoding="utf-8")
+    else:
+        assert not (dst / "comparison.md").exists()
 
 
 def test_committed_latex_compiles(tmp_path: Path):
@@ -291,6 +308,7 @@ ABLATION_CASES = {  # docs/sweep/ablate: one role-rule at a time swapped to SP's
                                   "--ablate-variant", "multiplier.output=-0.5"],
 }
 
+ABLATION_CASES["ablate/cpu-16-128/muon-kimi+adamw"] += ARGMIN
 
 @pytest.mark.parametrize("folder", sorted(ABLATION_CASES))
 def test_committed_ablations_come_from_the_raw_runs(tmp_path: Path, folder: str, capsys):
@@ -299,3 +317,4 @@ def test_committed_ablations_come_from_the_raw_runs(tmp_path: Path, folder: str,
     capsys.readouterr()
     for name in ("ablation.md", "ablation.json", "tuning.json"):
         assert (dst / name).read_text(encoding="utf-8") == (src / name).read_text(encoding="utf-8"), name
+    _same_comparison(src, dst)
