@@ -226,10 +226,10 @@ def test_factory_sp_holds_the_base_and_mup_the_rules(models):
 
     def hooks(model):
         return {
-            (h.keywords["layer"], h.keywords["factor"])
+            (h.layer, h.factor)
             for m in model.modules()
             for h in m._forward_hooks.values()
-            if getattr(getattr(h, "func", None), "__name__", "") == "_scale_output"
+            if type(h).__name__ == "MultiplierHook"
         }
 
     def lrs(opt):

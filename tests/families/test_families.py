@@ -245,8 +245,8 @@ def test_gemma_scale_is_read_from_the_model(cfg):
     """The alpha_in hook divides out the embedding module's own factor: sqrt(hidden_size)."""
     model = prepared(cfg, "gemma", 256, 2)
     [hook] = model.model.embed_tokens._forward_hooks.values()
-    assert hook.keywords["built_in"] == pytest.approx(16.0)
-    assert hook.keywords["factor"] == cfg.multipliers(256, 2)["input"]  # alpha_in itself
+    assert hook.built_in == pytest.approx(16.0)
+    assert hook.factor == cfg.multipliers(256, 2)["input"]  # alpha_in itself
     assert torch.equal(model.model.layers[0].input_layernorm.weight, torch.zeros(256))
     opt = cfg.build_optimizers(model, 256, 2, lr=1e-3)
     assert cfg.check(model, 256, 2, opt) == []

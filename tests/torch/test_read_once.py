@@ -136,26 +136,27 @@ def _slopes(cfg, build, width=BASE):
     return report
 
 
-@pytest.mark.slow  # twins at three widths, two seeds, twice: seconds
+@pytest.mark.slow  # twins at three widths, four seeds, twice: tens of seconds
 def test_starcoder2_measures_like_a_llama_control(cfg):
     """Across widths Starcoder2 (its embedding tied to its readout, as by default) is on
     its rules ([]; the tied lm_head is judged as the readout, not named as an input
-    weight whose fan-in grows), and its logits' one-step slope is within 0.15 of a tied
-    Llama control measured in the same test."""
+    weight whose fan-in grows), and its readout's one-step slope is within 0.15 of a tied
+    Llama control measured in the same test (here, 4 seeds: -0.10 against -0.03; the
+    logits' -0.22 against -0.09)."""
     from spectral.torch.check.widths import check_widths
 
-    def logits_step(build):
+    def readout_step(build):
         torch.manual_seed(0)
         model = build(BASE)
         _set_up(cfg, model)
         report = check_widths(
-            cfg.CONFIG, model, [64, 128, 256], base={"lr": LR}, seeds=2, timeout=None
+            cfg.CONFIG, model, [64, 128, 256], base={"lr": LR}, seeds=4, timeout=None
         )
-        row = next(r for r in report.rows if r.kind == "logits")
+        row = next(r for r in report.rows if r.kind == "output")
         return report.problems, row.step_slope
 
-    problems, mine = logits_step(starcoder2)
-    control_problems, control = logits_step(lambda w: llama(w, tie=True))
+    problems, mine = readout_step(starcoder2)
+    control_problems, control = readout_step(lambda w: llama(w, tie=True))
     assert problems == [] and control_problems == []
     assert abs(mine - control) <= 0.15, (mine, control)
 

@@ -73,7 +73,7 @@ def fold_into_weights(
             users.setdefault(id(p), []).append(name)
     plan = []
     for name, module, hook_id, hook in hooks:
-        layer, factor = hook.keywords["layer"], hook.keywords["factor"]
+        layer, factor = hook.layer, hook.factor
         if abs(factor - want[layer]) > 1e-9 * max(1.0, abs(want[layer])):
             raise ConfigError(
                 f"{name}: alpha_{layer} is {factor:.6g}, the rules give {want[layer]:.6g} "
@@ -96,8 +96,7 @@ def fold_into_weights(
         # the hook scales by alpha / (built_in * outside) (factors the module applies
         # itself, as Gemma's embedding does, or the model after it, as Granite's
         # constants): that quotient is what the weights must carry
-        divided = hook.keywords.get("built_in", 1.0) * hook.keywords.get("outside", 1.0)
-        plan.append((module, hook_id, factor / divided))
+        plan.append((module, hook_id, hook.weight_factor))
     for module, hook_id, factor in plan:
         norm = is_norm(module)
         for pname, p in module.named_parameters(recurse=False):

@@ -7,13 +7,15 @@ FSDP see no extra state.
 
 from __future__ import annotations
 
-import functools
 import gc
 import math
 import re
 import sys
 import warnings
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -34,40 +36,65 @@ from spectral.torch.model.classify import (
 from spectral.torch.model.placement import Placement, place
 
 
-def _scale_output(
-    module: nn.Module,
-    args: Any,
-    output: Any,
-    *,
-    factor: float,
-    layer: str,
-    built_in: float = 1.0,
-    outside: float = 1.0,
-) -> Any:
-    """alpha * output / (built_in * outside), with ``factor`` = alpha, ``built_in`` the
-    factor the module's own forward pass multiplies in (Gemma's sqrt(n) on the embedding
-    output) and ``outside`` the one the model multiplies in after the module (Granite's
-    embedding_multiplier, residual_multiplier, 1 / logits_scaling); plain floats, so
-    torch.compile bakes them in and DDP/FSDP see no state."""
-    scale = factor / (built_in * outside)
-    if scale == 1.0:
-        return None
-    if isinstance(output, torch.Tensor):
-        return output * scale
-    if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
-        return (output[0] * scale, *output[1:])
-    raise ConfigTypeError(
-        f"apply_multipliers: {type(module).__name__} returned {type(output).__name__}; "
-        "hook a module that returns a tensor"
-    )
+@dataclass
+class MultiplierHook:
+    """The forward hook that applies one block multiplier: ``alpha * output / (built_in *
+    outside)``. ``factor`` is alpha, ``layer`` its layer (input, hidden, output, ...),
+    ``built_in`` the factor the module's own forward pass multiplies in (Gemma's sqrt(n)
+    on the embedding output) and ``outside`` the one the model multiplies in after the
+    module (Granite's embedding_multiplier, residual_multiplier, 1 / logits_scaling). Plain
+    floats, so torch.compile bakes them in and DDP/FSDP see no state. The checks change
+    ``factor`` only through :meth:`scaled` and :meth:`set_factor`."""
+
+    factor: float
+    layer: str
+    built_in: float = 1.0
+    outside: float = 1.0
+
+    @property
+    def own_factor(self) -> float:
+        """alpha over what the module's own forward pass multiplies in."""
+        return self.factor / self.built_in
+
+    @property
+    def weight_factor(self) -> float:
+        """What the module's weights carry once the hook is folded into them."""
+        return self.factor / (self.built_in * self.outside)
+
+    def set_factor(self, factor: float) -> None:
+        """Set alpha (the check's twins at the user's size)."""
+        self.factor = float(factor)
+
+    @contextmanager
+    def scaled(self, by: float) -> Iterator[None]:
+        """alpha multiplied by ``by`` inside the block, restored after it."""
+        saved = self.factor
+        self.factor = saved * by
+        try:
+            yield
+        finally:
+            self.factor = saved
+
+    def __call__(self, module: nn.Module, args: Any, output: Any) -> Any:
+        scale = self.factor / (self.built_in * self.outside)
+        if scale == 1.0:
+            return None
+        if isinstance(output, torch.Tensor):
+            return output * scale
+        if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
+            return (output[0] * scale, *output[1:])
+        raise ConfigTypeError(
+            f"apply_multipliers: {type(module).__name__} returned {type(output).__name__}; "
+            "hook a module that returns a tensor"
+        )
 
 
-def our_hooks(model: nn.Module) -> list[tuple[str, nn.Module, int, functools.partial]]:
+def our_hooks(model: nn.Module) -> list[tuple[str, nn.Module, int, MultiplierHook]]:
     """(module name, module, hook id, hook) of every multiplier hook in the model."""
     found = []
     for name, module in model.named_modules():
         for hook_id, hook in module._forward_hooks.items():
-            if isinstance(hook, functools.partial) and hook.func is _scale_output:
+            if isinstance(hook, MultiplierHook):
                 found.append((name, module, hook_id, hook))
     return found
 
@@ -412,8 +439,7 @@ def install_multipliers(
     outside = {layer: config_scale(model, family, layer) for layer in placed}
     handles = [
         module.register_forward_hook(
-            functools.partial(
-                _scale_output,
+            MultiplierHook(
                 factor=values[layer],
                 layer=layer,
                 built_in=built_in.get(id(module), 1.0),

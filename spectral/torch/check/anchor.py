@@ -35,7 +35,7 @@ from spectral.errors import ConfigError, UnsupportedModelError
 from spectral.measure.fit import rms
 from spectral.scaling import BaseValue
 from spectral.torch.apply.absorb import carriers_of
-from spectral.torch.apply.hooks import _scale_output, our_hooks, placements
+from spectral.torch.apply.hooks import MultiplierHook, our_hooks, placements
 from spectral.torch.check.forward import _first_tensor, _run, example_batch
 from spectral.torch.check.params import FLOOR, MAX_TOLERANCE, Z, not_at_init
 from spectral.torch.check.twin_rows import _set_up_twin
@@ -63,7 +63,7 @@ def foreign_hooks(model: nn.Module) -> dict[str, list[str]]:
         labels = [
             _hook_label(h)
             for h in module._forward_hooks.values()
-            if not (isinstance(h, functools.partial) and h.func is _scale_output)
+            if not isinstance(h, MultiplierHook)
         ]
         labels += [
             f"{_hook_label(h)} (pre)" for h in module._forward_pre_hooks.values()
@@ -76,7 +76,7 @@ def foreign_hooks(model: nn.Module) -> dict[str, list[str]]:
 def _factors(model: nn.Module) -> dict[str, float]:
     """Module name -> the factor of spectral's multiplier hook on it."""
     return {
-        name: float(hook.keywords["factor"]) / float(hook.keywords.get("built_in", 1.0))
+        name: hook.own_factor
         for name, _, _, hook in our_hooks(model)
     }
 
@@ -255,7 +255,7 @@ def _hooks_at(
     """The twin's multiplier hooks set to the factors the rules give at the user's size."""
     want = rules.multipliers(*size, mult)
     for _, _, _, hook in our_hooks(twin):
-        hook.keywords["factor"] = want[hook.keywords["layer"]]
+        hook.set_factor(want[hook.layer])
 
 
 def _outside_in(model: nn.Module) -> nn.Module:

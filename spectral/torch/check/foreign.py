@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from spectral.measure.fit import rms
-from spectral.torch.apply.hooks import _scale_output
+from spectral.torch.apply.hooks import MultiplierHook
 from spectral.torch.check.forward import _first_tensor, _run
 
 TOLERANCE = 1e-4
@@ -26,7 +26,7 @@ another output (rounding is about 1e-7)."""
 
 
 def _ours(hook: Any) -> bool:
-    return isinstance(hook, functools.partial) and hook.func is _scale_output
+    return isinstance(hook, MultiplierHook)
 
 
 def _label(hook: Any) -> str:

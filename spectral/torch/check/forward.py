@@ -25,7 +25,7 @@ model that raises, a sharded model) or compared is one line, never a silent [].
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import torch
@@ -34,6 +34,7 @@ from torch import nn
 from spectral.measure.fit import rms
 from spectral.torch.apply.hooks import (
     STALE_FIX,
+    MultiplierHook,
     our_hooks,
     placements,
     scale_after_input,
@@ -120,15 +121,11 @@ def _run(model: nn.Module, example: Any) -> Any:
 
 @contextmanager
 def _scaled(hooks: list[Any], factor: float) -> Iterator[None]:
-    """Multiplier hooks (their functools.partial) scaled by ``factor`` inside the block."""
-    saved = [(hook, hook.keywords["factor"]) for hook in hooks]
-    for hook, value in saved:
-        hook.keywords["factor"] = value * factor
-    try:
+    """Multiplier hooks scaled by ``factor`` inside the block."""
+    with ExitStack() as stack:
+        for hook in hooks:
+            stack.enter_context(hook.scaled(factor))
         yield
-    finally:
-        for hook, value in saved:
-            hook.keywords["factor"] = value
 
 
 def _blocks(
@@ -226,9 +223,8 @@ def _outside(module: nn.Module) -> float:
     """The factor the model multiplies into a hooked module's output after it (1 if
     none): the adapter's config_scales, which the hook divides out."""
     for hook in module._forward_hooks.values():
-        keywords = getattr(hook, "keywords", None)
-        if keywords and "outside" in keywords:
-            return float(keywords["outside"])
+        if isinstance(hook, MultiplierHook):
+            return hook.outside
     return 1.0
 
 
@@ -263,8 +259,8 @@ def _input_problems(
         if out is None:
             return []
         outs.append(out)
-        hook: Any = next(
-            (h for h in module._forward_hooks.values() if getattr(h, "keywords", None)),
+        hook = next(
+            (h for h in module._forward_hooks.values() if isinstance(h, MultiplierHook)),
             None,
         )
         if (
@@ -278,9 +274,9 @@ def _input_problems(
         ):
             lookup = (
                 torch.nn.functional.embedding(ids, module.weight)
-                * hook.keywords["factor"]
+                * hook.factor
                 / after
-                / hook.keywords.get("outside", 1.0)
+                / hook.outside
             )
             if lookup.shape != out.shape:
                 continue
@@ -368,7 +364,7 @@ def _branch_problems(
                 continue  # the same features otherwise laid out (an MoE's flat tokens)
             with _scaled(later, 0.0), _scaled([hook], 0.5):
                 half = rec.run(model, example).get(f"block:{block_name}")
-            expected = rms(0.5 * branch) * hook.keywords.get("outside", 1.0)
+            expected = rms(0.5 * branch) * hook.outside
             if half is None or expected == 0.0:
                 continue
             measured.append(end_name)
@@ -393,7 +389,7 @@ def _readout_problems(
     hooks = [
         (name, hook)
         for name, _, _, hook in our_hooks(model)
-        if hook.keywords["layer"] == "output"
+        if hook.layer == "output"
     ]
     full = base.get("logits")
     if not hooks or full is None or rms(full) == 0.0:

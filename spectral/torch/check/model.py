@@ -117,10 +117,10 @@ def _multiplier_problems(
         if id(module) in seen:
             problems.append(f"block multiplier applied twice on {name or 'the model'}")
         seen[id(module)] = name
-        layer, got = hook.keywords["layer"], hook.keywords["factor"]
-        if not _close(got, want[layer]):
+        layer, factor = hook.layer, hook.factor
+        if not _close(factor, want[layer]):
             problems.append(
-                f"{name}: alpha_{layer} is {got:.6g}, the rules give {want[layer]:.6g} at "
+                f"{name}: alpha_{layer} is {factor:.6g}, the rules give {want[layer]:.6g} at "
                 f"width {width}, depth {depth} (apply_multipliers for another size?)"
             )
     if hooks and family is not None:
@@ -134,7 +134,7 @@ def _multiplier_problems(
         if getattr(module, "applies_mup_multipliers", False) and hasattr(
             module, "alpha_input"
         ):
-            got = {
+            got: dict[str, Any] = {
                 "input": module.alpha_input,
                 "hidden": module.alpha_hidden,
                 "output": module.alpha_output,

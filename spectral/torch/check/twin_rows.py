@@ -83,8 +83,7 @@ def _hooked(model: nn.Module) -> dict[int, tuple[str, float]]:
     """id(module) -> (layer, factor / built-in) of the multiplier hook on it."""
     out = {}
     for _, module, _, hook in our_hooks(model):
-        kw = hook.keywords
-        out[id(module)] = (kw["layer"], kw["factor"] / kw.get("built_in", 1.0))
+        out[id(module)] = (hook.layer, hook.own_factor)
     return out
 
 

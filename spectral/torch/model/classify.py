@@ -139,7 +139,7 @@ def _traced_or(
         traced = structure_adapter(structure, name=f"{found.name}, traced")
         traced = traced._replace(**{k: getattr(found, k) for k in _ANNOTATIONS})
         return _measured(traced, model)
-    found = _measured(found, model)
+    found = _measured(found, model) or found
     if not missing:
         return found
     extra = tuple(
@@ -284,10 +284,10 @@ def classify_parameters(
     fused = fused_blocks(model)
     if fused:
         names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
-        first = next(iter(fused))
+        first_id = next(iter(fused))
         more = f" (and {len(fused) - 1} more)" if len(fused) > 1 else ""
         raise UnsupportedModelError(
-            f"{names[first]}{more}: {fused[first]}: a fused matrix whose blocks grow "
+            f"{names[first_id]}{more}: {fused[first_id]}: a fused matrix whose blocks grow "
             "differently (multi-query or grouped key/value heads of a fixed count beside "
             "the queries); one matrix cannot follow both blocks' rules: split it into "
             "separate projections (GPTBigCode: multi_query=False)"

@@ -83,7 +83,8 @@ def own_exponents(
         if not defaults[id(module)]:
             continue
         weight = module.weight
-        weight_role = role_of.get(id(weight))
+        assert isinstance(weight, nn.Parameter)  # torch_default_init checked it
+        weight_role = role_of.get(id(weight), "")
         if weight_role not in GROWS or not GROWS[weight_role][1]:
             continue
         if p is not weight:  # the module's bias: drawn within the weight's bound

@@ -104,6 +104,11 @@ _MIXED: weakref.WeakKeyDictionary[nn.Module, dict[str, str]] = (
 width (a fused projection whose blocks grow differently), from the same reading."""
 
 
+_FUSED_ATTENTION = re.compile(r"(attn|attention|qkv|query_key_value)[^.]*\.[^.]+$")
+"""A parameter of an attention module's own projection (c_attn, qkv_proj,
+query_key_value), where a multi-query key/value block may sit beside the queries."""
+
+
 def _mixed(small: nn.Module, large: nn.Module) -> dict[str, str]:
     """Parameter name -> a description, for each dimension that grows with the width but
     not in proportion to it (n + 2 * head_dim: GPTBigCode's multi-query c_attn holds the
@@ -123,6 +128,10 @@ def _mixed(small: nn.Module, large: nn.Module) -> dict[str, str]:
     ratio = max(set(ratios), key=ratios.count)
     out: dict[str, str] = {}
     for name, d, a, b in pairs:
+        # attention's fused projections only: a fused SSM projection (Mamba2's in_proj,
+        # its B and C blocks of a fixed state size) measures on its rules across widths
+        if not _FUSED_ATTENTION.search(name):
+            continue
         if abs(b / a - ratio) > 1e-9 and name not in out:
             fixed = (ratio * a - b) / (ratio - 1.0)  # a = grows + fixed, b = ratio * grows + fixed
             out[name] = f"dimension {d}: {a} at one width, {b} at {ratio:g}x, a block of {fixed:g} that does not grow"
