@@ -72,8 +72,13 @@ def one_process():
         dist.destroy_process_group()
 
 
-def _model(cfg, width=WIDTH, depth=DEPTH, **extra):
+def _model(cfg, width=WIDTH, depth=DEPTH, *, tied=False, plain=False, **extra):
+    """A GPTModel drawn from seed 0: with the generated init values, or Megatron's own
+    defaults (``plain``: TransformerConfig(init_method_std=0.02) and nothing else)."""
     torch.manual_seed(0)
+    init = (
+        {"init_method_std": 0.02} if plain else cfg.transformer_config(width, depth, init_std=0.02)
+    )
     config = TransformerConfig(
         num_layers=depth,
         hidden_size=width,
@@ -81,7 +86,7 @@ def _model(cfg, width=WIDTH, depth=DEPTH, **extra):
         kv_channels=HEAD_DIM,
         use_cpu_initialization=True,
         add_bias_linear=True,
-        **cfg.transformer_config(width, depth, init_std=0.02),
+        **init,
         **extra,
     )
     model = GPTModel(
@@ -90,6 +95,7 @@ def _model(cfg, width=WIDTH, depth=DEPTH, **extra):
         vocab_size=VOCAB,
         max_sequence_length=SEQ,
         position_embedding_type="learned_absolute",
+        share_embeddings_and_output_weights=tied,
     )
     model.ddp_config = DistributedDataParallelConfig()  # what Megatron's DDP (CUDA) holds
     return model
@@ -205,19 +211,26 @@ def test_megatron_optimizer_gives_every_parameter_its_numbers(cfg, model, monkey
 
 
 def test_transformer_config_values_give_the_rules_init(cfg, one_process) -> None:
+    """Every matrix is drawn at its rule's std, the branch ends at Megatron's own
+    init_std / sqrt(2 L) at the base, moved from there as the hidden matrices are."""
     model = _model(cfg)  # as drawn (the module's model has taken a step)
     cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02)
     want = cfg.parameter_hparams(model, WIDTH, DEPTH, lr=LR, init_std=0.02)
+    megatrons = 1 / math.sqrt(2 * BASE_DEPTH)  # the branch ends' base std over the rules'
     for name, p in model.named_parameters():
         if p.dim() == 1:  # biases 0, norm gains 1: Megatron's and the rules'
             assert torch.all(p == (1.0 if name.endswith("norm.weight") else 0.0)), name
             continue
         std = p.detach().std().item()
-        assert std == pytest.approx(want[name]["init_std"], rel=0.02), name
+        end = re.search(r"linear_(proj|fc2)\.weight$", name) is not None
+        rule = want[name]["init_std"] * (megatrons if end else 1.0)
+        assert std == pytest.approx(rule, rel=0.02), name
     stds = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)
     folded = cfg.CONFIG.folded_multipliers(WIDTH, DEPTH)
     assert stds["init_method"] == pytest.approx(0.02 * 2**-0.5)  # hidden: r_n^-1/2
-    assert stds["output_layer_init_method"] == pytest.approx(0.02 * 2**-0.5 * folded["hidden"])
+    assert stds["output_layer_init_method"] == pytest.approx(
+        0.02 / math.sqrt(2 * BASE_DEPTH) * 2**-0.5 * folded["hidden"]
+    )
     assert stds["embedding_init_method"] == pytest.approx(0.02 * folded["input"])
     assert stds["output_layer"] == pytest.approx(0.02 * folded["output"])
 
@@ -232,25 +245,169 @@ def test_head_needs_its_scale(cfg, one_process) -> None:
     assert abs(head / stds["output_layer"] - 1) > 0.1
 
 
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_base_is_megatrons_bit_for_bit(cfg, one_process, tied) -> None:
+    """At the base width and depth the generated values build Megatron's own GPTModel: the
+    same seed draws the same bits in every parameter (branch ends at Megatron's
+    scaled_init_method_normal, the head at init_method), and scale_output_layer_ keeps
+    them (factor 1; a tied head's forward multiplier 1)."""
+    plain = dict(_model(cfg, BASE_WIDTH, BASE_DEPTH, tied=tied, plain=True).named_parameters())
+    model = _model(cfg, BASE_WIDTH, BASE_DEPTH, tied=tied)
+    assert cfg.scale_output_layer_(model, BASE_WIDTH, BASE_DEPTH, init_std=0.02) == 1
+    ours = dict(model.named_parameters())
+    assert ours.keys() == plain.keys()
+    assert [n for n in ours if not torch.equal(ours[n], plain[n])] == []
+    if tied:
+        assert [h.factor for h in model.output_layer._forward_hooks.values()] == [1.0]
+
+
 def test_base_size(cfg) -> None:
-    """At the base width and depth every std is init_std (0.02), the branch ends' too
-    unless branch_end_std keeps Megatron's own init_method_std / sqrt(2 L) there; every
-    group has the base lr, weight decay and eps."""
+    """At the base width and depth every std is init_std (0.02) but the branch ends',
+    Megatron's own init_std / sqrt(2 L) (or branch_end_std); away from it each moves by
+    its rule; every group has the base lr, weight decay and eps."""
     stds = cfg.init_stds(BASE_WIDTH, BASE_DEPTH, init_std=0.02)
-    assert stds == pytest.approx(dict.fromkeys(stds, 0.02))
-    own = 0.02 / math.sqrt(2 * BASE_DEPTH)  # Megatron's scaled_init_method_normal
-    kept = cfg.init_stds(BASE_WIDTH, BASE_DEPTH, init_std=0.02, branch_end_std=own)
-    assert kept["output_layer_init_method"] == pytest.approx(own)
-    moved = cfg.init_stds(WIDTH, DEPTH, init_std=0.02, branch_end_std=own)
+    own = 0.02 / math.sqrt(2.0 * BASE_DEPTH)  # Megatron's scaled_init_method_normal
+    assert stds == {
+        "init_method": 0.02,
+        "output_layer_init_method": own,
+        "embedding_init_method": 0.02,
+        "output_layer": 0.02,
+    }
+    kept = cfg.init_stds(BASE_WIDTH, BASE_DEPTH, init_std=0.02, branch_end_std=0.01)
+    assert kept["output_layer_init_method"] == 0.01
+    moved = cfg.init_stds(WIDTH, DEPTH, init_std=0.02, branch_end_std=0.01)
     plain = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)
     assert moved["output_layer_init_method"] == pytest.approx(
-        plain["output_layer_init_method"] * own / 0.02
+        plain["output_layer_init_method"] * 0.01 / own
     )
     overrides = cfg.config_overrides(BASE_WIDTH, BASE_DEPTH, lr=LR, weight_decay=WD, eps=EPS)
     values = {tuple(k.name)[0]: v for k, v in overrides.items()}
     assert values["decoder.layers.*.self_attention.linear_proj.weight"] == pytest.approx(
         {"max_lr": LR, "min_lr": 0.0, "wd_mult": 1.0, "eps": EPS}
     )
+
+
+def test_tied_embedding_and_head(cfg, one_process, monkeypatch) -> None:
+    """share_embeddings_and_output_weights=True (Megatron-LM's default): AdamW's input and
+    output rules agree but for the multiplier (model/ties.py), so the shared matrix has the
+    embedding's numbers (carrying alpha_in), and the head's forward multiplies the logits
+    by alpha_out / alpha_in: alpha_out on the unscaled matrix, as the hooked form."""
+    from spectral.torch.apply.absorb import absorbed_values
+    from spectral.torch.model.ties import tie_differences
+
+    assert tie_differences(cfg.CONFIG) == []
+    model = _model(cfg, tied=True)
+    assert model.output_layer.weight is None  # Megatron's tie: the head reads the embedding
+    untied_overrides = cfg.config_overrides(WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    assert cfg.check_overrides(model, untied_overrides) == [
+        "output_layer: a tied head whose forward does not carry alpha_out / alpha_in: call "
+        "scale_output_layer_(model, width, depth) once",
+        "output_layer.weight: the embedding and head are tied "
+        "(share_embeddings_and_output_weights=True) but the overrides give the head's name "
+        "another key: build them with config_overrides(..., "
+        "share_embeddings_and_output_weights=True), or untie them "
+        "(--untie-embeddings-and-output-weights)",
+    ]
+    assert cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02) == 1
+    assert cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02) == 1  # one hook
+    folded = cfg.CONFIG.folded_multipliers(WIDTH, DEPTH)
+    hooks = list(model.output_layer._forward_hooks.values())
+    assert [h.factor for h in hooks] == [folded["output"] / folded["input"]]
+    assert folded["output"] / folded["input"] != 1.0
+    # the head's forward: logits = (alpha_out / alpha_in) h W'^T with W' = alpha_in W
+    shared = model.embedding.word_embeddings.weight
+    h = torch.randn(5, 2, WIDTH, generator=torch.Generator().manual_seed(2))
+    logits, _ = model.output_layer(h, weight=model.shared_embedding_or_output_weight())
+    unscaled = shared.detach() / folded["input"]  # the hooked form's W
+    torch.testing.assert_close(
+        logits.detach(), folded["output"] * h @ unscaled.T, rtol=1e-5, atol=1e-7
+    )
+    std = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)["embedding_init_method"]
+    assert shared.detach().std().item() == pytest.approx(std, rel=0.02)
+
+    overrides = cfg.config_overrides(
+        WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS, share_embeddings_and_output_weights=True
+    )
+    assert len(overrides) == len(untied_overrides) - 1  # the head's globs in the embeddings'
+    assert cfg.check_overrides(model, overrides) == []
+    monkeypatch.setattr(FP32Optimizer, "__init__", _cpu_fp32_init)
+    optimizer = get_megatron_optimizer(
+        OptimizerConfig(
+            optimizer=cfg.MEGATRON_OPTIMIZER, lr=LR, weight_decay=WD, adam_eps=EPS, clip_grad=0.0
+        ),
+        [model],
+        config_overrides=overrides,
+    )
+    OptimizerParamScheduler(
+        optimizer, init_lr=0.0, max_lr=LR, min_lr=0.0, lr_warmup_steps=0, lr_decay_steps=10,
+        lr_decay_style="constant", start_wd=WD, end_wd=WD, wd_incr_steps=10,
+        wd_incr_style="constant",
+    ).step(1)  # fmt: skip
+    group = next(g for g in optimizer.param_groups if any(p is shared for p in g["params"]))
+    hp = cfg.hparams(WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    rule = absorbed_values(hp["input_weight"], folded["input"], cfg.ABSORBED["adamw"])
+    untied = cfg.parameter_hparams(_model(cfg), WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    for key in ("lr", "weight_decay", "eps"):
+        assert group[key] == pytest.approx(rule[key], rel=1e-12), key
+        assert rule[key] == pytest.approx(untied["embedding.word_embeddings.weight"][key])
+
+
+def test_tie_the_rules_forbid_is_refused(cfg, one_process) -> None:
+    """Rules whose input and output roles differ (here AdamW's with the head's lr moved,
+    as SSO's or Scion's are) refuse a tie in one line naming Megatron-LM's flag."""
+    import dataclasses
+
+    from spectral.errors import ConfigError
+    from spectral.torch.optim.megatron import (
+        megatron_overrides,
+        megatron_scale_output_,
+        override_problems,
+    )
+
+    rules = {**cfg.CONFIG.rules, "output_weight": {**cfg.CONFIG.rules["output_weight"]}}
+    rules["output_weight"]["lr"] = (-2.0, 0.0)
+    bad = dataclasses.replace(cfg.CONFIG, rules=rules)
+    model = _model(cfg, tied=True)
+    with pytest.raises(
+        ConfigError, match=r"differ in lr: .*\(--untie-embeddings-and-output-weights\)$"
+    ):
+        megatron_overrides(
+            bad, cfg.GROUPS, WIDTH, DEPTH, lr=LR, share_embeddings_and_output_weights=True
+        )
+    with pytest.raises(ConfigError, match="untie-embeddings-and-output-weights"):
+        megatron_scale_output_(bad, model, WIDTH, DEPTH)
+    (line,) = override_problems(bad, model, cfg.config_overrides(WIDTH, DEPTH, lr=LR))
+    assert line.startswith("embedding.word_embeddings.weight: share_embeddings_and_output_weights")
+    assert line.endswith("(--untie-embeddings-and-output-weights)")
+    assert model.output_layer._forward_hooks == {}  # refused before anything was changed
+
+
+def test_scale_output_layer_refuses_bad_input_and_a_second_scale(cfg, one_process) -> None:
+    """init_std 0 or NaN is a one-line ConfigError (not a ZeroDivisionError); a second
+    call with the same arguments changes nothing, one with others is refused."""
+    from spectral.errors import ConfigError
+
+    model = _model(cfg)
+    for bad in (0, 0.0, float("nan"), {"default": 0.02, "hidden_weight": 0.0}):
+        with pytest.raises(ConfigError, match="finite number"):
+            cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=bad)
+        with pytest.raises(ConfigError, match="finite number"):
+            cfg.transformer_config(WIDTH, DEPTH, init_std=bad)
+    drawn = model.output_layer.weight.detach().clone()
+    assert cfg.check_overrides(model, cfg.config_overrides(WIDTH, DEPTH, lr=LR)) == [
+        "output_layer.weight: scale_output_layer_ has not run (the head starts at the "
+        "hidden matrices' std, not its rule's)"
+    ]
+    assert cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02) == 1
+    scaled = model.output_layer.weight.detach().clone()
+    stds = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)
+    assert torch.equal(scaled, drawn * (stds["output_layer"] / stds["init_method"]))
+    assert cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02) == 1
+    assert torch.equal(model.output_layer.weight.detach(), scaled)
+    with pytest.raises(ConfigError, match="already multiplied output_layer.weight by .* compound"):
+        cfg.scale_output_layer_(model, 2 * WIDTH, DEPTH, init_std=0.02)
+    assert torch.equal(model.output_layer.weight.detach(), scaled)
+    assert cfg.check_overrides(model, cfg.config_overrides(WIDTH, DEPTH, lr=LR)) == []
 
 
 def test_refusals(cfg) -> None:
