@@ -485,6 +485,33 @@ def test_registry_answers_torchtitans_config_manager(kimi) -> None:
         cfg.mup(config)
 
 
+def test_tied_llama_is_refused_in_one_line(kimi) -> None:
+    """torchtitan's Llama3 1B and 3B configs tie tok_embeddings and lm_head
+    (enable_weight_tying=True): mup(config) refuses it before changing anything, and a
+    container built for an untied config refuses tied model parts."""
+    import importlib
+
+    from spectral.frameworks.torchtitan import REGISTRY_MODULE
+
+    _, cfg = kimi
+    registry = importlib.import_module(REGISTRY_MODULE)
+    config = registry.llama3_debugmodel()
+    config.model_spec.model.enable_weight_tying = True
+    message = r"^the model config has enable_weight_tying=True .* set enable_weight_tying=False in the model config$"
+    with pytest.raises(spectral_errors.UnsupportedModelError, match=message):
+        cfg.mup(config)
+    assert type(config.optimizer).__name__ != "SpectralOptimizers.Config"
+    assert "ScaledInit" not in repr(config.model_spec.model.lm_head.param_init)
+    untied = cfg.mup(registry.llama3_debugmodel())
+    model_config = untied.model_spec.model
+    model_config.enable_weight_tying = True
+    torch.manual_seed(0)
+    tied = model_config.build()
+    assert tied.tok_embeddings.weight is tied.lm_head.weight
+    with pytest.raises(spectral_errors.UnsupportedModelError, match=message):
+        untied.optimizer.build(model_parts=[tied])
+
+
 def test_install_init_at_the_base_changes_nothing(tmp_path) -> None:
     """At the base width and depth every factor is 1: torchtitan's param_init entries are
     kept as they are (the same callables), so the model starts bit for bit as its own."""
