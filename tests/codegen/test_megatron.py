@@ -91,7 +91,7 @@ def _model(cfg, width=WIDTH, depth=DEPTH, *, tied=False, plain=False, **extra):
     )
     model = GPTModel(
         config,
-        get_gpt_layer_local_spec(),
+        get_gpt_layer_local_spec(qk_layernorm=config.qk_layernorm),
         vocab_size=VOCAB,
         max_sequence_length=SEQ,
         position_embedding_type="learned_absolute",
@@ -115,10 +115,131 @@ def _cpu_fp32_init(self, optimizer, config, init_state_fn):
     self.is_stub_optimizer = optimizer is None
 
 
-def test_parameter_names_are_the_packages(model) -> None:
-    names = {re.sub(r"layers\.\d+\.", "layers.0.", n) for n, _ in model.named_parameters()}
+def _names(model) -> set[str]:
+    return {re.sub(r"layers\.\d+\.", "layers.0.", n) for n, _ in model.named_parameters()}
+
+
+def test_parameter_names_are_the_packages(cfg, model) -> None:
     fused = {n for n in GPT_PARAMETERS if "layer_norm_" in n}  # Transformer Engine's spec
-    assert names == set(GPT_PARAMETERS) - fused
+    qk = {n for n in GPT_PARAMETERS if re.search(r"\.[qk]_layernorm\.", n)}
+    assert _names(model) == set(GPT_PARAMETERS) - fused - qk
+    assert _names(_model(cfg, qk_layernorm=True)) == set(GPT_PARAMETERS) - fused
+
+
+def _megatrons_groups(cfg, model, monkeypatch, **overrides):
+    """name -> the param group Megatron's own get_megatron_optimizer and
+    OptimizerParamScheduler (at the end of a warmup from 0) give each parameter."""
+    monkeypatch.setattr(FP32Optimizer, "__init__", _cpu_fp32_init)
+    optimizer = get_megatron_optimizer(
+        OptimizerConfig(
+            optimizer=cfg.MEGATRON_OPTIMIZER, lr=LR, min_lr=MIN_LR, weight_decay=WD,
+            adam_eps=EPS, clip_grad=0.0,
+        ),
+        [model],
+        config_overrides=cfg.config_overrides(
+            WIDTH, DEPTH, lr=LR, min_lr=MIN_LR, weight_decay=WD, eps=EPS, **overrides
+        ),
+    )  # fmt: skip
+    OptimizerParamScheduler(
+        optimizer, init_lr=0.0, max_lr=LR, min_lr=MIN_LR, lr_warmup_steps=2,
+        lr_decay_steps=10, lr_decay_style="cosine", start_wd=WD, end_wd=WD,
+        wd_incr_steps=10, wd_incr_style="constant",
+    ).step(2)  # fmt: skip
+    group_of = {id(p): g for g in optimizer.param_groups for p in g["params"]}
+    return {name: group_of[id(p)] for name, p in model.named_parameters()}
+
+
+def test_qk_layernorm_gains_get_their_rule(cfg, one_process, monkeypatch) -> None:
+    """qk_layernorm=True: the head-sized gains of q_layernorm / k_layernorm (and their
+    biases) are hidden_bias, matched by one key each, and Megatron's optimizer gives them
+    parameter_hparams' numbers (as every other parameter)."""
+    model = _model(cfg, qk_layernorm=True)
+    assert cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02) == 1
+    assert cfg.check_overrides(model, cfg.config_overrides(WIDTH, DEPTH, lr=LR)) == []
+    want = cfg.parameter_hparams(model, WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    groups = _megatrons_groups(cfg, model, monkeypatch)
+    qk = [n for n in groups if re.search(r"\.[qk]_layernorm\.", n)]
+    assert len(qk) == 4 * DEPTH
+    assert {want[n]["role"] for n in qk} == {"hidden_bias"}
+    for name, group in groups.items():
+        for key in ("lr", "weight_decay", "eps"):
+            assert group[key] == pytest.approx(want[name][key], rel=1e-12), (name, key)
+
+
+def _te_stand_in(width: int, depth: int):
+    """A module tree with the parameter names and layer class names of megatron-core's
+    Transformer Engine spec (get_gpt_layer_with_transformer_engine_spec: the norms fused
+    into TELayerNormColumnParallelLinear, TERowParallelLinear branch ends, TENorm) around
+    Megatron's own embedding and head, for what reads names and types only (TE cannot be
+    installed here)."""
+    from torch import nn
+
+    def layer(kind: str, out: int, inp: int, norm: bool = False):
+        module = type(kind, (nn.Module,), {})()
+        module.weight = nn.Parameter(torch.zeros(out, inp))
+        module.bias = nn.Parameter(torch.zeros(out))
+        if norm:
+            module.layer_norm_weight = nn.Parameter(torch.ones(inp))
+            module.layer_norm_bias = nn.Parameter(torch.zeros(inp))
+        return module
+
+    def tree(**children):
+        module = nn.Module()
+        for name, child in children.items():
+            setattr(module, name, child)
+        return module
+
+    blocks = nn.ModuleList(
+        tree(
+            self_attention=tree(
+                linear_qkv=layer("TELayerNormColumnParallelLinear", 3 * width, width, True),
+                linear_proj=layer("TERowParallelLinear", width, width),
+            ),
+            mlp=tree(
+                linear_fc1=layer("TELayerNormColumnParallelLinear", 4 * width, width, True),
+                linear_fc2=layer("TERowParallelLinear", width, 4 * width),
+            ),
+        )
+        for _ in range(depth)
+    )
+    final = type("TENorm", (nn.Module,), {})()
+    final.weight, final.bias = nn.Parameter(torch.ones(width)), nn.Parameter(torch.zeros(width))
+    embedding = tree(
+        word_embeddings=layer("VocabParallelEmbedding", VOCAB, width),
+        position_embeddings=layer("VocabParallelEmbedding", SEQ, width),
+    )
+    for table in (embedding.word_embeddings, embedding.position_embeddings):
+        del table.bias
+    head = layer("ColumnParallelLinear", VOCAB, width)
+    del head.bias
+    return tree(
+        embedding=embedding, decoder=tree(layers=blocks, final_layernorm=final), output_layer=head
+    )
+
+
+def test_transformer_engine_names(cfg, model) -> None:
+    """The TE spec's names: every one matched by exactly one key, and parameter_hparams
+    gives each the numbers of the local spec's parameter in its place (the fused
+    layer_norm_weight / bias are input_layernorm's / pre_mlp_layernorm's)."""
+    te = _te_stand_in(WIDTH, DEPTH)
+    fused = {n for n in GPT_PARAMETERS if "layer_norm_" in n}
+    assert _names(te) == fused | {
+        n for n in GPT_PARAMETERS if not re.search(r"(layernorm|_layernorm)\.|layer_norm_", n)
+    } | {"decoder.final_layernorm.weight", "decoder.final_layernorm.bias"}
+    overrides = cfg.config_overrides(WIDTH, DEPTH, lr=LR)
+    assert cfg.check_overrides(te, overrides) == []
+    want = cfg.parameter_hparams(te, WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    local = cfg.parameter_hparams(model, WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    place = {
+        "self_attention.linear_qkv.layer_norm_": "input_layernorm.",
+        "mlp.linear_fc1.layer_norm_": "pre_mlp_layernorm.",
+    }
+    assert want.keys() == {n for n, _ in te.named_parameters()}
+    for name, values in want.items():
+        twin = name
+        for fused_name, own in place.items():
+            twin = twin.replace(fused_name, own)
+        assert values == local[twin], name
 
 
 def test_every_parameter_matches_exactly_one_key(cfg, model) -> None:
@@ -411,7 +532,9 @@ def test_scale_output_layer_refuses_bad_input_and_a_second_scale(cfg, one_proces
 
 
 def test_refusals(cfg) -> None:
-    with pytest.raises(SpecError, match="not muon-kimi"):
+    with pytest.raises(
+        SpecError, match="not muon-kimi: megatron-core 0.16.1.s get_megatron_muon_optimizer needs"
+    ):
         render("muon-kimi", "adamw", base_width=64, base_depth=2, framework="megatron")
     with pytest.raises(SpecError, match="not sgd"):
         render("sgd", base_width=64, base_depth=2, framework="megatron")
