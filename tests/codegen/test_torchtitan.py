@@ -512,6 +512,29 @@ def test_tied_llama_is_refused_in_one_line(kimi) -> None:
         untied.optimizer.build(model_parts=[tied])
 
 
+@pytest.mark.slow  # torchtitan's own main in a process of its own: 40-80 s here
+def test_cpu_example_runs_torchtitans_own_main(tmp_path) -> None:
+    """examples/torchtitan_cpu, as its README says: the generated module in the working
+    directory, then the launcher with torchrun's flags, which runs torchtitan.train.main
+    (stock) on the CPU; one step of the tiny Llama trained, the process group closed."""
+    root = Path(__file__).resolve().parents[2]
+    spectral_cli = [sys.executable, "-m", "spectral", "codegen", "muon-kimi", "--others",
+                    "adamw", "--base-width", "64", "--base-depth", "2", "--framework",
+                    "torchtitan", "-o", "mup_titan.py"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TITAN_STEPS": "1"}
+    subprocess.run(spectral_cli, cwd=tmp_path, env=env, check=True, capture_output=True)
+    launcher = root / "examples" / "torchtitan_cpu" / "cpu_launch.py"
+    r = subprocess.run(
+        [sys.executable, str(launcher), "--module", "tiny_llama", "--config", "tiny",
+         "--optimizer.lr", "2e-3", "--training.max-norm", "inf"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-4000:]
+    log = r.stdout + r.stderr
+    assert re.search(r"step:\s+1\s.*loss:\s+\d", log), log[-2000:]
+    assert "Training completed" in log and "Process group destroyed" in log
+
+
 def test_install_init_at_the_base_changes_nothing(tmp_path) -> None:
     """At the base width and depth every factor is 1: torchtitan's param_init entries are
     kept as they are (the same callables), so the model starts bit for bit as its own."""
