@@ -531,6 +531,43 @@ def test_scale_output_layer_refuses_bad_input_and_a_second_scale(cfg, one_proces
     assert cfg.check_overrides(model, cfg.config_overrides(WIDTH, DEPTH, lr=LR)) == []
 
 
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_megatron_lm_hooks(cfg, one_process, tied) -> None:
+    """The two lines a pretrain_gpt.py user adds (docs/megatron.md): configure_ on the
+    TransformerConfig core_transformer_config_from_args built (init values at its own
+    hidden_size / num_layers), and optimizer_overrides from the OptimizerConfig and the
+    model chunks (width, depth and tie read from the model): the same as the explicit
+    calls; the flags they replace refused in one line."""
+    from spectral.errors import ConfigError
+
+    config = TransformerConfig(
+        num_layers=DEPTH, hidden_size=WIDTH, num_attention_heads=WIDTH // HEAD_DIM,
+        kv_channels=HEAD_DIM, init_method_std=0.02,
+    )  # fmt: skip
+    assert cfg.configure_(config, 0.02) is config
+    want = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)
+    assert config.init_method_std == want["init_method"]
+    assert config.init_method.keywords["std"] == want["init_method"]
+    assert config.output_layer_init_method.keywords["std"] == want["output_layer_init_method"]
+    assert config.embedding_init_method.keywords["std"] == want["embedding_init_method"]
+    model = _model(cfg, tied=tied)
+    optimizer = OptimizerConfig(lr=LR, min_lr=MIN_LR, weight_decay=WD, adam_eps=EPS, clip_grad=0.0)
+    got = cfg.optimizer_overrides(optimizer, [model])
+    explicit = cfg.config_overrides(
+        WIDTH, DEPTH, lr=LR, min_lr=MIN_LR, weight_decay=WD, eps=EPS,
+        share_embeddings_and_output_weights=tied,
+    )  # fmt: skip
+    assert [(k.name, v) for k, v in got.items()] == [(k.name, v) for k, v in explicit.items()]
+    for bad, message in (
+        ({"clip_grad": 1.0}, r"^--clip-grad 1.0: .* pass --clip-grad 0$"),
+        ({"decoupled_lr": 1e-3}, r"^--decoupled-lr: .*leave --decoupled-lr"),
+        ({"optimizer": "sgd"}, r"^--optimizer sgd: "),
+    ):
+        wrong = OptimizerConfig(lr=LR, weight_decay=WD, **{"clip_grad": 0.0, **bad})
+        with pytest.raises(ConfigError, match=message):
+            cfg.optimizer_overrides(wrong, [model])
+
+
 def test_refusals(cfg) -> None:
     with pytest.raises(
         SpecError, match="not muon-kimi: megatron-core 0.16.1.s get_megatron_muon_optimizer needs"

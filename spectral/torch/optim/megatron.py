@@ -422,3 +422,90 @@ def override_problems(
                     f"share_embeddings_and_output_weights=True), or untie them ({UNTIE})"
                 )
     return problems
+
+
+def _gpt_models(model: nn.Module | Iterable[nn.Module]) -> list[nn.Module]:
+    """The language models (GPTModel) inside the chunks, wrappers and all."""
+    return [lm for chunk in _chunks(model) for _, lm in _language_models(chunk)]
+
+
+def megatron_optimizer_overrides(
+    rules: TorchRules,
+    groups: Sequence[MegatronGroup],
+    config: Any,
+    model: nn.Module | Iterable[nn.Module],
+) -> dict[Any, dict[str, float]]:
+    """``config_overrides`` for ``get_megatron_optimizer(config, model_chunks, ...)`` read
+    from what Megatron-LM's training script has at that call: the ``OptimizerConfig``
+    (``lr``, ``min_lr``, ``weight_decay``, ``adam_eps``: --lr, --min-lr, --weight-decay,
+    --adam-eps) and the model chunks (width ``hidden_size``, depth ``num_layers``, the tie
+    ``share_embeddings_and_output_weights``). Refused in one line: --clip-grad above 0
+    (Megatron would clip the hook-free gradients' norm), --decoupled-lr (every group's lr is
+    its rule's), a non-Adam optimizer, and chunks that disagree or hold no GPTModel."""
+    models = _gpt_models(model)
+    if not models:
+        raise ConfigError(
+            "optimizer_overrides: no GPTModel in the model chunks (a module with "
+            "share_embeddings_and_output_weights and config)"
+        )
+    sizes: set[tuple[int, int, bool]] = set()
+    for lm in models:
+        transformer: Any = getattr(lm, "config", None)
+        tie: Any = getattr(lm, "share_embeddings_and_output_weights", False)
+        sizes.add((transformer.hidden_size, transformer.num_layers, bool(tie)))
+    if len(sizes) != 1:
+        raise ConfigError(f"optimizer_overrides: the model chunks disagree: {sorted(sizes)}")
+    ((width, depth, tied),) = sizes
+    if getattr(config, "optimizer", "adam") != "adam":
+        raise ConfigError(
+            f"--optimizer {config.optimizer}: this module's overrides are for Megatron's "
+            "adam (AdamW), --optimizer adam"
+        )
+    if getattr(config, "clip_grad", 0.0):
+        raise ConfigError(
+            f"--clip-grad {config.clip_grad}: Megatron would clip the norm of the hook-free "
+            "gradients, not the hooked form's (docs/megatron.md, Clipping); pass --clip-grad 0"
+        )
+    if getattr(config, "decoupled_lr", None) is not None:
+        raise ConfigError(
+            "--decoupled-lr: every group's lr is its rule's here (the embedding's and the "
+            "head's too); leave --decoupled-lr and --decoupled-min-lr unset"
+        )
+    min_lr = config.min_lr if config.min_lr is not None else 0.0
+    return megatron_overrides(
+        rules,
+        groups,
+        width,
+        depth,
+        lr=config.lr,
+        min_lr=min_lr,
+        weight_decay=config.weight_decay,
+        eps=config.adam_eps,
+        share_embeddings_and_output_weights=tied,
+    )
+
+
+def megatron_configure_(
+    rules: TorchRules,
+    config: Any,
+    init_std: BaseValue,
+    *,
+    multiplier: BaseValue = 1.0,
+    branch_end_std: float | None = None,
+) -> Any:
+    """Sets the init fields of a built ``TransformerConfig`` (as Megatron-LM's
+    ``core_transformer_config_from_args`` returns it) to :func:`megatron_config_values` at
+    its own ``hidden_size`` and ``num_layers``; returns it. ``init_std`` is the base std
+    (--init-method-std), given rather than read, because this overwrites
+    ``init_method_std``."""
+    values = megatron_config_values(
+        rules,
+        config.hidden_size,
+        config.num_layers,
+        init_std,
+        multiplier=multiplier,
+        branch_end_std=branch_end_std,
+    )
+    for key, value in values.items():
+        setattr(config, key, value)
+    return config
