@@ -24,7 +24,7 @@ from cpu_launch import single_process_env, use_cpu  # noqa: E402
 
 use_cpu()  # before torchtitan is imported (tiny_llama imports it)
 
-from tiny_llama import tiny  # noqa: E402, F401  (the registry function --config tiny names)
+from tiny_llama import tiny, tiny_plain  # noqa: E402, F401  (--config tiny / tiny_plain)
 
 
 def _checked(config, model, container) -> dict[str, list[str]]:
@@ -75,7 +75,8 @@ def main(out: str, args: list[str]) -> None:
                     "momentum": group.get("momentum"),
                     "adjust_lr_fn": group.get("adjust_lr_fn"),
                 }
-    checked = _checked(config, model, trainer.optimizers)
+    ours = getattr(config.optimizer, "setup", None) is not None  # mup applied (not tiny_plain)
+    checked = _checked(config, model, trainer.optimizers) if ours else {}
     losses: list[float] = []
     loss = trainer.loss_fn.fn  # recorded, not changed: the training step's loss values
 
@@ -93,15 +94,15 @@ def main(out: str, args: list[str]) -> None:
     result = {
         "steps": trainer.step,
         "device": str(trainer.device),
-        "width": config.optimizer.width,
-        "depth": config.optimizer.depth,
+        "width": config.optimizer.width if ours else None,
+        "depth": config.optimizer.depth if ours else None,
         "cli": {
-            "lr": config.optimizer.lr,
-            "weight_decay": config.optimizer.weight_decay,
-            "eps": config.optimizer.eps,
-            "betas": list(config.optimizer.betas),
+            "lr": getattr(config.optimizer, "lr", None),
+            "weight_decay": getattr(config.optimizer, "weight_decay", None),
+            "eps": getattr(config.optimizer, "eps", None),
+            "betas": list(getattr(config.optimizer, "betas", ()) or ()),
             "max_norm": config.training.max_norm,
-            "optimizer_max_norm": config.optimizer.max_norm,
+            "optimizer_max_norm": getattr(config.optimizer, "max_norm", None),
         },
         "hooked_norm": None
         if getattr(trainer.optimizers, "hooked_norm", None) is None

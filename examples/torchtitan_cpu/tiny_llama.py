@@ -20,7 +20,7 @@ from torchtitan.components.optimizer import default_adamw
 from torchtitan.components.tokenizer import BaseTokenizer
 from torchtitan.config import TrainingConfig
 
-__all__ = ["BATCH", "SEQ", "VOCAB", "RandomTokens", "ToyTokenizer", "tiny"]
+__all__ = ["BATCH", "SEQ", "VOCAB", "RandomTokens", "ToyTokenizer", "tiny", "tiny_plain"]
 
 WIDTH = int(os.environ.get("TITAN_WIDTH", 128))
 DEPTH = int(os.environ.get("TITAN_DEPTH", 4))
@@ -120,6 +120,13 @@ def model_spec(width: int, depth: int):
 def tiny():
     """The registry function: torchtitan's Trainer.Config, made by the generated mup."""
     import mup_titan
+
+    return mup_titan.mup(tiny_plain())
+
+
+def tiny_plain():
+    """``tiny`` without ``mup``: torchtitan's own setup of the same model, to compare with
+    (benchmarks/gpu_megatron_titan.sh trains both at the base: the same losses)."""
     from torchtitan.components.loss import CrossEntropyLoss
     from torchtitan.trainer import Trainer
 
@@ -134,4 +141,4 @@ def tiny():
     )
     config.lr_scheduler.warmup_steps = 0
     config.training.disable_cuda_graphs = True
-    return mup_titan.mup(config)
+    return config
