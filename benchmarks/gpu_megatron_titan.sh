@@ -60,7 +60,7 @@ for CONFIG_W in "tiny 64" "tiny 256" "tiny_plain 64"; do
     (cd "$OUT" && TITAN_WIDTH=$W TITAN_DEPTH=2 TITAN_STEPS=$STEPS \
         PYTHONPATH="$OUT:$ROOT/tests:$ROOT/examples/torchtitan_cpu" timeout 150 \
         $RUN "$ROOT/tests/titan_worker.py" "$OUT/titan-$CONFIG-$W.json" \
-        --module titan_worker --config "$CONFIG" --training.max-norm inf)
+        --module titan_worker --config "$CONFIG" --training.max-norm inf --debug.seed 0)
 done
 
 "$PY" - "$OUT" <<'PYEOF'
