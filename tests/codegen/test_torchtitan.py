@@ -521,7 +521,13 @@ def test_cpu_example_runs_torchtitans_own_main(tmp_path) -> None:
     spectral_cli = [sys.executable, "-m", "spectral", "codegen", "muon-kimi", "--others",
                     "adamw", "--base-width", "64", "--base-depth", "2", "--framework",
                     "torchtitan", "-o", "mup_titan.py"]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TITAN_STEPS": "1"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TITAN_STEPS": "1",
+        "TITAN_WIDTH": "64",
+        "TITAN_DEPTH": "2",
+    }
     subprocess.run(spectral_cli, cwd=tmp_path, env=env, check=True, capture_output=True)
     launcher = root / "examples" / "torchtitan_cpu" / "cpu_launch.py"
     r = subprocess.run(
