@@ -37,6 +37,10 @@ GPT_PARAMETERS = (
     "decoder.layers.0.self_attention.linear_qkv.bias",
     "decoder.layers.0.self_attention.linear_proj.weight",
     "decoder.layers.0.self_attention.linear_proj.bias",
+    "decoder.layers.0.self_attention.q_layernorm.weight",
+    "decoder.layers.0.self_attention.q_layernorm.bias",
+    "decoder.layers.0.self_attention.k_layernorm.weight",
+    "decoder.layers.0.self_attention.k_layernorm.bias",
     "decoder.layers.0.pre_mlp_layernorm.weight",
     "decoder.layers.0.pre_mlp_layernorm.bias",
     "decoder.layers.0.mlp.linear_fc1.layer_norm_weight",
@@ -50,17 +54,22 @@ GPT_PARAMETERS = (
     "output_layer.weight",
 )
 """The parameter names of megatron-core 0.16.1's GPTModel, one block shown (learned
-absolute positions, linear biases, untied head): the local spec's names
-(tests/codegen/test_megatron.py checks them against the package) and Transformer Engine's
+absolute positions, linear biases, QK-layernorm's head-sized gains with
+``qk_layernorm=True``, untied head): the local spec's names (tests/codegen/test_megatron.py
+checks them against the package, with and without QK-layernorm) and Transformer Engine's
 fused norms (``linear_qkv.layer_norm_weight``, ``linear_fc1.layer_norm_weight``; that spec
-needs CUDA, so those names are from its source, not built here)."""
+needs Transformer Engine, so those names are from megatron-core's
+``gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec`` and TE's
+``LayerNormLinear`` parameter names, tested on a stand-in with those names)."""
 
 OPTIMIZERS = {"adamw": "adam", "adam": "adam"}
 """Catalog optimizer -> Megatron's ``OptimizerConfig.optimizer``: its Adam with
 ``decoupled_weight_decay=True`` (the default) is AdamW (torch.optim.AdamW, or Transformer
 Engine's / Apex's FusedAdam with ``adam_w_mode``); torch.optim.Adam with
-decoupled_weight_decay=True, the catalog's adam, is the same step. Megatron trains every
-parameter with one optimizer (its Muon splits by its own rule), so one is written."""
+decoupled_weight_decay=True, the catalog's adam, is the same step. One optimizer trains
+every parameter here: megatron-core 0.16.1's Muon (``get_megatron_muon_optimizer``: Muon
+for 2-D non-embedding weights, Adam for the rest) needs NVIDIA's emerging-optimizers,
+which needs Python >= 3.12, so Muon is refused rather than written untested."""
 
 _LAYERS = (("input", "input"), ("hidden", "branches"), ("output", "output"))
 
@@ -138,6 +147,13 @@ def render(
     )  # fmt: skip
     used = sorted(set(p.optimizers.values()))
     unknown = [o for o in used if o not in OPTIMIZERS]
+    if any(o.startswith("muon") for o in unknown):
+        raise SpecError(
+            f"--framework megatron: not {', '.join(unknown)}: megatron-core 0.16.1's "
+            "get_megatron_muon_optimizer needs NVIDIA's emerging-optimizers (Python >= 3.12), "
+            "so this target has not been tested with it; use --framework torch "
+            "(docs/megatron.md)"
+        )
     if unknown:
         raise SpecError(
             f"--framework megatron: Megatron-core trains every parameter with one optimizer "

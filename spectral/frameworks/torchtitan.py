@@ -153,6 +153,7 @@ class SpectralOptimizers(OptimizersContainer):
                 "mup(config): it reads the width, depth and rules from there"
             )
         _check_width(model_parts, config.width)
+        _check_untied(model_parts)
         groups = param_group_configs(
             setup.rules,
             setup.groups,
@@ -236,6 +237,28 @@ def _options(config: SpectralOptimizers.Config, setup: TitanSetup) -> dict[str, 
     }
     names = set(setup.optimizer_names.values())
     return {name: known[name] for name in sorted(names) if name in known}
+
+
+TIED = (
+    "the model config has enable_weight_tying=True (tok_embeddings and lm_head one matrix): "
+    "the torchtitan target absorbs alpha_in into the embedding and alpha_out into the head, "
+    "which one matrix cannot both carry; set enable_weight_tying=False in the model config"
+)
+"""The refusal of a tied Llama (torchtitan's 1B and 3B configs tie): one line."""
+
+
+HEAD_OR_EMBEDDING = ("lm_head.weight", "tok_embeddings.weight")
+
+
+def _check_untied(model_parts: list[nn.Module]) -> None:
+    """Refuse model parts whose embedding and head share their matrix."""
+    for part in model_parts:
+        seen: dict[int, str] = {}
+        for name, p in part.named_parameters(remove_duplicate=False):
+            both = (seen.get(id(p), ""), name)
+            if id(p) in seen and any(n.endswith(HEAD_OR_EMBEDDING) for n in both):
+                raise UnsupportedModelError(TIED)
+            seen.setdefault(id(p), name)
 
 
 def _check_width(model_parts: list[nn.Module], width: int) -> None:
@@ -356,6 +379,8 @@ def mup_config(
             f"len(.layers); got {type(model).__name__}"
         )
     depth = len(layers)
+    if getattr(model, "enable_weight_tying", False):
+        raise UnsupportedModelError(TIED)
     setup = TitanSetup(rules, tuple(groups), dict(optimizer_names))
     install_init(setup, model, width, depth)
     max_norm = getattr(getattr(config, "training", None), "max_norm", None)

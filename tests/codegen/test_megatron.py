@@ -72,8 +72,13 @@ def one_process():
         dist.destroy_process_group()
 
 
-def _model(cfg, width=WIDTH, depth=DEPTH, **extra):
+def _model(cfg, width=WIDTH, depth=DEPTH, *, tied=False, plain=False, **extra):
+    """A GPTModel drawn from seed 0: with the generated init values, or Megatron's own
+    defaults (``plain``: TransformerConfig(init_method_std=0.02) and nothing else)."""
     torch.manual_seed(0)
+    init = (
+        {"init_method_std": 0.02} if plain else cfg.transformer_config(width, depth, init_std=0.02)
+    )
     config = TransformerConfig(
         num_layers=depth,
         hidden_size=width,
@@ -81,15 +86,16 @@ def _model(cfg, width=WIDTH, depth=DEPTH, **extra):
         kv_channels=HEAD_DIM,
         use_cpu_initialization=True,
         add_bias_linear=True,
-        **cfg.transformer_config(width, depth, init_std=0.02),
+        **init,
         **extra,
     )
     model = GPTModel(
         config,
-        get_gpt_layer_local_spec(),
+        get_gpt_layer_local_spec(qk_layernorm=config.qk_layernorm),
         vocab_size=VOCAB,
         max_sequence_length=SEQ,
         position_embedding_type="learned_absolute",
+        share_embeddings_and_output_weights=tied,
     )
     model.ddp_config = DistributedDataParallelConfig()  # what Megatron's DDP (CUDA) holds
     return model
@@ -109,10 +115,131 @@ def _cpu_fp32_init(self, optimizer, config, init_state_fn):
     self.is_stub_optimizer = optimizer is None
 
 
-def test_parameter_names_are_the_packages(model) -> None:
-    names = {re.sub(r"layers\.\d+\.", "layers.0.", n) for n, _ in model.named_parameters()}
+def _names(model) -> set[str]:
+    return {re.sub(r"layers\.\d+\.", "layers.0.", n) for n, _ in model.named_parameters()}
+
+
+def test_parameter_names_are_the_packages(cfg, model) -> None:
     fused = {n for n in GPT_PARAMETERS if "layer_norm_" in n}  # Transformer Engine's spec
-    assert names == set(GPT_PARAMETERS) - fused
+    qk = {n for n in GPT_PARAMETERS if re.search(r"\.[qk]_layernorm\.", n)}
+    assert _names(model) == set(GPT_PARAMETERS) - fused - qk
+    assert _names(_model(cfg, qk_layernorm=True)) == set(GPT_PARAMETERS) - fused
+
+
+def _megatrons_groups(cfg, model, monkeypatch, **overrides):
+    """name -> the param group Megatron's own get_megatron_optimizer and
+    OptimizerParamScheduler (at the end of a warmup from 0) give each parameter."""
+    monkeypatch.setattr(FP32Optimizer, "__init__", _cpu_fp32_init)
+    optimizer = get_megatron_optimizer(
+        OptimizerConfig(
+            optimizer=cfg.MEGATRON_OPTIMIZER, lr=LR, min_lr=MIN_LR, weight_decay=WD,
+            adam_eps=EPS, clip_grad=0.0,
+        ),
+        [model],
+        config_overrides=cfg.config_overrides(
+            WIDTH, DEPTH, lr=LR, min_lr=MIN_LR, weight_decay=WD, eps=EPS, **overrides
+        ),
+    )  # fmt: skip
+    OptimizerParamScheduler(
+        optimizer, init_lr=0.0, max_lr=LR, min_lr=MIN_LR, lr_warmup_steps=2,
+        lr_decay_steps=10, lr_decay_style="cosine", start_wd=WD, end_wd=WD,
+        wd_incr_steps=10, wd_incr_style="constant",
+    ).step(2)  # fmt: skip
+    group_of = {id(p): g for g in optimizer.param_groups for p in g["params"]}
+    return {name: group_of[id(p)] for name, p in model.named_parameters()}
+
+
+def test_qk_layernorm_gains_get_their_rule(cfg, one_process, monkeypatch) -> None:
+    """qk_layernorm=True: the head-sized gains of q_layernorm / k_layernorm (and their
+    biases) are hidden_bias, matched by one key each, and Megatron's optimizer gives them
+    parameter_hparams' numbers (as every other parameter)."""
+    model = _model(cfg, qk_layernorm=True)
+    assert cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02) == 1
+    assert cfg.check_overrides(model, cfg.config_overrides(WIDTH, DEPTH, lr=LR)) == []
+    want = cfg.parameter_hparams(model, WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    groups = _megatrons_groups(cfg, model, monkeypatch)
+    qk = [n for n in groups if re.search(r"\.[qk]_layernorm\.", n)]
+    assert len(qk) == 4 * DEPTH
+    assert {want[n]["role"] for n in qk} == {"hidden_bias"}
+    for name, group in groups.items():
+        for key in ("lr", "weight_decay", "eps"):
+            assert group[key] == pytest.approx(want[name][key], rel=1e-12), (name, key)
+
+
+def _te_stand_in(width: int, depth: int):
+    """A module tree with the parameter names and layer class names of megatron-core's
+    Transformer Engine spec (get_gpt_layer_with_transformer_engine_spec: the norms fused
+    into TELayerNormColumnParallelLinear, TERowParallelLinear branch ends, TENorm) around
+    Megatron's own embedding and head, for what reads names and types only (TE cannot be
+    installed here)."""
+    from torch import nn
+
+    def layer(kind: str, out: int, inp: int, norm: bool = False):
+        module = type(kind, (nn.Module,), {})()
+        module.weight = nn.Parameter(torch.zeros(out, inp))
+        module.bias = nn.Parameter(torch.zeros(out))
+        if norm:
+            module.layer_norm_weight = nn.Parameter(torch.ones(inp))
+            module.layer_norm_bias = nn.Parameter(torch.zeros(inp))
+        return module
+
+    def tree(**children):
+        module = nn.Module()
+        for name, child in children.items():
+            setattr(module, name, child)
+        return module
+
+    blocks = nn.ModuleList(
+        tree(
+            self_attention=tree(
+                linear_qkv=layer("TELayerNormColumnParallelLinear", 3 * width, width, True),
+                linear_proj=layer("TERowParallelLinear", width, width),
+            ),
+            mlp=tree(
+                linear_fc1=layer("TELayerNormColumnParallelLinear", 4 * width, width, True),
+                linear_fc2=layer("TERowParallelLinear", width, 4 * width),
+            ),
+        )
+        for _ in range(depth)
+    )
+    final = type("TENorm", (nn.Module,), {})()
+    final.weight, final.bias = nn.Parameter(torch.ones(width)), nn.Parameter(torch.zeros(width))
+    embedding = tree(
+        word_embeddings=layer("VocabParallelEmbedding", VOCAB, width),
+        position_embeddings=layer("VocabParallelEmbedding", SEQ, width),
+    )
+    for table in (embedding.word_embeddings, embedding.position_embeddings):
+        del table.bias
+    head = layer("ColumnParallelLinear", VOCAB, width)
+    del head.bias
+    return tree(
+        embedding=embedding, decoder=tree(layers=blocks, final_layernorm=final), output_layer=head
+    )
+
+
+def test_transformer_engine_names(cfg, model) -> None:
+    """The TE spec's names: every one matched by exactly one key, and parameter_hparams
+    gives each the numbers of the local spec's parameter in its place (the fused
+    layer_norm_weight / bias are input_layernorm's / pre_mlp_layernorm's)."""
+    te = _te_stand_in(WIDTH, DEPTH)
+    fused = {n for n in GPT_PARAMETERS if "layer_norm_" in n}
+    assert _names(te) == fused | {
+        n for n in GPT_PARAMETERS if not re.search(r"(layernorm|_layernorm)\.|layer_norm_", n)
+    } | {"decoder.final_layernorm.weight", "decoder.final_layernorm.bias"}
+    overrides = cfg.config_overrides(WIDTH, DEPTH, lr=LR)
+    assert cfg.check_overrides(te, overrides) == []
+    want = cfg.parameter_hparams(te, WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    local = cfg.parameter_hparams(model, WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    place = {
+        "self_attention.linear_qkv.layer_norm_": "input_layernorm.",
+        "mlp.linear_fc1.layer_norm_": "pre_mlp_layernorm.",
+    }
+    assert want.keys() == {n for n, _ in te.named_parameters()}
+    for name, values in want.items():
+        twin = name
+        for fused_name, own in place.items():
+            twin = twin.replace(fused_name, own)
+        assert values == local[twin], name
 
 
 def test_every_parameter_matches_exactly_one_key(cfg, model) -> None:
@@ -205,19 +332,26 @@ def test_megatron_optimizer_gives_every_parameter_its_numbers(cfg, model, monkey
 
 
 def test_transformer_config_values_give_the_rules_init(cfg, one_process) -> None:
+    """Every matrix is drawn at its rule's std, the branch ends at Megatron's own
+    init_std / sqrt(2 L) at the base, moved from there as the hidden matrices are."""
     model = _model(cfg)  # as drawn (the module's model has taken a step)
     cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02)
     want = cfg.parameter_hparams(model, WIDTH, DEPTH, lr=LR, init_std=0.02)
+    megatrons = 1 / math.sqrt(2 * BASE_DEPTH)  # the branch ends' base std over the rules'
     for name, p in model.named_parameters():
         if p.dim() == 1:  # biases 0, norm gains 1: Megatron's and the rules'
             assert torch.all(p == (1.0 if name.endswith("norm.weight") else 0.0)), name
             continue
         std = p.detach().std().item()
-        assert std == pytest.approx(want[name]["init_std"], rel=0.02), name
+        end = re.search(r"linear_(proj|fc2)\.weight$", name) is not None
+        rule = want[name]["init_std"] * (megatrons if end else 1.0)
+        assert std == pytest.approx(rule, rel=0.02), name
     stds = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)
     folded = cfg.CONFIG.folded_multipliers(WIDTH, DEPTH)
     assert stds["init_method"] == pytest.approx(0.02 * 2**-0.5)  # hidden: r_n^-1/2
-    assert stds["output_layer_init_method"] == pytest.approx(0.02 * 2**-0.5 * folded["hidden"])
+    assert stds["output_layer_init_method"] == pytest.approx(
+        0.02 / math.sqrt(2 * BASE_DEPTH) * 2**-0.5 * folded["hidden"]
+    )
     assert stds["embedding_init_method"] == pytest.approx(0.02 * folded["input"])
     assert stds["output_layer"] == pytest.approx(0.02 * folded["output"])
 
@@ -232,19 +366,40 @@ def test_head_needs_its_scale(cfg, one_process) -> None:
     assert abs(head / stds["output_layer"] - 1) > 0.1
 
 
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_base_is_megatrons_bit_for_bit(cfg, one_process, tied) -> None:
+    """At the base width and depth the generated values build Megatron's own GPTModel: the
+    same seed draws the same bits in every parameter (branch ends at Megatron's
+    scaled_init_method_normal, the head at init_method), and scale_output_layer_ keeps
+    them (factor 1; a tied head's forward multiplier 1)."""
+    plain = dict(_model(cfg, BASE_WIDTH, BASE_DEPTH, tied=tied, plain=True).named_parameters())
+    model = _model(cfg, BASE_WIDTH, BASE_DEPTH, tied=tied)
+    assert cfg.scale_output_layer_(model, BASE_WIDTH, BASE_DEPTH, init_std=0.02) == 1
+    ours = dict(model.named_parameters())
+    assert ours.keys() == plain.keys()
+    assert [n for n in ours if not torch.equal(ours[n], plain[n])] == []
+    if tied:
+        assert [h.factor for h in model.output_layer._forward_hooks.values()] == [1.0]
+
+
 def test_base_size(cfg) -> None:
-    """At the base width and depth every std is init_std (0.02), the branch ends' too
-    unless branch_end_std keeps Megatron's own init_method_std / sqrt(2 L) there; every
-    group has the base lr, weight decay and eps."""
+    """At the base width and depth every std is init_std (0.02) but the branch ends',
+    Megatron's own init_std / sqrt(2 L) (or branch_end_std); away from it each moves by
+    its rule; every group has the base lr, weight decay and eps."""
     stds = cfg.init_stds(BASE_WIDTH, BASE_DEPTH, init_std=0.02)
-    assert stds == pytest.approx(dict.fromkeys(stds, 0.02))
-    own = 0.02 / math.sqrt(2 * BASE_DEPTH)  # Megatron's scaled_init_method_normal
-    kept = cfg.init_stds(BASE_WIDTH, BASE_DEPTH, init_std=0.02, branch_end_std=own)
-    assert kept["output_layer_init_method"] == pytest.approx(own)
-    moved = cfg.init_stds(WIDTH, DEPTH, init_std=0.02, branch_end_std=own)
+    own = 0.02 / math.sqrt(2.0 * BASE_DEPTH)  # Megatron's scaled_init_method_normal
+    assert stds == {
+        "init_method": 0.02,
+        "output_layer_init_method": own,
+        "embedding_init_method": 0.02,
+        "output_layer": 0.02,
+    }
+    kept = cfg.init_stds(BASE_WIDTH, BASE_DEPTH, init_std=0.02, branch_end_std=0.01)
+    assert kept["output_layer_init_method"] == 0.01
+    moved = cfg.init_stds(WIDTH, DEPTH, init_std=0.02, branch_end_std=0.01)
     plain = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)
     assert moved["output_layer_init_method"] == pytest.approx(
-        plain["output_layer_init_method"] * own / 0.02
+        plain["output_layer_init_method"] * 0.01 / own
     )
     overrides = cfg.config_overrides(BASE_WIDTH, BASE_DEPTH, lr=LR, weight_decay=WD, eps=EPS)
     values = {tuple(k.name)[0]: v for k, v in overrides.items()}
@@ -253,8 +408,170 @@ def test_base_size(cfg) -> None:
     )
 
 
+def test_tied_embedding_and_head(cfg, one_process, monkeypatch) -> None:
+    """share_embeddings_and_output_weights=True (Megatron-LM's default): AdamW's input and
+    output rules agree but for the multiplier (model/ties.py), so the shared matrix has the
+    embedding's numbers (carrying alpha_in), and the head's forward multiplies the logits
+    by alpha_out / alpha_in: alpha_out on the unscaled matrix, as the hooked form."""
+    from spectral.torch.apply.absorb import absorbed_values
+    from spectral.torch.model.ties import tie_differences
+
+    assert tie_differences(cfg.CONFIG) == []
+    model = _model(cfg, tied=True)
+    assert model.output_layer.weight is None  # Megatron's tie: the head reads the embedding
+    untied_overrides = cfg.config_overrides(WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    assert cfg.check_overrides(model, untied_overrides) == [
+        "output_layer: a tied head whose forward does not carry alpha_out / alpha_in: call "
+        "scale_output_layer_(model, width, depth) once",
+        "output_layer.weight: the embedding and head are tied "
+        "(share_embeddings_and_output_weights=True) but the overrides give the head's name "
+        "another key: build them with config_overrides(..., "
+        "share_embeddings_and_output_weights=True), or untie them "
+        "(--untie-embeddings-and-output-weights)",
+    ]
+    assert cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02) == 1
+    assert cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02) == 1  # one hook
+    folded = cfg.CONFIG.folded_multipliers(WIDTH, DEPTH)
+    hooks = list(model.output_layer._forward_hooks.values())
+    assert [h.factor for h in hooks] == [folded["output"] / folded["input"]]
+    assert folded["output"] / folded["input"] != 1.0
+    # the head's forward: logits = (alpha_out / alpha_in) h W'^T with W' = alpha_in W
+    shared = model.embedding.word_embeddings.weight
+    h = torch.randn(5, 2, WIDTH, generator=torch.Generator().manual_seed(2))
+    logits, _ = model.output_layer(h, weight=model.shared_embedding_or_output_weight())
+    unscaled = shared.detach() / folded["input"]  # the hooked form's W
+    torch.testing.assert_close(
+        logits.detach(), folded["output"] * h @ unscaled.T, rtol=1e-5, atol=1e-7
+    )
+    std = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)["embedding_init_method"]
+    assert shared.detach().std().item() == pytest.approx(std, rel=0.02)
+
+    overrides = cfg.config_overrides(
+        WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS, share_embeddings_and_output_weights=True
+    )
+    assert len(overrides) == len(untied_overrides) - 1  # the head's globs in the embeddings'
+    assert cfg.check_overrides(model, overrides) == []
+    monkeypatch.setattr(FP32Optimizer, "__init__", _cpu_fp32_init)
+    optimizer = get_megatron_optimizer(
+        OptimizerConfig(
+            optimizer=cfg.MEGATRON_OPTIMIZER, lr=LR, weight_decay=WD, adam_eps=EPS, clip_grad=0.0
+        ),
+        [model],
+        config_overrides=overrides,
+    )
+    OptimizerParamScheduler(
+        optimizer, init_lr=0.0, max_lr=LR, min_lr=0.0, lr_warmup_steps=0, lr_decay_steps=10,
+        lr_decay_style="constant", start_wd=WD, end_wd=WD, wd_incr_steps=10,
+        wd_incr_style="constant",
+    ).step(1)  # fmt: skip
+    group = next(g for g in optimizer.param_groups if any(p is shared for p in g["params"]))
+    hp = cfg.hparams(WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    rule = absorbed_values(hp["input_weight"], folded["input"], cfg.ABSORBED["adamw"])
+    untied = cfg.parameter_hparams(_model(cfg), WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    for key in ("lr", "weight_decay", "eps"):
+        assert group[key] == pytest.approx(rule[key], rel=1e-12), key
+        assert rule[key] == pytest.approx(untied["embedding.word_embeddings.weight"][key])
+
+
+def test_tie_the_rules_forbid_is_refused(cfg, one_process) -> None:
+    """Rules whose input and output roles differ (here AdamW's with the head's lr moved,
+    as SSO's or Scion's are) refuse a tie in one line naming Megatron-LM's flag."""
+    import dataclasses
+
+    from spectral.errors import ConfigError
+    from spectral.torch.optim.megatron import (
+        megatron_overrides,
+        megatron_scale_output_,
+        override_problems,
+    )
+
+    rules = {**cfg.CONFIG.rules, "output_weight": {**cfg.CONFIG.rules["output_weight"]}}
+    rules["output_weight"]["lr"] = (-2.0, 0.0)
+    bad = dataclasses.replace(cfg.CONFIG, rules=rules)
+    model = _model(cfg, tied=True)
+    with pytest.raises(
+        ConfigError, match=r"differ in lr: .*\(--untie-embeddings-and-output-weights\)$"
+    ):
+        megatron_overrides(
+            bad, cfg.GROUPS, WIDTH, DEPTH, lr=LR, share_embeddings_and_output_weights=True
+        )
+    with pytest.raises(ConfigError, match="untie-embeddings-and-output-weights"):
+        megatron_scale_output_(bad, model, WIDTH, DEPTH)
+    (line,) = override_problems(bad, model, cfg.config_overrides(WIDTH, DEPTH, lr=LR))
+    assert line.startswith("embedding.word_embeddings.weight: share_embeddings_and_output_weights")
+    assert line.endswith("(--untie-embeddings-and-output-weights)")
+    assert model.output_layer._forward_hooks == {}  # refused before anything was changed
+
+
+def test_scale_output_layer_refuses_bad_input_and_a_second_scale(cfg, one_process) -> None:
+    """init_std 0 or NaN is a one-line ConfigError (not a ZeroDivisionError); a second
+    call with the same arguments changes nothing, one with others is refused."""
+    from spectral.errors import ConfigError
+
+    model = _model(cfg)
+    for bad in (0, 0.0, float("nan"), {"default": 0.02, "hidden_weight": 0.0}):
+        with pytest.raises(ConfigError, match="finite number"):
+            cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=bad)
+        with pytest.raises(ConfigError, match="finite number"):
+            cfg.transformer_config(WIDTH, DEPTH, init_std=bad)
+    drawn = model.output_layer.weight.detach().clone()
+    assert cfg.check_overrides(model, cfg.config_overrides(WIDTH, DEPTH, lr=LR)) == [
+        "output_layer.weight: scale_output_layer_ has not run (the head starts at the "
+        "hidden matrices' std, not its rule's)"
+    ]
+    assert cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02) == 1
+    scaled = model.output_layer.weight.detach().clone()
+    stds = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)
+    assert torch.equal(scaled, drawn * (stds["output_layer"] / stds["init_method"]))
+    assert cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02) == 1
+    assert torch.equal(model.output_layer.weight.detach(), scaled)
+    with pytest.raises(ConfigError, match="already multiplied output_layer.weight by .* compound"):
+        cfg.scale_output_layer_(model, 2 * WIDTH, DEPTH, init_std=0.02)
+    assert torch.equal(model.output_layer.weight.detach(), scaled)
+    assert cfg.check_overrides(model, cfg.config_overrides(WIDTH, DEPTH, lr=LR)) == []
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_megatron_lm_hooks(cfg, one_process, tied) -> None:
+    """The two lines a pretrain_gpt.py user adds (docs/megatron.md): configure_ on the
+    TransformerConfig core_transformer_config_from_args built (init values at its own
+    hidden_size / num_layers), and optimizer_overrides from the OptimizerConfig and the
+    model chunks (width, depth and tie read from the model): the same as the explicit
+    calls; the flags they replace refused in one line."""
+    from spectral.errors import ConfigError
+
+    config = TransformerConfig(
+        num_layers=DEPTH, hidden_size=WIDTH, num_attention_heads=WIDTH // HEAD_DIM,
+        kv_channels=HEAD_DIM, init_method_std=0.02,
+    )  # fmt: skip
+    assert cfg.configure_(config, 0.02) is config
+    want = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)
+    assert config.init_method_std == want["init_method"]
+    assert config.init_method.keywords["std"] == want["init_method"]
+    assert config.output_layer_init_method.keywords["std"] == want["output_layer_init_method"]
+    assert config.embedding_init_method.keywords["std"] == want["embedding_init_method"]
+    model = _model(cfg, tied=tied)
+    optimizer = OptimizerConfig(lr=LR, min_lr=MIN_LR, weight_decay=WD, adam_eps=EPS, clip_grad=0.0)
+    got = cfg.optimizer_overrides(optimizer, [model])
+    explicit = cfg.config_overrides(
+        WIDTH, DEPTH, lr=LR, min_lr=MIN_LR, weight_decay=WD, eps=EPS,
+        share_embeddings_and_output_weights=tied,
+    )  # fmt: skip
+    assert [(k.name, v) for k, v in got.items()] == [(k.name, v) for k, v in explicit.items()]
+    for bad, message in (
+        ({"clip_grad": 1.0}, r"^--clip-grad 1.0: .* pass --clip-grad 0$"),
+        ({"decoupled_lr": 1e-3}, r"^--decoupled-lr: .*leave --decoupled-lr"),
+        ({"optimizer": "sgd"}, r"^--optimizer sgd: "),
+    ):
+        wrong = OptimizerConfig(lr=LR, weight_decay=WD, **{"clip_grad": 0.0, **bad})
+        with pytest.raises(ConfigError, match=message):
+            cfg.optimizer_overrides(wrong, [model])
+
+
 def test_refusals(cfg) -> None:
-    with pytest.raises(SpecError, match="not muon-kimi"):
+    with pytest.raises(
+        SpecError, match="not muon-kimi: megatron-core 0.16.1.s get_megatron_muon_optimizer needs"
+    ):
         render("muon-kimi", "adamw", base_width=64, base_depth=2, framework="megatron")
     with pytest.raises(SpecError, match="not sgd"):
         render("sgd", base_width=64, base_depth=2, framework="megatron")

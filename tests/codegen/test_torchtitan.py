@@ -485,6 +485,62 @@ def test_registry_answers_torchtitans_config_manager(kimi) -> None:
         cfg.mup(config)
 
 
+def test_tied_llama_is_refused_in_one_line(kimi) -> None:
+    """torchtitan's Llama3 1B and 3B configs tie tok_embeddings and lm_head
+    (enable_weight_tying=True): mup(config) refuses it before changing anything, and a
+    container built for an untied config refuses tied model parts."""
+    import importlib
+
+    from spectral.frameworks.torchtitan import REGISTRY_MODULE
+
+    _, cfg = kimi
+    registry = importlib.import_module(REGISTRY_MODULE)
+    config = registry.llama3_debugmodel()
+    config.model_spec.model.enable_weight_tying = True
+    message = r"^the model config has enable_weight_tying=True .* set enable_weight_tying=False in the model config$"
+    with pytest.raises(spectral_errors.UnsupportedModelError, match=message):
+        cfg.mup(config)
+    assert type(config.optimizer).__name__ != "SpectralOptimizers.Config"
+    assert "ScaledInit" not in repr(config.model_spec.model.lm_head.param_init)
+    untied = cfg.mup(registry.llama3_debugmodel())
+    model_config = untied.model_spec.model
+    model_config.enable_weight_tying = True
+    torch.manual_seed(0)
+    tied = model_config.build()
+    assert tied.tok_embeddings.weight is tied.lm_head.weight
+    with pytest.raises(spectral_errors.UnsupportedModelError, match=message):
+        untied.optimizer.build(model_parts=[tied])
+
+
+@pytest.mark.slow  # torchtitan's own main in a process of its own: 40-80 s here
+def test_cpu_example_runs_torchtitans_own_main(tmp_path) -> None:
+    """examples/torchtitan_cpu, as its README says: the generated module in the working
+    directory, then the launcher with torchrun's flags, which runs torchtitan.train.main
+    (stock) on the CPU; one step of the tiny Llama trained, the process group closed."""
+    root = Path(__file__).resolve().parents[2]
+    spectral_cli = [sys.executable, "-m", "spectral", "codegen", "muon-kimi", "--others",
+                    "adamw", "--base-width", "64", "--base-depth", "2", "--framework",
+                    "torchtitan", "-o", "mup_titan.py"]  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TITAN_STEPS": "1",
+        "TITAN_WIDTH": "64",
+        "TITAN_DEPTH": "2",
+    }
+    subprocess.run(spectral_cli, cwd=tmp_path, env=env, check=True, capture_output=True)
+    launcher = root / "examples" / "torchtitan_cpu" / "cpu_launch.py"
+    r = subprocess.run(
+        [sys.executable, str(launcher), "--module", "tiny_llama", "--config", "tiny",
+         "--optimizer.lr", "2e-3", "--training.max-norm", "inf"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-4000:]
+    log = r.stdout + r.stderr
+    assert re.search(r"step:\s+1\s.*loss:\s+\d", log), log[-2000:]
+    assert "Training completed" in log and "Process group destroyed" in log
+
+
 def test_install_init_at_the_base_changes_nothing(tmp_path) -> None:
     """At the base width and depth every factor is 1: torchtitan's param_init entries are
     kept as they are (the same callables), so the model starts bit for bit as its own."""

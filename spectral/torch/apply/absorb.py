@@ -45,6 +45,9 @@ _LINEAR_NAMES = frozenset(
         "ColumnParallelLinear",
         "RowParallelLinear",
         "VocabParallelEmbedding",
+        # Transformer Engine's (megatron-core's TE spec): x W^T + b, no norm inside
+        "TEColumnParallelLinear",
+        "TERowParallelLinear",
     }
 )
 

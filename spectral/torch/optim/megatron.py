@@ -18,8 +18,8 @@ when the objects are built.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,14 +28,11 @@ from torch import nn
 from spectral.errors import ConfigError, ConfigTypeError
 from spectral.scaling import BaseValue, BaseValues
 from spectral.torch.apply.absorb import absorbed_values
+from spectral.torch.model.ties import tie_differences, tied_values_agree
 from spectral.torch.rules import TorchRules
 
 MegatronGroup = tuple[tuple[str, ...], str, str | None]
 """(fnmatch globs on the parameter name, role, layer whose multiplier it carries or None)."""
-
-OUTPUT_LAYER = r"(^|\.)output_layer\.weight$"
-"""The head's weight in Megatron's GPTModel: drawn with ``config.init_method`` (the hidden
-matrices' init), so its own std is set by :func:`megatron_scale_output_`."""
 
 
 def _megatron_number(value: object, what: str, *, positive: bool = False) -> float:
@@ -45,10 +42,33 @@ def _megatron_number(value: object, what: str, *, positive: bool = False) -> flo
             f"got {type(value).__name__}"
         )
     if value < 0 or (positive and value == 0) or math.isnan(value):
-        raise ConfigError(
-            f"{what} must be a number {'> 0' if positive else '>= 0'}, got {value!r}"
-        )
+        raise ConfigError(f"{what} must be a number {'> 0' if positive else '>= 0'}, got {value!r}")
     return float(value)
+
+
+UNTIE = "--untie-embeddings-and-output-weights"
+"""Megatron-LM's flag (``share_embeddings_and_output_weights=False`` on GPTModel)."""
+
+
+def _tie_refusal(rules: TorchRules) -> str | None:
+    """Why the rules forbid a tied embedding and head (model/ties.py decides), or None."""
+    differences = tie_differences(rules)
+    if not differences:
+        return None
+    opt = rules.optimizers.get("input_weight", "?")
+    return (
+        f"share_embeddings_and_output_weights=True: under {opt} the input and output "
+        f"embedding rules differ in {'; '.join(differences)}, so one matrix cannot have "
+        f"both; untie them ({UNTIE})"
+    )
+
+
+def _check_tie(rules: TorchRules, hp: Mapping[str, Mapping[str, float]]) -> None:
+    """Refuse a tie the rules forbid, or base values that give the matrix two numbers."""
+    why = _tie_refusal(rules)
+    if why is not None:
+        raise ConfigError(why)
+    tied_values_agree(hp, "embedding.word_embeddings.weight")
 
 
 def megatron_group_values(
@@ -56,16 +76,26 @@ def megatron_group_values(
     groups: Sequence[MegatronGroup],
     width: float,
     depth: float,
+    *,
+    tied: bool = False,
     **base: Any,
 ) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
     """(globs, optimizer, numbers) per group: the role's lr, weight decay and eps, moved by
-    the symmetry where the group carries its layer's multiplier."""
+    the symmetry where the group carries its layer's multiplier. ``tied``: the head's
+    globs join the embeddings' group (one matrix, the input role's numbers carrying
+    alpha_in; the head's forward carries alpha_out / alpha_in, :func:`megatron_scale_output_`)."""
     if rules.absorbed is None:
-        raise ConfigError(
-            "Megatron takes the hook-free form: absorb the multipliers first"
-        )
+        raise ConfigError("Megatron takes the hook-free form: absorb the multipliers first")
     given = BaseValues.of(base, "Megatron config overrides")
     hp = rules.hparams(width, depth, **given.given())
+    if tied:
+        _check_tie(rules, hp)
+        head = tuple(g for globs, role, _ in groups if role == "output_weight" for g in globs)
+        groups = [
+            (globs + head if (role, layer) == ("input_weight", "input") else globs, role, layer)
+            for globs, role, layer in groups
+            if role != "output_weight"
+        ]
     folded = rules.folded_multipliers(width, depth, given.multiplier)
     out = []
     for globs, role, layer in groups:
@@ -86,6 +116,7 @@ def megatron_overrides(
     lr: float,
     min_lr: float = 0.0,
     weight_decay: float = 0.0,
+    share_embeddings_and_output_weights: bool = False,
     **base: Any,
 ) -> dict[Any, dict[str, float]]:
     """``config_overrides`` for ``get_megatron_optimizer``: ``ParamKey(name=globs)`` ->
@@ -99,6 +130,11 @@ def megatron_overrides(
     no-decay Megatron applies to 1-D parameters and biases by default, which passing
     overrides switches off, is kept this way). ``eps`` and ``multiplier`` as in
     ``hparams``; an optimizer with an eps rule gets each group's eps.
+
+    ``share_embeddings_and_output_weights``: as given to GPTModel (Megatron-LM's default
+    unless ``--untie-embeddings-and-output-weights``). True puts the head's name in the
+    embeddings' key (a last pipeline stage's copy of the shared matrix gets its numbers),
+    and refuses, in one line, rules under which the two roles differ (model/ties.py).
     """
     from megatron.core.optimizer import ParamKey
 
@@ -107,9 +143,21 @@ def megatron_overrides(
     if min_lr_ > lr_:
         raise ConfigError(f"min_lr must be at most lr, got {min_lr!r} > {lr!r}")
     wd = _megatron_number(weight_decay, "weight_decay")
+    if not isinstance(share_embeddings_and_output_weights, bool):
+        raise ConfigTypeError(
+            "share_embeddings_and_output_weights must be True or False, got "
+            f"{share_embeddings_and_output_weights!r}"
+        )
     out: dict[Any, dict[str, float]] = {}
     for globs, opt, values in megatron_group_values(
-        rules, groups, width, depth, lr=lr_, weight_decay=wd, **base
+        rules,
+        groups,
+        width,
+        depth,
+        tied=share_embeddings_and_output_weights,
+        lr=lr_,
+        weight_decay=wd,
+        **base,
     ):
         override = {"max_lr": values["lr"], "min_lr": values["lr"] * (min_lr_ / lr_)}
         override["wd_mult"] = values["weight_decay"] / wd if wd else 0.0
@@ -117,6 +165,16 @@ def megatron_overrides(
             override[rules.eps_places.get(opt, ("eps", None))[0]] = values["eps"]
         out[ParamKey(name=tuple(globs))] = override
     return out
+
+
+def _positive_stds(stds: Mapping[str, float]) -> dict[str, float]:
+    for where, std in stds.items():
+        if not (std > 0 and math.isfinite(std)):
+            raise ConfigError(
+                f"init_std gives Megatron's {where} the std {std!r}: it draws N(0, std^2), "
+                "so every init_std must be a finite number > 0"
+            )
+    return dict(stds)
 
 
 def megatron_init_stds(
@@ -130,39 +188,39 @@ def megatron_init_stds(
 ) -> dict[str, float]:
     """The stds Megatron's GPTModel draws, by where it draws them: ``init_method`` (the
     hidden matrices linear_qkv, linear_fc1), ``output_layer_init_method`` (the branch ends
-    linear_proj, linear_fc2: the hidden std times alpha_hidden), ``embedding_init_method``
+    linear_proj, linear_fc2: their base std times alpha_hidden), ``embedding_init_method``
     (word and position embeddings: the input std times alpha_in) and ``output_layer`` (the
     head: the output std times alpha_out).
 
-    ``branch_end_std``: the branch ends' std at the base width and depth, moved from there
-    as the hidden std is (default: the hidden role's, as the rules have it). Megatron's own
-    default is ``init_method_std / sqrt(2 * num_layers)``: pass
-    ``0.02 / math.sqrt(2 * BASE_DEPTH)`` to keep it at the base."""
-    hp = rules.hparams(
-        width, depth, lr=1.0, init_std=init_std, multiplier=multiplier
-    )  # lr unused
+    At the base width and depth these are Megatron's own (with base multipliers 1): every
+    one ``init_std`` but the branch ends, ``branch_end_std``, by default Megatron's
+    ``scaled_init_method_normal``, the hidden std / sqrt(2 * BASE_DEPTH) computed as it
+    does. Away from the base each moves by its rule (the branch ends as the hidden
+    matrices). Raises ConfigError unless every std is finite and > 0."""
+    hp = rules.hparams(width, depth, lr=1.0, init_std=init_std, multiplier=multiplier)  # lr unused
     folded = rules.folded_multipliers(width, depth, multiplier)
     hidden = hp["hidden_weight"]["init_std"]
-    branch = hidden
-    if branch_end_std is not None:
-        at_base = rules.hparams(
-            rules.base_width,
-            rules.base_depth,
-            lr=1.0,
-            init_std=init_std,
-            multiplier=multiplier,
-        )["hidden_weight"]["init_std"]
-        branch = (
-            hidden
-            * _megatron_number(branch_end_std, "branch_end_std", positive=True)
-            / at_base
-        )
-    return {
-        "init_method": hidden,
-        "output_layer_init_method": branch * folded["hidden"],
-        "embedding_init_method": hp["input_weight"]["init_std"] * folded["input"],
-        "output_layer": hp["output_weight"]["init_std"] * folded["output"],
-    }
+    at_base = rules.hparams(
+        rules.base_width,
+        rules.base_depth,
+        lr=1.0,
+        init_std=init_std,
+        multiplier=multiplier,
+    )["hidden_weight"]["init_std"]
+    if branch_end_std is None:  # megatron.core.utils.scaled_init_method_normal's formula
+        base_end = at_base / math.sqrt(2.0 * rules.base_depth)
+    else:
+        base_end = _megatron_number(branch_end_std, "branch_end_std", positive=True)
+    _positive_stds({"init_method": at_base})  # before dividing by it
+    branch = base_end * (hidden / at_base)  # exactly base_end at the base
+    return _positive_stds(
+        {
+            "init_method": hidden,
+            "output_layer_init_method": branch * folded["hidden"],
+            "embedding_init_method": hp["input_weight"]["init_std"] * folded["input"],
+            "output_layer": hp["output_weight"]["init_std"] * folded["output"],
+        }
+    )
 
 
 def megatron_config_values(
@@ -198,6 +256,48 @@ def megatron_config_values(
     }
 
 
+@dataclass
+class OutputMultiplier:
+    """The forward hook on a tied head (``output_layer``, a ColumnParallelLinear returning
+    ``(logits, bias)``): the shared matrix carries alpha_in (it is the embedding's), so the
+    logits are multiplied by ``factor`` = alpha_out / alpha_in, what the hooked form's
+    alpha_out is on the unscaled matrix. A plain float product: nothing for DDP, FSDP or
+    torch.compile to trace but a multiply."""
+
+    factor: float
+
+    def __call__(self, module: nn.Module, args: Any, output: Any) -> Any:
+        if isinstance(output, tuple):
+            return (output[0] * self.factor, *output[1:])
+        return output * self.factor
+
+
+OUTPUT_SCALE = "_spectral_output_scale"
+"""The attribute of an untied ``output_layer`` module in which megatron_scale_output_ keeps
+the factor it multiplied the head by, so that a second call does not scale it again (an
+attribute: a deepcopy keeps it; a model rebuilt, or loaded from a state_dict into a fresh
+model, starts without it)."""
+
+
+def _language_models(chunk: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(name prefix, module) of each module of ``chunk`` that has Megatron's
+    ``share_embeddings_and_output_weights`` (GPTModel, inside DDP / Float16Module)."""
+    return [
+        (name + "." if name else "", module)
+        for name, module in chunk.named_modules()
+        if isinstance(getattr(module, "share_embeddings_and_output_weights", None), bool)
+    ]
+
+
+def _chunks(model: nn.Module | Iterable[nn.Module]) -> list[nn.Module]:
+    return [model] if isinstance(model, nn.Module) else list(model)
+
+
+def _output_multiplier(head: nn.Module) -> OutputMultiplier | None:
+    hooks = [h for h in head._forward_hooks.values() if isinstance(h, OutputMultiplier)]
+    return hooks[0] if hooks else None
+
+
 @torch.no_grad()
 def megatron_scale_output_(
     rules: TorchRules,
@@ -208,36 +308,77 @@ def megatron_scale_output_(
     *,
     multiplier: BaseValue = 1.0,
 ) -> int:
-    """Moves the head's init to its rule: GPTModel draws ``output_layer.weight`` with
-    ``init_method`` (the hidden std), so it is multiplied by (output std * alpha_out) /
-    hidden std, a deterministic scale that keeps every tensor-parallel shard's draw. Call
-    once, after the model is built and before training (or loading a checkpoint). Returns
-    how many tensors it scaled (0 on a pipeline stage without the head)."""
+    """Puts the head at its rule, once, after the model is built and before training (or
+    loading a checkpoint). Returns how many heads are at their rule (0 on a pipeline
+    stage without one).
+
+    Untied: GPTModel draws ``output_layer.weight`` with ``init_method`` (the hidden std),
+    so it is multiplied by (output std * alpha_out) / hidden std, a deterministic scale
+    that keeps every tensor-parallel shard's draw (1 at the base: Megatron's own head). A
+    second call with the same arguments changes nothing; one with other arguments is
+    refused (the head would be scaled twice). Tied (``share_embeddings_and_output_weights``):
+    the shared matrix is the embedding's, so the head's forward gets an
+    :class:`OutputMultiplier` of alpha_out / alpha_in (one, updated by a later call), and a
+    tie the rules forbid is refused in one line naming --untie-embeddings-and-output-weights."""
     std = megatron_init_stds(rules, width, depth, init_std, multiplier=multiplier)
     factor = std["output_layer"] / std["init_method"]
-    chunks = [model] if isinstance(model, nn.Module) else list(model)
     done = 0
-    for chunk in chunks:
-        for name, p in chunk.named_parameters():
-            if re.search(OUTPUT_LAYER, name):
-                p.mul_(factor)
+    for chunk in _chunks(model):
+        for prefix, lm in _language_models(chunk):
+            head = getattr(lm, "output_layer", None)
+            if not isinstance(head, nn.Module):
+                continue
+            if lm.share_embeddings_and_output_weights:
+                hp = rules.hparams(width, depth, lr=1.0, init_std=init_std, multiplier=multiplier)
+                _check_tie(rules, hp)
+                folded = rules.folded_multipliers(width, depth, multiplier)
+                ratio = folded["output"] / folded["input"]
+                hook = _output_multiplier(head)
+                if hook is None:
+                    head.register_forward_hook(OutputMultiplier(ratio))
+                else:
+                    hook.factor = ratio
                 done += 1
+                continue
+            weight = getattr(head, "weight", None)
+            if weight is None:
+                continue
+            before = head.__dict__.get(OUTPUT_SCALE)
+            if before is not None and before != factor:
+                raise ConfigError(
+                    f"scale_output_layer_ already multiplied {prefix}output_layer.weight "
+                    f"by {before!r}; scaling it again (by {factor!r}) would compound: "
+                    "build the model again to change width, depth or init_std"
+                )
+            if before is None:
+                weight.mul_(factor)
+                head.__dict__[OUTPUT_SCALE] = factor
+            done += 1
     return done
 
 
+def _keys(overrides: Mapping[Any, Any], p: nn.Parameter, name: str) -> list[Any]:
+    return [key for key in overrides if key.matches(p, name)]
+
+
 def override_problems(
-    model: nn.Module | Iterable[nn.Module], overrides: Mapping[Any, Any]
+    rules: TorchRules,
+    model: nn.Module | Iterable[nn.Module],
+    overrides: Mapping[Any, Any],
 ) -> list[str]:
-    """One line per trained parameter that no key of ``overrides`` matches (Megatron would
-    train it with the global lr and weight decay) or that more than one key matches; ``[]``
-    when every parameter has exactly one key."""
-    chunks = [model] if isinstance(model, nn.Module) else list(model)
+    """One line per problem, ``[]`` when the overrides cover the model: a trained
+    parameter that no key of ``overrides`` matches (Megatron would train it with the
+    global lr and weight decay) or that more than one key matches; a head
+    scale_output_layer_ has not put at its rule; and with a tied embedding and head, a
+    tie the rules forbid, or overrides built without share_embeddings_and_output_weights
+    (the head's name in another key than the embedding's)."""
     problems = []
-    for chunk in chunks:
-        for name, p in chunk.named_parameters():
+    for chunk in _chunks(model):
+        named = dict(chunk.named_parameters())
+        for name, p in named.items():
             if not p.requires_grad:
                 continue
-            hits = [key for key in overrides if key.matches(p, name)]
+            hits = _keys(overrides, p, name)
             if not hits:
                 problems.append(
                     f"{name}: no override matches it (Megatron trains it with the global lr "
@@ -245,4 +386,126 @@ def override_problems(
                 )
             elif len(hits) > 1:
                 problems.append(f"{name}: {len(hits)} overrides match it, not one")
+        for prefix, lm in _language_models(chunk):
+            head = getattr(lm, "output_layer", None)
+            if not isinstance(head, nn.Module):
+                continue
+            if not lm.share_embeddings_and_output_weights:
+                if named.get(prefix + "output_layer.weight") is not None and (
+                    OUTPUT_SCALE not in head.__dict__
+                ):
+                    problems.append(
+                        f"{prefix}output_layer.weight: scale_output_layer_ has not run (the "
+                        "head starts at the hidden matrices' std, not its rule's)"
+                    )
+                continue
+            why = _tie_refusal(rules)
+            if why is not None:
+                problems.append(f"{prefix}embedding.word_embeddings.weight: {why}")
+                continue
+            if _output_multiplier(head) is None:
+                problems.append(
+                    f"{prefix}output_layer: a tied head whose forward does not carry "
+                    "alpha_out / alpha_in: call scale_output_layer_(model, width, depth) once"
+                )
+            shared = named.get(prefix + "embedding.word_embeddings.weight")
+            shared = shared if shared is not None else named.get(prefix + "output_layer.weight")
+            if shared is None:
+                continue
+            as_input = _keys(overrides, shared, prefix + "embedding.word_embeddings.weight")
+            as_head = _keys(overrides, shared, prefix + "output_layer.weight")
+            if [id(k) for k in as_input] != [id(k) for k in as_head]:
+                problems.append(
+                    f"{prefix}output_layer.weight: the embedding and head are tied "
+                    "(share_embeddings_and_output_weights=True) but the overrides give the "
+                    "head's name another key: build them with config_overrides(..., "
+                    f"share_embeddings_and_output_weights=True), or untie them ({UNTIE})"
+                )
     return problems
+
+
+def _gpt_models(model: nn.Module | Iterable[nn.Module]) -> list[nn.Module]:
+    """The language models (GPTModel) inside the chunks, wrappers and all."""
+    return [lm for chunk in _chunks(model) for _, lm in _language_models(chunk)]
+
+
+def megatron_optimizer_overrides(
+    rules: TorchRules,
+    groups: Sequence[MegatronGroup],
+    config: Any,
+    model: nn.Module | Iterable[nn.Module],
+) -> dict[Any, dict[str, float]]:
+    """``config_overrides`` for ``get_megatron_optimizer(config, model_chunks, ...)`` read
+    from what Megatron-LM's training script has at that call: the ``OptimizerConfig``
+    (``lr``, ``min_lr``, ``weight_decay``, ``adam_eps``: --lr, --min-lr, --weight-decay,
+    --adam-eps) and the model chunks (width ``hidden_size``, depth ``num_layers``, the tie
+    ``share_embeddings_and_output_weights``). Refused in one line: --clip-grad above 0
+    (Megatron would clip the hook-free gradients' norm), --decoupled-lr (every group's lr is
+    its rule's), a non-Adam optimizer, and chunks that disagree or hold no GPTModel."""
+    models = _gpt_models(model)
+    if not models:
+        raise ConfigError(
+            "optimizer_overrides: no GPTModel in the model chunks (a module with "
+            "share_embeddings_and_output_weights and config)"
+        )
+    sizes: set[tuple[int, int, bool]] = set()
+    for lm in models:
+        transformer: Any = getattr(lm, "config", None)
+        tie: Any = getattr(lm, "share_embeddings_and_output_weights", False)
+        sizes.add((transformer.hidden_size, transformer.num_layers, bool(tie)))
+    if len(sizes) != 1:
+        raise ConfigError(f"optimizer_overrides: the model chunks disagree: {sorted(sizes)}")
+    ((width, depth, tied),) = sizes
+    if getattr(config, "optimizer", "adam") != "adam":
+        raise ConfigError(
+            f"--optimizer {config.optimizer}: this module's overrides are for Megatron's "
+            "adam (AdamW), --optimizer adam"
+        )
+    if getattr(config, "clip_grad", 0.0):
+        raise ConfigError(
+            f"--clip-grad {config.clip_grad}: Megatron would clip the norm of the hook-free "
+            "gradients, not the hooked form's (docs/megatron.md, Clipping); pass --clip-grad 0"
+        )
+    if getattr(config, "decoupled_lr", None) is not None:
+        raise ConfigError(
+            "--decoupled-lr: every group's lr is its rule's here (the embedding's and the "
+            "head's too); leave --decoupled-lr and --decoupled-min-lr unset"
+        )
+    min_lr = config.min_lr if config.min_lr is not None else 0.0
+    return megatron_overrides(
+        rules,
+        groups,
+        width,
+        depth,
+        lr=config.lr,
+        min_lr=min_lr,
+        weight_decay=config.weight_decay,
+        eps=config.adam_eps,
+        share_embeddings_and_output_weights=tied,
+    )
+
+
+def megatron_configure_(
+    rules: TorchRules,
+    config: Any,
+    init_std: BaseValue,
+    *,
+    multiplier: BaseValue = 1.0,
+    branch_end_std: float | None = None,
+) -> Any:
+    """Sets the init fields of a built ``TransformerConfig`` (as Megatron-LM's
+    ``core_transformer_config_from_args`` returns it) to :func:`megatron_config_values` at
+    its own ``hidden_size`` and ``num_layers``; returns it. ``init_std`` is the base std
+    (--init-method-std), given rather than read, because this overwrites
+    ``init_method_std``."""
+    values = megatron_config_values(
+        rules,
+        config.hidden_size,
+        config.num_layers,
+        init_std,
+        multiplier=multiplier,
+        branch_end_std=branch_end_std,
+    )
+    for key, value in values.items():
+        setattr(config, key, value)
+    return config
