@@ -649,3 +649,76 @@ def test_infer_module_that_prints_when_imported_is_kept_apart(tmp_path, monkeypa
     assert err.splitlines() == [
         "error: loud_module.X: loud_module has no attribute 'X'"
     ], err
+
+
+# --------------------------------------------------------------------------------------
+# spectral sweep: every option checked against the model and the rules before any folder,
+# file or run (issue 50): a role the model has not, an exponent or value beyond float32
+# --------------------------------------------------------------------------------------
+
+SMALL = ["sweep", "--out", "OUT", "--device", "cpu", "--widths", "32,64", "--depths", "2", "--steps", "2",
+         "--log2-lrs=-8,-7", "--n-bytes", "20000"]
+ROLES = "its roles: input_weight, hidden_weight, output_weight, input_bias, hidden_bias"
+SWEEP_PLANS: list[tuple[list[str], str]] = [
+    # an unknown role, or one with a newline: named, nothing made (it left OUT/adamw/generated/)
+    (["--ablate", "--ablate-variant", "lr.bogus=0.5"], f"--ablate-variant lr.bogus=0.5: the dense GPT (no --experts) has no bogus ({ROLES})"),
+    (["--ablate", "--ablate-variant", "lr.hid\nden=0.5"], "has no hid\\x0aden"),
+    # an exponent beyond what the rule can carry at the target width (it trained the base runs first)
+    (["--ablate", "--ablate-variant", "init.hidden_weight=1e308"],
+     "--ablate-variant init.hidden_weight=1e+308: at the target width 64 (r_n = 2) hidden_weight's init_std would "
+     "leave float32, the runs' dtype; the exponent must be within [-143.4, 133.6] here"),
+    (["--ablate", "--ablate-variant", "init.hidden_weight=134"], "the exponent must be within [-143.4, 133.6] here"),
+    (["--ablate", "--ablate-variant", "wd.hidden_weight=1e308"], "weight_decay would leave float32, the runs' dtype; "
+                                                                  "the exponent must be at most 1023 here"),
+    (["--ablate", "--ablate-variant", "lr.output_weight=-200"], "output_weight's lr would leave float32"),
+    (["--ablate", "--ablate-variant", "lr.router_weight=-1"], "has no router_weight"),
+    # a role the model has not: ten identical runs and a fit of noise before
+    (["--fit-exponent", "lr.router_weight"], f"--fit-exponent lr.router_weight: the dense GPT (no --experts) has no "
+                                             f"router_weight ({ROLES}); --experts N gives the GPT a router"),
+    (["--fit-exponent", "init.router_weight"], "has no router_weight"),
+    (["--fit-exponent", "lr.adamw"], "--fit-exponent lr.adamw: name a role (multiplier.KEY: or a layer, input, hidden or output), not 'adamw'"),
+    (["--fit-exponent", "multiplier.default"], "name a role (multiplier.KEY"),
+    (["--lr-scale", "router_weight=2"], "--lr-scale: the dense GPT (no --experts) has no router_weight"),
+    (["--init-scale", "router_weight=2"], "--init-scale: the dense GPT (no --experts) has no router_weight"),
+    (["--tune", "lr.router_weight=1,2"], "--tune lr.router_weight: the dense GPT (no --experts) has no router_weight"),
+    (["--model", "llama", "--fit-exponent", "lr.router_weight"], "the Llama (--model llama) has no router_weight"),
+    # base values the rules carry beyond float32 at some size
+    (["--lr-scale", "input_weight=1e308"], "at width 32, depth 2 (adamw, sp, log2 η -8): the rules give input_weight lr "
+                                           "3.91e+305, beyond float32"),
+    (["--multiplier", "1e300"], "the rules give input_weight multiplier 1e+300, beyond float32"),
+    (["--tune", "init.hidden_weight=1,1e300"], "the rules give hidden_weight init_std 2e+298, beyond float32, the runs' "
+                                               "dtype (1.4e-45 to 3.4e+38); change --init-std, --init-scale or --tune"),
+    (["--fit-exponent", "lr.hidden_weight", "--lr-scale", "hidden_weight=2e40"],
+     "change --log2-lrs, --lr-scale or --log2-factors"),
+]
+
+
+@pytest.mark.parametrize("extra,message", SWEEP_PLANS, ids=range(len(SWEEP_PLANS)))
+def test_sweep_plan_refused_before_anything_is_made(extra, message, tmp_path, monkeypatch, capsys, no_work):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run([*SMALL, *extra], capsys)
+    assert code == 2, err
+    assert message in error_line(err)
+    assert out == "" and os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--experts", "4", "--fit-exponent", "lr.router_weight"], ["--fit-exponent", "multiplier.hidden"],
+     ["--ablate", "--ablate-variant", "init.hidden_weight=133"], ["--ablate", "--ablate-variant", "eps.input_weight=-1"],
+     ["--init-scale", "hidden_weight=1e39"]],
+)
+def test_sweep_plan_within_the_bounds_reaches_the_work(extra, tmp_path, monkeypatch, capsys, no_work):
+    """The checks refuse no more than they must: the router with --experts, a layer's name,
+    an exponent at the edge of the range, a std still within float32: the work starts."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(AssertionError, match="the work started before the refusal"):
+        run([*SMALL, *extra], capsys)
+
+
+def test_exponent_range_is_what_float32_holds():
+    from spectral.sweep.checks import FLOAT32_MAX, FLOAT32_SMALLEST, exponent_range
+
+    lo, hi = exponent_range(0.02, 2.0)
+    assert 0.02 * 2.0**hi == pytest.approx(FLOAT32_MAX) and 0.02 * 2.0**lo == pytest.approx(FLOAT32_SMALLEST)
+    assert exponent_range(0.0, 4.0) == (float("-inf"), 1023 / 2)
