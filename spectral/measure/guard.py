@@ -29,8 +29,11 @@ measuring, so nothing lands inside the TOML it writes to stdout).
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 import signal
+import sysconfig
 import threading
 import time
 from types import FrameType, TracebackType
@@ -45,6 +48,11 @@ DEFAULT_TIMEOUT = 300.0
 
 AGAIN = 1.0
 """Seconds after an interruption before the next one, while the user's code still runs."""
+IMPORT_GRACE = 30.0
+"""Seconds an interruption waits for an installed package's import to finish (an import
+cut short leaves a half-made module behind, broken for the rest of the process: torch's
+triton, imported lazily by the first step)."""
+_RETRY = 0.05
 
 
 def _can_alarm() -> bool:
@@ -70,6 +78,7 @@ class user_code:  # noqa: N801 - used as a function: ``with user_code(what, time
         self._previous: Any = None
         self._outer = (0.0, 0.0)
         self._started = 0.0
+        self._waited = 0.0
 
     def __enter__(self) -> user_code:
         if self.timeout is None or not _can_alarm():
@@ -86,6 +95,10 @@ class user_code:  # noqa: N801 - used as a function: ``with user_code(what, time
     def _fire(self, signum: int, frame: FrameType | None) -> None:  # noqa: ARG002 - a handler's signature
         """The alarm: an interruption in the user's code, nothing once the block is left."""
         if self._stopped:  # an alarm that was on its way when the block was left
+            return
+        if frame is not None and self._waited < IMPORT_GRACE and _importing_a_package(frame):
+            self._waited += _RETRY
+            signal.setitimer(signal.ITIMER_REAL, _RETRY)  # once the import is done
             return
         signal.setitimer(signal.ITIMER_REAL, AGAIN)  # one more shot, should this one be swallowed
         if frame is not None and frame.f_code in _OWN_CODE:  # the expiry is unwinding into the guard
@@ -116,6 +129,28 @@ class user_code:  # noqa: N801 - used as a function: ``with user_code(what, time
         if self._outer[0]:
             left = max(self._outer[0] - (time.monotonic() - self._started), 1e-3)
             signal.setitimer(signal.ITIMER_REAL, left)
+
+
+@functools.cache
+def _installed_folders() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple(os.path.join(paths[k], "") for k in ("purelib", "platlib", "stdlib") if k in paths)
+
+
+def _importing_a_package(frame: FrameType) -> bool:
+    """Whether an installed package's (or the standard library's) module is being imported
+    on this stack: a module's top-level code run by importlib. The user's own module is not
+    one: its import is the user's code."""
+    folders = _installed_folders()
+    f: FrameType | None = frame
+    while f is not None:
+        back = f.f_back
+        if (f.f_code.co_name == "<module>" and back is not None
+                and back.f_code.co_filename.startswith("<frozen importlib")
+                and f.f_code.co_filename.startswith(folders)):
+            return True
+        f = back
+    return False
 
 
 def _let_pending_signals_run() -> None:

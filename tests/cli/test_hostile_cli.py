@@ -656,7 +656,7 @@ def test_infer_module_that_prints_when_imported_is_kept_apart(tmp_path, monkeypa
 # file or run (issue 50): a role the model has not, an exponent or value beyond float32
 # --------------------------------------------------------------------------------------
 
-SMALL = ["sweep", "--out", "OUT", "--device", "cpu", "--widths", "32,64", "--depths", "2", "--steps", "2",
+SWEEP_SMALL = ["sweep", "--out", "OUT", "--device", "cpu", "--widths", "32,64", "--depths", "2", "--steps", "2",
          "--log2-lrs=-8,-7", "--n-bytes", "20000"]
 ROLES = "its roles: input_weight, hidden_weight, output_weight, input_bias, hidden_bias"
 SWEEP_PLANS: list[tuple[list[str], str]] = [
@@ -696,7 +696,7 @@ SWEEP_PLANS: list[tuple[list[str], str]] = [
 @pytest.mark.parametrize("extra,message", SWEEP_PLANS, ids=range(len(SWEEP_PLANS)))
 def test_sweep_plan_refused_before_anything_is_made(extra, message, tmp_path, monkeypatch, capsys, no_work):
     monkeypatch.chdir(tmp_path)
-    code, out, err = run([*SMALL, *extra], capsys)
+    code, out, err = run([*SWEEP_SMALL, *extra], capsys)
     assert code == 2, err
     assert message in error_line(err)
     assert out == "" and os.listdir(tmp_path) == []
@@ -713,7 +713,7 @@ def test_sweep_plan_within_the_bounds_reaches_the_work(extra, tmp_path, monkeypa
     an exponent at the edge of the range, a std still within float32: the work starts."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(AssertionError, match="the work started before the refusal"):
-        run([*SMALL, *extra], capsys)
+        run([*SWEEP_SMALL, *extra], capsys)
 
 
 def test_exponent_range_is_what_float32_holds():
@@ -722,3 +722,117 @@ def test_exponent_range_is_what_float32_holds():
     lo, hi = exponent_range(0.02, 2.0)
     assert 0.02 * 2.0**hi == pytest.approx(FLOAT32_MAX) and 0.02 * 2.0**lo == pytest.approx(FLOAT32_SMALLEST)
     assert exponent_range(0.0, 4.0) == (float("-inf"), 1023 / 2)
+
+
+# --------------------------------------------------------------------------------------
+# the time limit's alarm (spectral.measure.guard, issue 50): one shot, never into the
+# guard's own clean-up, nothing left armed afterwards
+# --------------------------------------------------------------------------------------
+
+
+def _no_alarm_left(previous) -> None:
+    import signal
+
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) == previous
+
+
+def test_time_limit_expires_once_and_leaves_no_alarm():
+    import signal
+    import time
+
+    from spectral.errors import TimeLimitExceeded
+    from spectral.measure.guard import user_code
+
+    previous = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    with pytest.raises(TimeLimitExceeded, match=r"^sleeping did not return within 0\.2 s "):
+        with user_code("sleeping", 0.2):
+            time.sleep(5)
+    assert time.monotonic() - started < 1.0
+    _no_alarm_left(previous)
+    time.sleep(1.2)  # the old alarm repeated every second: nothing may fire now
+
+
+def test_time_limit_alarm_in_the_guards_own_frames_raises_nothing(monkeypatch):
+    """The alarm that fired again while the first expiry unwound into the guard (a gc pass
+    over a 10**6-layer model takes seconds) raised a second time there: two tracebacks, the
+    timer left running, and SIGALRM killed the process (exit -14). Handed a frame of the
+    guard's own, the handler raises nothing; after the block it does nothing at all."""
+    import signal
+    import sys
+    import time
+
+    import spectral.measure.guard as guard
+    from spectral.errors import TimeLimitExceeded
+
+    frames = []
+    flush = guard._let_pending_signals_run
+    monkeypatch.setattr(guard, "_let_pending_signals_run", lambda: frames.append(sys._getframe(1)))
+    with pytest.raises(TimeLimitExceeded):
+        with guard.user_code("sleeping", 0.1):
+            time.sleep(5)
+    monkeypatch.setattr(guard, "_let_pending_signals_run", flush)
+    [own] = frames
+    assert own.f_code is guard.user_code._stop.__code__
+    previous = signal.getsignal(signal.SIGALRM)
+    block = guard.user_code("waiting", 30)
+    with block:
+        assert block._fire(signal.SIGALRM, own) is None  # in the guard: no interruption
+        with pytest.raises(guard._Expired):
+            block._fire(signal.SIGALRM, sys._getframe())  # in the user's code: one
+    assert block._fire(signal.SIGALRM, sys._getframe()) is None  # after the block: nothing
+    _no_alarm_left(previous)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), True, "5"])
+def test_time_limit_that_is_no_positive_number_is_refused(timeout):
+    from spectral.errors import SpecError
+    from spectral.measure.guard import user_code
+
+    with pytest.raises(SpecError, match="timeout: expected a positive number of seconds"):
+        user_code("x", timeout)
+
+
+def test_nested_time_limits_restore_the_outer_one():
+    import signal
+    import time
+
+    from spectral.errors import TimeLimitExceeded
+    from spectral.measure.guard import user_code
+
+    previous = signal.getsignal(signal.SIGALRM)
+    with pytest.raises(TimeLimitExceeded, match="^inner"):
+        with user_code("outer", 30):
+            try:
+                with user_code("inner", 0.1):
+                    time.sleep(5)
+            finally:
+                left, interval = signal.getitimer(signal.ITIMER_REAL)
+                assert 25 < left <= 30 and interval == 0.0  # the outer limit, one shot
+    with pytest.raises(TimeLimitExceeded, match="^outer"):
+        with user_code("outer", 0.2):
+            with user_code("inner", 30):  # the outer ends first: it stays in charge
+                time.sleep(5)
+    _no_alarm_left(previous)
+
+
+def test_time_limit_waits_for_a_packages_import_to_finish(tmp_path, monkeypatch):
+    """An import of an installed package cut short leaves a half-made module for the rest of
+    the process (torch's triton, imported by the first step a limit interrupted, broke every
+    later test's torch); the interruption waits for it, then reaches the user's code."""
+    import sys
+    import time
+
+    import spectral.measure.guard as guard
+    from spectral.errors import TimeLimitExceeded
+
+    (tmp_path / "slow_package_50.py").write_text("import time\ntime.sleep(0.6)\nDONE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(guard, "_installed_folders", lambda: (str(tmp_path) + "/",))
+    with pytest.raises(TimeLimitExceeded):
+        with guard.user_code("importing and sleeping", 0.1):
+            import slow_package_50  # noqa: F401
+
+            time.sleep(5)
+    assert sys.modules.pop("slow_package_50").DONE is True
