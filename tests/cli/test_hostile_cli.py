@@ -836,3 +836,25 @@ def test_time_limit_waits_for_a_packages_import_to_finish(tmp_path, monkeypatch)
 
             time.sleep(5)
     assert sys.modules.pop("slow_package_50").DONE is True
+
+
+JAX_BAD = [("--lr", v) for v in ("nan", "inf", "-0.1", "0")] + [
+    ("--others-lr", "nan"), ("--weight-decay", "-1"), ("--alpha-base", "inf"), ("--k", "0"), ("--k", "99"),
+    ("--steps", "1000000000"), ("--batch", "0"), ("--seeds", "100000"), ("--widths", "64,999999999"),
+    ("--widths", "64"), ("--depths", "0,4"), ("--steps", "1e3"),
+]
+
+
+@pytest.mark.parametrize("option,value", JAX_BAD, ids=[f"{o}={v}" for o, v in JAX_BAD])
+def test_jax_coord_check_numbers_are_refused_before_work(option, value, tmp_path, capsys, monkeypatch):
+    """python -m spectral.cli.coord_check_jax took any int or float (NaN, inf, negative, a
+    billion steps); it checks them as spectral coord-check does."""
+    pytest.importorskip("jax")
+    import spectral.cli.coord_check_jax as jax_cli
+
+    monkeypatch.setattr(jax_cli, "run_coord_check_jax", lambda *a, **k: pytest.fail("the work started"))
+    with pytest.raises(SystemExit) as stop:
+        jax_cli.main([option, value, "--json", str(tmp_path / "out.json"), "--quiet"])
+    assert stop.value.code == 2
+    assert f"argument {option}:" in error_line(capsys.readouterr().err)
+    assert os.listdir(tmp_path) == []
