@@ -19,6 +19,7 @@ from ..sweep import data
 from .. import sweep as sweep_package
 from ..base_values import parse_base_value
 from ..errors import SpecError
+from ..io import check_output_folder
 from ..sweep import report as sweep_report
 from ..sweep import ablate_report as sweep_ablate
 from ..sweep import fit_exponent as sweep_fit
@@ -251,6 +252,8 @@ def _out_dirs(args: argparse.Namespace, cfgs: list[SweepConfig]) -> list[Path]:
     for d in dirs:
         if d.exists() and not d.is_dir():
             raise SpecError(f"--out: {str(d)!r} exists and is not a directory")
+    if not args.report_only and not args.estimate:  # a folder that cannot be made: now, not after the data
+        check_output_folder(root, option="--out")
     for d in dirs[1:]:  # an unwritable runs.jsonl is found now, not after the first run
         if not args.report_only and not args.estimate:
             check_appendable(d / RUNS_FILE)

@@ -858,3 +858,27 @@ def test_jax_coord_check_numbers_are_refused_before_work(option, value, tmp_path
     assert stop.value.code == 2
     assert f"argument {option}:" in error_line(capsys.readouterr().err)
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", ["sweep", "tokenize"])
+@pytest.mark.parametrize("where", ["under a file", "unwritable"])
+def test_out_folder_that_cannot_be_made_is_refused_before_work(command, where, tmp_path, monkeypatch, capsys, no_work):
+    """A --out that mkdir would refuse: one line before the data is read or the tokenizer
+    trained (tokenize trained its BPE first; the sweep loaded the corpus first)."""
+    import spectral.sweep.tokenize as tokenize
+
+    monkeypatch.setattr(tokenize, "_train", lambda *a, **k: pytest.fail("the work started"))
+    if where == "under a file":
+        (tmp_path / "f").write_text("")
+        out, ancestor = tmp_path / "f" / "sub", "is not a folder"
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root writes anywhere")
+        (tmp_path / "ro").mkdir(mode=0o555)
+        out, ancestor = tmp_path / "ro" / "sub", "is not writable"
+    argv = [command, "--out", str(out), "--n-bytes", "2048"]
+    if command == "sweep":
+        argv += ["--device", "cpu"]
+    code, _, err = run(argv, capsys)
+    assert code == 2 and f"--out {out}: cannot create it" in error_line(err) and ancestor in err
+    assert not out.exists()
