@@ -569,3 +569,21 @@ def test_check_keeps_third_party_logging_off_stderr(tmp_path, tmpdir_, capsys, m
             assert own in err and "note: transformers: a transformers line\n" in err
             assert "note: torch: a torch warning\n" in err
     assert (list(root.handlers), root.propagate) == before  # put back
+
+
+def test_check_time_limit_is_one_line_and_leaves_no_alarm(tmpdir_, capsys):
+    """A factory that hangs: exit code 2, one line naming it, the alarm gone (it repeated
+    every second and, fired into the clean-up, killed the process with SIGALRM)."""
+    previous = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    code, out, err = run(["check", "adamw", "--model-factory", "hostile_user:hanging_model", *TINY,
+                          "--timeout", "0.5"], capsys)
+    assert code == 2 and out == ""
+    assert error_line(err) == (
+        "error: the check across widths did not return within 0.5 s "
+        "(the time limit of one measurement; raise it with --timeout SECONDS)"
+    )
+    assert err.count("\n") == 1 and time.monotonic() - started < 30
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and signal.getsignal(signal.SIGALRM) == previous
+    time.sleep(1.2)  # nothing left to fire
+    assert left(tmpdir_) == []
