@@ -17,9 +17,11 @@ optimizer class, a factory, a model. :func:`user_code` wraps each such call (one
   in the user's code, the handler raises there and arms one more shot a second later, so
   code that swallows the interruption (``except BaseException:``) is interrupted again;
   when it fires in the guard's own frames (the expiry already unwinding into them) it
-  raises nothing. Leaving the block stops the alarm before anything else, and an alarm
-  already on its way is dropped, so no second interruption can reach the clean-up, and no
-  timer is left to kill the process with ``SIGALRM`` after the handler is restored.
+  raises nothing; while an installed package's module is being imported it waits for the
+  import to end (up to IMPORT_GRACE), since an import cut short leaves a half-made module
+  for the rest of the process. Leaving the block stops the alarm before anything else, and
+  an alarm already on its way is dropped, so no second interruption can reach the clean-up,
+  and no timer is left to kill the process with ``SIGALRM`` after the handler is restored.
 * **no exit.** ``sys.exit(n)`` in the user's code would become spectral's exit status with
   no message: it becomes a :class:`~spectral.errors.SpecError` naming what ran.
 
