@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import warnings
 from typing import Any
 
 from ..errors import SpecError, Terminated, first_line
 from ..measure.fit import SLOPE_TOLERANCE_WIDTHS, within
 from ..measure.guard import DEFAULT_TIMEOUT
+from ..text import for_terminal
 from . import options
 
 __all__ = ["configure_check", "run_check"]
@@ -86,6 +86,10 @@ def configure_check(p: argparse.ArgumentParser) -> None:
         "--timeout", type=options.timeout, default=DEFAULT_TIMEOUT, metavar="SECONDS",
         help=f"time limit of the whole check (default {DEFAULT_TIMEOUT:g})",
     )
+    p.add_argument(
+        "--verbose", "-v", action="store_true",
+        help="also print what transformers and torch log or warn meanwhile (kept off otherwise)",
+    )
 
 
 def _pattern(text: str) -> tuple[str, str]:
@@ -106,140 +110,6 @@ def _pattern(text: str) -> tuple[str, str]:
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
     return pattern, role
-
-
-HF_CONFIG_BYTES = 1 << 20
-"""The largest config.json read (a real one is a few KiB; /dev/zero never ends)."""
-
-_SIZE_KEYS = (
-    "hidden_size", "n_embd", "d_model", "num_attention_heads", "n_head", "num_heads",
-    "num_key_value_heads", "head_dim", "num_hidden_layers", "n_layer", "num_layers",
-    "intermediate_size", "n_inner", "ffn_dim", "d_ff", "vocab_size",
-)
-MAX_CONFIG_SIZE = 2**31 - 1
-"""The largest size a config may give (a tensor dimension torch indexes with 32 bits)."""
-
-
-def _short(value: Any) -> str:
-    """A long value as a few characters: a power of ten as 10**k, else its start."""
-    text = repr(value)
-    if isinstance(value, int) and text.rstrip("0") == "1":
-        return f"10**{len(text) - 1}"
-    return text[:12] + "..."
-
-
-def _config_data(path: str) -> dict[str, Any]:
-    """config.json read as data: a regular file of at most HF_CONFIG_BYTES, JSON nested at
-    most 64 deep, a model_type, and every size a whole number in range (heads dividing the
-    width), each refused in one line before transformers sees it."""
-    from ..io import read_user_file
-    from ..text import load_json
-
-    try:
-        text = read_user_file(path, max_bytes=HF_CONFIG_BYTES).decode("utf-8")
-        data = load_json(text, max_depth=64)
-    except SpecError as exc:  # "PATH: no such file", "PATH: is a FIFO (named pipe), ..."
-        raise SpecError(f"--hf-config {exc}") from None
-    except UnicodeDecodeError:
-        raise SpecError(f"--hf-config {path}: cannot read it: not UTF-8 text") from None
-    except ValueError as exc:
-        raise SpecError(f"--hf-config {path}: cannot read it: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
-        raise SpecError(f"--hf-config {path}: expected a JSON object with a model_type")
-    for key in _SIZE_KEYS:
-        value = data.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or not (
-            1 <= value <= MAX_CONFIG_SIZE
-        ):
-            shown = repr(value) if len(repr(value)) <= 12 else _short(value)
-            raise SpecError(
-                f"--hf-config {path}: {key} must be a whole number from 1 to "
-                f"{MAX_CONFIG_SIZE}, got {shown}"
-            )
-    width = next((data[k] for k in ("hidden_size", "n_embd", "d_model") if k in data), None)
-    heads_key = next(
-        (k for k in ("num_attention_heads", "n_head", "num_heads") if data.get(k)), None
-    )
-    if width is not None and heads_key is not None and width % data[heads_key]:
-        raise SpecError(
-            f"--hf-config {path}: a width of {width} is not a whole number of heads "
-            f"({heads_key} {data[heads_key]})"
-        )
-    return data
-
-
-def _model_class(path: str, data: dict[str, Any], config: Any) -> Any:
-    """The transformers model class ``architectures[0]`` names, of the config's family."""
-    import transformers
-
-    names = data.get("architectures")
-    name = names[0] if isinstance(names, list) and names else None
-    example = "(e.g. [\"LlamaForCausalLM\"])"
-    if not isinstance(name, str) or not name.isidentifier() or len(name) > 100:
-        raise SpecError(
-            f"--hf-config {path}: architectures must name a transformers model class {example}"
-        )
-    try:
-        cls = getattr(transformers, name, None)
-    except Exception:  # noqa: BLE001 - a lazy attribute whose import fails
-        cls = None
-    if isinstance(cls, type) and name.startswith("Auto"):
-        raise SpecError(
-            f"--hf-config {path}: architectures names {name}, an Auto class that picks a "
-            f"class from the config: name the model class itself {example}"
-        )
-    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
-        raise SpecError(
-            f"--hf-config {path}: architectures names {name}, which is not a transformers "
-            f"model class {example}"
-        )
-    own = getattr(cls, "config_class", None)
-    if isinstance(own, type) and not isinstance(config, own):
-        family = getattr(own, "model_type", "") or own.__name__
-        raise SpecError(
-            f"--hf-config {path}: architectures names {name}, a {family} model, but "
-            f"model_type is {data['model_type']!r}"
-        )
-    return cls
-
-
-def _unknown_model_type(path: str, model_type: str, known: list[str]) -> SpecError:
-    """One short line: the type, and the known types closest to it (not all of them)."""
-    import difflib
-
-    close = difflib.get_close_matches(model_type, known, n=3, cutoff=0.6) or known[:3]
-    shown = model_type if len(model_type) <= 40 else model_type[:40] + "..."
-    return SpecError(
-        f"--hf-config {path}: transformers knows no model_type {shown!r} "
-        f"({len(known)} known, e.g. {', '.join(close)})"
-    )
-
-
-def _hf_model(path: str) -> Any:
-    """The model a config.json describes, built on the meta device (no memory)."""
-    data = _config_data(path)
-    import torch
-    import transformers
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
-    known = sorted(CONFIG_MAPPING.keys())
-    if data["model_type"] not in known:
-        raise _unknown_model_type(path, data["model_type"], known)
-    fields = {k: v for k, v in data.items() if k != "model_type"}
-    try:
-        config = transformers.AutoConfig.for_model(data["model_type"], **fields)
-    except Exception as exc:  # noqa: BLE001 - transformers' checks of the fields
-        raise SpecError(f"--hf-config {path}: {first_line(exc)}") from None
-    cls = _model_class(path, data, config)
-    try:
-        with torch.device("meta"):
-            return cls(config)
-    except Exception as exc:  # noqa: BLE001 - transformers' own refusal, in one line
-        raise SpecError(
-            f"--hf-config {path}: {cls.__name__} cannot be built from it: {first_line(exc)}"
-        ) from None
 
 
 def _by_width(fn: Any, option: str) -> Any:
@@ -352,13 +222,16 @@ def run_check(args: argparse.Namespace) -> int:
         return 143
 
 
-def _run_check(args: argparse.Namespace) -> int:
+def _measure(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    """The check's report, and the notes of building the model."""
     from ..codegen.torch import load_generated
     from ..measure.guard import user_code
-    from .common import console, load_adapter, load_callable
+    from .common import load_adapter, load_callable
+    from .hf_config import hf_model
 
     adapter = load_adapter(args.adapter) if args.adapter else None
     option = f"--model-factory {args.model_factory}"
+    notes: list[str] = []
     # the user's print()s go to stderr: stdout has the table
     with contextlib.redirect_stdout(sys.stderr), _temporary_folder() as folder:
         with user_code("the check across widths", args.timeout):
@@ -370,7 +243,7 @@ def _run_check(args: argparse.Namespace) -> int:
                 with user_code(f"{option} at width {min(args.widths)}", args.timeout):
                     model = _first_model(factory, min(args.widths), option)
             else:
-                factory, model = None, _hf_model(args.hf_config)
+                factory, (model, notes) = None, hf_model(args.hf_config)
             cfg = load_generated(
                 args.optimizer,
                 args.others,
@@ -381,29 +254,43 @@ def _run_check(args: argparse.Namespace) -> int:
             )
             from ..torch.check.widths import check_widths
 
-            with warnings.catch_warnings(record=True) as notes:
-                warnings.simplefilter("always", UserWarning)
-                report = check_widths(
-                    cfg.CONFIG,
-                    model,
-                    list(args.widths),
-                    factory=factory,
-                    adapter=adapter,
-                    patterns=args.patterns,
-                    seeds=args.seeds,
-                    timeout=args.timeout,
-                    base={
-                        "lr": args.lr,
-                        "weight_decay": args.weight_decay,
-                        "init_std": args.init_std,
-                    },
-                )
-    for note in dict.fromkeys(str(n.message) for n in notes):  # the twins' heads
-        sys.stderr.write(f"note: {note}\n")
+            report = check_widths(
+                cfg.CONFIG,
+                model,
+                list(args.widths),
+                factory=factory,
+                adapter=adapter,
+                patterns=args.patterns,
+                seeds=args.seeds,
+                timeout=args.timeout,
+                base={
+                    "lr": args.lr,
+                    "weight_decay": args.weight_decay,
+                    "init_std": args.init_std,
+                },
+            )
+    return report, notes
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    from .quiet import third_party_kept
+
+    kept = None
+    try:
+        with third_party_kept() as kept:
+            report, notes = _measure(args)
+    finally:
+        if kept is not None and args.verbose:
+            for line in kept.third_party:
+                sys.stderr.write(f"note: {for_terminal(line)}\n")
+    for note in [*notes, *kept.notes]:  # the twins' heads, a forward not run
+        sys.stderr.write(f"note: {for_terminal(note)}\n")
     source = args.model_factory or args.hf_config
     opt = args.optimizer + (f"+{args.others}" if args.others else "")
     widths = ",".join(map(str, report.widths))
     title = f"check across widths — {source}, {opt}: log-log slopes over widths {widths}"
+    from .common import console
+
     out = console()
     if report.rows:
         out.print(_table(report, title))

@@ -14,15 +14,9 @@ from collections.abc import Sequence
 from ..coordcheck import DEFAULT_ALPHA_BASE, PARAMETERIZATIONS
 from ..coordcheck.jax import JaxCoordCheckConfig, run_coord_check_jax, slope_table
 from ..errors import SpecError
+from . import options
 
 __all__ = ["main"]
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,17 +32,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--optimizer", default="adamw", help="optimizer of the hidden weights")
     p.add_argument("--others", default=None, help="optimizer of the other roles")
-    p.add_argument("--k", type=int, default=2, help="maps per residual block (default 2)")
-    p.add_argument("--widths", type=_ints, default=(64, 128, 256, 512), metavar="N,N,...")
-    p.add_argument("--depths", type=_ints, default=(4, 8, 16, 32, 64, 128), metavar="L,L,...")
+    # every number range-checked as spectral coord-check's (spectral.cli.options): a usage
+    # error naming the option before any work, never NaN, inf or a size that cannot finish
+    p.add_argument("--k", type=options.integer(1, 8), default=2, help="maps per residual block (default 2)")
+    p.add_argument("--widths", type=options.integers(1, 8192, at_least=2, at_most=16),
+                   default=(64, 128, 256, 512), metavar="N,N,...")
+    p.add_argument("--depths", type=options.integers(1, 1024, at_least=2, at_most=16),
+                   default=(4, 8, 16, 32, 64, 128), metavar="L,L,...")
     p.add_argument("--parameterizations", type=lambda s: tuple(s.split(",")), default=PARAMETERIZATIONS)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--lr", type=float, default=None, help="base lr of --optimizer")
-    p.add_argument("--others-lr", type=float, default=None, help="base lr of --others")
-    p.add_argument("--weight-decay", type=float, default=0.0)
-    p.add_argument("--alpha-base", type=float, default=DEFAULT_ALPHA_BASE["mlp"])
+    p.add_argument("--steps", type=options.integer(1, 10_000), default=10)
+    p.add_argument("--batch", type=options.integer(1, 4096), default=8)
+    p.add_argument("--seeds", type=options.integer(1, 100), default=3)
+    p.add_argument("--lr", type=options.floats(0.0, 1e6, lo_open=True), default=None, help="base lr of --optimizer")
+    p.add_argument("--others-lr", type=options.floats(0.0, 1e6, lo_open=True), default=None,
+                   help="base lr of --others")
+    p.add_argument("--weight-decay", type=options.floats(0.0, 1e6), default=0.0)
+    p.add_argument("--alpha-base", type=options.floats(0.0, 1e6, lo_open=True), default=DEFAULT_ALPHA_BASE["mlp"])
     p.add_argument("--json", metavar="FILE", help="write every point and slope as JSON")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json FILE")
     p.add_argument("--quiet", action="store_true", help="no progress lines")

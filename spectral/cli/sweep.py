@@ -19,6 +19,7 @@ from ..sweep import data
 from .. import sweep as sweep_package
 from ..base_values import parse_base_value
 from ..errors import SpecError
+from ..io import check_output_folder
 from ..sweep import report as sweep_report
 from ..sweep import ablate_report as sweep_ablate
 from ..sweep import compare_arms as sweep_compare
@@ -38,6 +39,7 @@ from ..sweep.records import RUNS_FILE, check_appendable, read_runs
 from ..sweep.retune import has_retune_runs, retune_configs, retuned_rows
 from ..sweep.exponent import FitKey, fit_configs, parse_fit_key, with_factor
 from ..sweep.ablate import Ablation, check_variant, parse_variant
+from ..sweep.checks import check_plan
 from ..sweep.tune import apply, base_configs, candidates, label, parse_tune
 from ..text import for_terminal
 from . import options
@@ -254,6 +256,8 @@ def _out_dirs(args: argparse.Namespace, cfgs: list[SweepConfig]) -> list[Path]:
     for d in dirs:
         if d.exists() and not d.is_dir():
             raise SpecError(f"--out: {str(d)!r} exists and is not a directory")
+    if not args.report_only and not args.estimate:  # a folder that cannot be made: now, not after the data
+        check_output_folder(root, option="--out")
     for d in dirs[1:]:  # an unwritable runs.jsonl is found now, not after the first run
         if not args.report_only and not args.estimate:
             check_appendable(d / RUNS_FILE)
@@ -291,14 +295,16 @@ def run_sweep(args: argparse.Namespace, argv: Iterable[str] | None = None) -> in
         words = words[1:]
     command = "spectral sweep " + shlex.join(words)
     n_bytes = args.n_bytes if args.n_bytes is not None else _preset(args)["n_bytes"]
+    seeds = _seeds(args)
+    fit_keys = _check_fit_args(args)
+    _check_ablate_args(args, fit_keys)
+    # the roles each option names and every value the rules give: before any folder, file or run
+    check_plan(cfgs, tune, fit_keys, _log2_factors(args), list(args.ablate_variant) if args.ablate else None)
     dirs = _out_dirs(args, cfgs)
     out_root = dirs[0]
     corpus = None
     if not args.report_only:  # before any folder is made: a bad --data leaves nothing behind
         corpus = data.load_data(args.data, n_bytes=n_bytes, val_fraction=args.val_fraction, vocab_size=args.vocab_size)
-    seeds = _seeds(args)
-    fit_keys = _check_fit_args(args)
-    _check_ablate_args(args, fit_keys)
     if args.estimate:
         return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, fit_keys, _log2_factors(args),
                                 _sp_retune(args), list(args.ablate_variant) if args.ablate else None)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from ..io import check_output, write_atomic
+from ..io import check_output, check_output_folder, write_atomic
 
 __all__ = ["FILES", "train_bpe_shards"]
 
@@ -72,7 +72,7 @@ def train_bpe_shards(out: str | os.PathLike[str], train: bytes, val: bytes, voca
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
         raise SpecError(f"--out: {str(folder)!r} exists and is not a directory")
-    if folder.is_dir():
+    if check_output_folder(folder, option="--out"):  # one that cannot be made: before the training
         for name in FILES:
             check_output(folder / name, force=force)
     train_text = train.decode("utf-8", errors="replace")

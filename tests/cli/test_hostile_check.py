@@ -473,3 +473,117 @@ def test_check_widths_through_accelerate_and_on_a_hook_free_config(cfg, tmp_path
     hook_free.init_(m, 64, 2)
     opt = hook_free.build_optimizers(m, 64, 2, lr=3e-3)
     assert hook_free.check(m, 64, 2, opt, widths=[64, 128, 256]) == []
+
+
+# --------------------------------------------------------------------------------------
+# spectral check --hf-config: built as far as the check reads it, run before any verdict,
+# transformers' logging kept off stderr (issue 50)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # transformers' Llama imported: seconds
+def test_check_hf_config_of_a_million_layers_builds_the_twins_layers(tmp_path, tmpdir_, capsys, no_work):
+    """It built all 10**6 layers before the twins (past a 100 s limit); the check reads two."""
+    from spectral.cli.hf_config import hf_model
+    from spectral.torch.check.twins import TWIN_LAYERS
+
+    path = config_file(tmp_path, llama_config(num_hidden_layers=10**6))
+    started = time.monotonic()
+    model, notes = hf_model(path)
+    assert model.config.num_hidden_layers == TWIN_LAYERS == len(model.model.layers) and notes == []
+    assert time.monotonic() - started < 60
+    with pytest.raises(AssertionError, match="the work started"):  # on to the twins
+        main(["check", "adamw", "--hf-config", path, "--timeout", "60"])
+
+
+KV3 = "LlamaForCausalLM cannot run this config: RuntimeError: The size of tensor a (4) must match the size of tensor b (3)"
+
+
+@pytest.mark.parametrize("where", ["cpu", "meta"])
+def test_check_hf_config_its_own_model_cannot_run_is_refused(where, tmp_path, tmpdir_, capsys, no_work, monkeypatch):
+    """4 attention heads over 3 KV heads: the twins re-derive the heads and passed it (exit 0,
+    "every module within ±0.2"); the model's own forward runs first, on the CPU when small and
+    on the meta device when large."""
+    import spectral.cli.hf_config as hf_config
+
+    if where == "meta":
+        monkeypatch.setattr(hf_config, "OWN_RUN_PARAMETERS", 0)
+    path = config_file(tmp_path, llama_config(num_key_value_heads=3, bos_token_id=5000))
+    code, out, err = run(["check", "adamw", "--hf-config", path], capsys)
+    assert code == 2 and out == ""
+    assert err == f"error: --hf-config {path}: {KV3} at non-singleton dimension 1\n"  # no transformers line
+    assert left(tmpdir_) == []
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        lambda: transformers.MixtralConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                           num_attention_heads=4, num_key_value_heads=2, num_local_experts=4),
+        lambda: transformers.GPT2Config(n_embd=64, n_head=4, n_layer=3, vocab_size=256),
+    ],
+    ids=["mixtral", "gpt2"],
+)
+def test_check_hf_config_that_runs_is_not_refused_on_either_device(config, tmp_path, monkeypatch):
+    """The meta device checks shapes (the experts as one batched matmul: its grouped kernel
+    wants bfloat16 there); a config that runs on the CPU runs there too."""
+    import spectral.cli.hf_config as hf_config
+
+    data = config().to_dict()
+    data["architectures"] = [{"mixtral": "MixtralForCausalLM", "gpt2": "GPT2LMHeadModel"}[data["model_type"]]]
+    path = config_file(tmp_path, data)
+    for budget in (hf_config.OWN_RUN_PARAMETERS, 0):
+        monkeypatch.setattr(hf_config, "OWN_RUN_PARAMETERS", budget)
+        model, notes = hf_config.hf_model(path)
+        assert notes == [] and next(model.parameters()).device.type == "meta"
+        assert getattr(model.config, "_experts_implementation", None) != "batched_mm"  # put back
+
+
+def test_check_keeps_third_party_logging_off_stderr(tmp_path, tmpdir_, capsys, monkeypatch):
+    """transformers' own config warnings (bos_token_id outside the vocabulary), its loggers
+    and torch's warnings: off stderr, shown with --verbose; spectral's notes stay."""
+    import warnings
+
+    import spectral.torch.check.widths as widths
+    from spectral.torch.check.verdict import WidthReport
+
+    def fake(rules, model, sizes, **kw):
+        transformers.utils.logging.get_logger("transformers.somewhere").warning("a transformers line")
+        warnings.warn_explicit("a torch warning", UserWarning, filename=torch.__file__, lineno=1)
+        warnings.warn("the twins have a head per 8 of the width", UserWarning, stacklevel=2)
+        return WidthReport(sizes, [], [])
+
+    monkeypatch.setattr(widths, "check_widths", fake)
+    import logging
+
+    root = logging.getLogger("transformers")
+    before = (list(root.handlers), root.propagate)
+    path = config_file(tmp_path, llama_config(bos_token_id=5000))
+    for verbose in ([], ["--verbose"]):
+        code, out, err = run(["check", "adamw", "--hf-config", path, *verbose], capsys)
+        assert code == 0
+        own = "note: the twins have a head per 8 of the width\n"
+        if not verbose:
+            assert err == own
+        else:
+            assert own in err and "note: transformers: a transformers line\n" in err
+            assert "note: torch: a torch warning\n" in err
+    assert (list(root.handlers), root.propagate) == before  # put back
+
+
+def test_check_time_limit_is_one_line_and_leaves_no_alarm(tmpdir_, capsys):
+    """A factory that hangs: exit code 2, one line naming it, the alarm gone (it repeated
+    every second and, fired into the clean-up, killed the process with SIGALRM)."""
+    previous = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    code, out, err = run(["check", "adamw", "--model-factory", "hostile_user:hanging_model", *TINY,
+                          "--timeout", "0.5"], capsys)
+    assert code == 2 and out == ""
+    assert error_line(err) == (
+        "error: the check across widths did not return within 0.5 s "
+        "(the time limit of one measurement; raise it with --timeout SECONDS)"
+    )
+    assert err.count("\n") == 1 and time.monotonic() - started < 30
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and signal.getsignal(signal.SIGALRM) == previous
+    time.sleep(1.2)  # nothing left to fire
+    assert left(tmpdir_) == []

@@ -649,3 +649,236 @@ def test_infer_module_that_prints_when_imported_is_kept_apart(tmp_path, monkeypa
     assert err.splitlines() == [
         "error: loud_module.X: loud_module has no attribute 'X'"
     ], err
+
+
+# --------------------------------------------------------------------------------------
+# spectral sweep: every option checked against the model and the rules before any folder,
+# file or run (issue 50): a role the model has not, an exponent or value beyond float32
+# --------------------------------------------------------------------------------------
+
+SWEEP_SMALL = ["sweep", "--out", "OUT", "--device", "cpu", "--widths", "32,64", "--depths", "2", "--steps", "2",
+         "--log2-lrs=-8,-7", "--n-bytes", "20000"]
+ROLES = "its roles: input_weight, hidden_weight, output_weight, input_bias, hidden_bias"
+SWEEP_PLANS: list[tuple[list[str], str]] = [
+    # an unknown role, or one with a newline: named, nothing made (it left OUT/adamw/generated/)
+    (["--ablate", "--ablate-variant", "lr.bogus=0.5"], f"--ablate-variant lr.bogus=0.5: the dense GPT (no --experts) has no bogus ({ROLES})"),
+    (["--ablate", "--ablate-variant", "lr.hid\nden=0.5"], "has no hid\\x0aden"),
+    # an exponent beyond what the rule can carry at the target width (it trained the base runs first)
+    (["--ablate", "--ablate-variant", "init.hidden_weight=1e308"],
+     "--ablate-variant init.hidden_weight=1e+308: at the target width 64 (r_n = 2) hidden_weight's init_std would "
+     "leave float32, the runs' dtype; the exponent must be within [-143.4, 133.6] here"),
+    (["--ablate", "--ablate-variant", "init.hidden_weight=134"], "the exponent must be within [-143.4, 133.6] here"),
+    (["--ablate", "--ablate-variant", "wd.hidden_weight=1e308"], "weight_decay would leave float32, the runs' dtype; "
+                                                                  "the exponent must be at most 1023 here"),
+    (["--ablate", "--ablate-variant", "lr.output_weight=-200"], "output_weight's lr would leave float32"),
+    (["--ablate", "--ablate-variant", "lr.router_weight=-1"], "has no router_weight"),
+    # a role the model has not: ten identical runs and a fit of noise before
+    (["--fit-exponent", "lr.router_weight"], f"--fit-exponent lr.router_weight: the dense GPT (no --experts) has no "
+                                             f"router_weight ({ROLES}); --experts N gives the GPT a router"),
+    (["--fit-exponent", "init.router_weight"], "has no router_weight"),
+    (["--fit-exponent", "lr.adamw"], "--fit-exponent lr.adamw: name a role (multiplier.KEY: or a layer, input, hidden or output), not 'adamw'"),
+    (["--fit-exponent", "multiplier.default"], "name a role (multiplier.KEY"),
+    (["--lr-scale", "router_weight=2"], "--lr-scale: the dense GPT (no --experts) has no router_weight"),
+    (["--init-scale", "router_weight=2"], "--init-scale: the dense GPT (no --experts) has no router_weight"),
+    (["--tune", "lr.router_weight=1,2"], "--tune lr.router_weight: the dense GPT (no --experts) has no router_weight"),
+    (["--model", "llama", "--fit-exponent", "lr.router_weight"], "the Llama (--model llama) has no router_weight"),
+    # base values the rules carry beyond float32 at some size
+    (["--lr-scale", "input_weight=1e308"], "at width 32, depth 2 (adamw, sp, log2 η -8): the rules give input_weight lr "
+                                           "3.91e+305, beyond float32"),
+    (["--multiplier", "1e300"], "the rules give input_weight multiplier 1e+300, beyond float32"),
+    (["--tune", "init.hidden_weight=1,1e300"], "the rules give hidden_weight init_std 2e+298, beyond float32, the runs' "
+                                               "dtype (1.4e-45 to 3.4e+38); change --init-std, --init-scale or --tune"),
+    (["--fit-exponent", "lr.hidden_weight", "--lr-scale", "hidden_weight=2e40"],
+     "change --log2-lrs, --lr-scale or --log2-factors"),
+]
+
+
+@pytest.mark.parametrize("extra,message", SWEEP_PLANS, ids=range(len(SWEEP_PLANS)))
+def test_sweep_plan_refused_before_anything_is_made(extra, message, tmp_path, monkeypatch, capsys, no_work):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run([*SWEEP_SMALL, *extra], capsys)
+    assert code == 2, err
+    assert message in error_line(err)
+    assert out == "" and os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--experts", "4", "--fit-exponent", "lr.router_weight"], ["--fit-exponent", "multiplier.hidden"],
+     ["--ablate", "--ablate-variant", "init.hidden_weight=133"], ["--ablate", "--ablate-variant", "eps.input_weight=-1"],
+     ["--init-scale", "hidden_weight=1e39"]],
+)
+def test_sweep_plan_within_the_bounds_reaches_the_work(extra, tmp_path, monkeypatch, capsys, no_work):
+    """The checks refuse no more than they must: the router with --experts, a layer's name,
+    an exponent at the edge of the range, a std still within float32: the work starts."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(AssertionError, match="the work started before the refusal"):
+        run([*SWEEP_SMALL, *extra], capsys)
+
+
+def test_exponent_range_is_what_float32_holds():
+    from spectral.sweep.checks import FLOAT32_MAX, FLOAT32_SMALLEST, exponent_range
+
+    lo, hi = exponent_range(0.02, 2.0)
+    assert 0.02 * 2.0**hi == pytest.approx(FLOAT32_MAX) and 0.02 * 2.0**lo == pytest.approx(FLOAT32_SMALLEST)
+    assert exponent_range(0.0, 4.0) == (float("-inf"), 1023 / 2)
+
+
+# --------------------------------------------------------------------------------------
+# the time limit's alarm (spectral.measure.guard, issue 50): one shot, never into the
+# guard's own clean-up, nothing left armed afterwards
+# --------------------------------------------------------------------------------------
+
+
+def _no_alarm_left(previous) -> None:
+    import signal
+
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) == previous
+
+
+def test_time_limit_expires_once_and_leaves_no_alarm():
+    import signal
+    import time
+
+    from spectral.errors import TimeLimitExceeded
+    from spectral.measure.guard import user_code
+
+    previous = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    with pytest.raises(TimeLimitExceeded, match=r"^sleeping did not return within 0\.2 s "):
+        with user_code("sleeping", 0.2):
+            time.sleep(5)
+    assert time.monotonic() - started < 1.0
+    _no_alarm_left(previous)
+    time.sleep(1.2)  # the old alarm repeated every second: nothing may fire now
+
+
+def test_time_limit_alarm_in_the_guards_own_frames_raises_nothing(monkeypatch):
+    """The alarm that fired again while the first expiry unwound into the guard (a gc pass
+    over a 10**6-layer model takes seconds) raised a second time there: two tracebacks, the
+    timer left running, and SIGALRM killed the process (exit -14). Handed a frame of the
+    guard's own, the handler raises nothing; after the block it does nothing at all."""
+    import signal
+    import sys
+    import time
+
+    import spectral.measure.guard as guard
+    from spectral.errors import TimeLimitExceeded
+
+    frames = []
+    flush = guard._let_pending_signals_run
+    monkeypatch.setattr(guard, "_let_pending_signals_run", lambda: frames.append(sys._getframe(1)))
+    with pytest.raises(TimeLimitExceeded):
+        with guard.user_code("sleeping", 0.1):
+            time.sleep(5)
+    monkeypatch.setattr(guard, "_let_pending_signals_run", flush)
+    [own] = frames
+    assert own.f_code is guard.user_code._stop.__code__
+    previous = signal.getsignal(signal.SIGALRM)
+    block = guard.user_code("waiting", 30)
+    with block:
+        assert block._fire(signal.SIGALRM, own) is None  # in the guard: no interruption
+        with pytest.raises(guard._Expired):
+            block._fire(signal.SIGALRM, sys._getframe())  # in the user's code: one
+    assert block._fire(signal.SIGALRM, sys._getframe()) is None  # after the block: nothing
+    _no_alarm_left(previous)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), True, "5"])
+def test_time_limit_that_is_no_positive_number_is_refused(timeout):
+    from spectral.errors import SpecError
+    from spectral.measure.guard import user_code
+
+    with pytest.raises(SpecError, match="timeout: expected a positive number of seconds"):
+        user_code("x", timeout)
+
+
+def test_nested_time_limits_restore_the_outer_one():
+    import signal
+    import time
+
+    from spectral.errors import TimeLimitExceeded
+    from spectral.measure.guard import user_code
+
+    previous = signal.getsignal(signal.SIGALRM)
+    with pytest.raises(TimeLimitExceeded, match="^inner"):
+        with user_code("outer", 30):
+            try:
+                with user_code("inner", 0.1):
+                    time.sleep(5)
+            finally:
+                left, interval = signal.getitimer(signal.ITIMER_REAL)
+                assert 25 < left <= 30 and interval == 0.0  # the outer limit, one shot
+    with pytest.raises(TimeLimitExceeded, match="^outer"):
+        with user_code("outer", 0.2):
+            with user_code("inner", 30):  # the outer ends first: it stays in charge
+                time.sleep(5)
+    _no_alarm_left(previous)
+
+
+def test_time_limit_waits_for_a_packages_import_to_finish(tmp_path, monkeypatch):
+    """An import of an installed package cut short leaves a half-made module for the rest of
+    the process (torch's triton, imported by the first step a limit interrupted, broke every
+    later test's torch); the interruption waits for it, then reaches the user's code."""
+    import sys
+    import time
+
+    import spectral.measure.guard as guard
+    from spectral.errors import TimeLimitExceeded
+
+    (tmp_path / "slow_package_50.py").write_text("import time\ntime.sleep(0.6)\nDONE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(guard, "_installed_folders", lambda: (str(tmp_path) + "/",))
+    with pytest.raises(TimeLimitExceeded):
+        with guard.user_code("importing and sleeping", 0.1):
+            import slow_package_50  # noqa: F401
+
+            time.sleep(5)
+    assert sys.modules.pop("slow_package_50").DONE is True
+
+
+JAX_BAD = [("--lr", v) for v in ("nan", "inf", "-0.1", "0")] + [
+    ("--others-lr", "nan"), ("--weight-decay", "-1"), ("--alpha-base", "inf"), ("--k", "0"), ("--k", "99"),
+    ("--steps", "1000000000"), ("--batch", "0"), ("--seeds", "100000"), ("--widths", "64,999999999"),
+    ("--widths", "64"), ("--depths", "0,4"), ("--steps", "1e3"),
+]
+
+
+@pytest.mark.parametrize("option,value", JAX_BAD, ids=[f"{o}={v}" for o, v in JAX_BAD])
+def test_jax_coord_check_numbers_are_refused_before_work(option, value, tmp_path, capsys, monkeypatch):
+    """python -m spectral.cli.coord_check_jax took any int or float (NaN, inf, negative, a
+    billion steps); it checks them as spectral coord-check does."""
+    pytest.importorskip("jax")
+    import spectral.cli.coord_check_jax as jax_cli
+
+    monkeypatch.setattr(jax_cli, "run_coord_check_jax", lambda *a, **k: pytest.fail("the work started"))
+    with pytest.raises(SystemExit) as stop:
+        jax_cli.main([option, value, "--json", str(tmp_path / "out.json"), "--quiet"])
+    assert stop.value.code == 2
+    assert f"argument {option}:" in error_line(capsys.readouterr().err)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", ["sweep", "tokenize"])
+@pytest.mark.parametrize("where", ["under a file", "unwritable"])
+def test_out_folder_that_cannot_be_made_is_refused_before_work(command, where, tmp_path, monkeypatch, capsys, no_work):
+    """A --out that mkdir would refuse: one line before the data is read or the tokenizer
+    trained (tokenize trained its BPE first; the sweep loaded the corpus first)."""
+    import spectral.sweep.tokenize as tokenize
+
+    monkeypatch.setattr(tokenize, "_train", lambda *a, **k: pytest.fail("the work started"))
+    if where == "under a file":
+        (tmp_path / "f").write_text("")
+        out, ancestor = tmp_path / "f" / "sub", "is not a folder"
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root writes anywhere")
+        (tmp_path / "ro").mkdir(mode=0o555)
+        out, ancestor = tmp_path / "ro" / "sub", "is not writable"
+    argv = [command, "--out", str(out), "--n-bytes", "2048"]
+    if command == "sweep":
+        argv += ["--device", "cpu"]
+    code, _, err = run(argv, capsys)
+    assert code == 2 and f"--out {out}: cannot create it" in error_line(err) and ancestor in err
+    assert not out.exists()
