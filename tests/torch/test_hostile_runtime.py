@@ -124,3 +124,28 @@ def test_a_finite_model_is_not_named(cfg):
     cfg.apply_multipliers(model, WIDTH, DEPTH)
     cfg.init_(model, WIDTH, DEPTH)
     assert cfg.check(model, WIDTH, DEPTH) == []
+
+
+def test_a_factory_that_keeps_a_size_fixed_is_named_by_its_dimension(cfg):
+    """The twin at the user's width must be the user's model: a factory whose MLP inner
+    size stays 128 is named by parameter, shapes and dimension (before: a leaked
+    'mat1 and mat2 shapes cannot be multiplied')."""
+
+    class Fixed(TinyLM):
+        def __init__(self, width, depth, vocab=64):
+            super().__init__(width, depth, vocab)
+            self.blocks = nn.ModuleList(
+                nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 128), nn.GELU(), nn.Linear(128, width))
+                for _ in range(depth)
+            )
+
+    model = _model(cfg)
+    opt = cfg.build_optimizers(model, WIDTH, DEPTH, lr=1e-3)
+    lines = cfg.check(model, WIDTH, DEPTH, opt, widths=[64, 128, 256], factory=lambda w: Fixed(w, DEPTH))
+    assert lines[0] == (
+        "the twin at your model's width 64 is not your model: blocks.0.1.weight has shape "
+        "(256, 64) in yours, (128, 64) in the twin (dimension 0); the factory must build your "
+        "model at the width it is given (a size that stays fixed in the factory but follows "
+        "the width in your model, or the other way round)"
+    )
+    assert not any("mat1 and mat2" in line for line in lines)

@@ -322,6 +322,9 @@ def _anchored(
     try:
         torch.manual_seed(SEED)
         twin = _built(twin_builder(model, factory), width, None)
+        differ = _shape_differences(model, twin, width)
+        if differ:
+            return differ, []
         return anchor_problems(
             rules,
             model,
@@ -340,6 +343,28 @@ def _anchored(
             f"{width} ({_exception_line(exc)}): what it certifies may not be your model"
         )
         return [line], []
+
+
+def _shape_differences(model: nn.Module, twin: nn.Module, width: int) -> list[str]:
+    """One line when the twin at the user's width does not have the user's parameter
+    shapes (a factory that keeps an MLP's inner size fixed, or builds another model):
+    the first parameter that differs, both shapes and the dimension."""
+    theirs = dict(twin.named_parameters())
+    for name, p in model.named_parameters():
+        q = theirs.get(name)
+        if q is None or q.shape == p.shape or p.device.type == "meta":
+            continue
+        dims = [
+            d for d, (a, b) in enumerate(zip(p.shape, q.shape, strict=False)) if a != b
+        ]
+        where = f"dimension {dims[0]}" if dims else "its rank"
+        return [
+            f"the twin at your model's width {width} is not your model: {name} has shape "
+            f"{tuple(p.shape)} in yours, {tuple(q.shape)} in the twin ({where}); the factory "
+            "must build your model at the width it is given (a size that stays fixed in "
+            "the factory but follows the width in your model, or the other way round)"
+        ]
+    return []
 
 
 def check_widths(
