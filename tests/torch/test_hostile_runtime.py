@@ -149,3 +149,20 @@ def test_a_factory_that_keeps_a_size_fixed_is_named_by_its_dimension(cfg):
         "the width in your model, or the other way round)"
     )
     assert not any("mat1 and mat2" in line for line in lines)
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_a_block_run_twice_is_named_by_the_trace(cfg, depth):
+    """A shared block applied in a loop: at depth 2 it was refused for unplaced parameters
+    of the unused block, at depth 1 accepted; the trace names the loop either way."""
+
+    class Looped(TinyLM):
+        def forward(self, tokens):
+            h = self.embed(tokens)
+            for _ in range(2):
+                h = h + self.blocks[0](h)
+            return self.readout(self.norm(h))
+
+    torch.manual_seed(0)
+    with pytest.raises(UnsupportedModelError, match=r"^the branch end `blocks\.0\.3` runs 2 times in one forward pass \(a shared block applied in a loop\)"):
+        cfg.apply_multipliers(Looped(WIDTH, depth), WIDTH, depth)

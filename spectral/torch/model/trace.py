@@ -337,7 +337,19 @@ def trace_structure(model: nn.Module, example: Any = None) -> Structure:
         with torch.no_grad():
             for buffer, saved in buffers:
                 buffer.copy_(saved)
-    return _trace_read(model, graph)
+    structure = _trace_read(model, graph)
+    runs: dict[str, int] = {}
+    for call in graph.calls:
+        runs[call.name] = runs.get(call.name, 0) + 1
+    looped = [name for name in structure.branches if runs.get(name, 0) > 1]
+    if looped:
+        raise UnsupportedModelError(
+            f"the branch end `{looped[0]}` runs {runs[looped[0]]} times in one forward pass "
+            "(a shared block applied in a loop): the rules count each residual block once "
+            "(depth counts layers, each with its own parameters); give each application its "
+            "own module"
+        )
+    return structure
 
 
 def _trace_to(batch: Any, device: torch.device) -> Any:
