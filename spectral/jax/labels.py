@@ -19,83 +19,61 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 
 from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
-from spectral.patterns import Patterns, anchored, role_of, role_pairs, unplaced_error
+from spectral.families.adapter import Adapter
+from spectral.families.registry import FAMILIES, FAMILY_PATTERNS
+from spectral.patterns import Patterns, role_of, role_pairs, unplaced_error
 from spectral.scaling import BIAS_ROLES, unknown_role
 
 
-class Adapter(NamedTuple):
-    """Which leaf is which role in one family of models, by parameter path."""
-
-    name: str
-    detect: str
-    """The family is recognised when a leaf path matches this."""
-    roles: tuple[tuple[str, str], ...]
-    """(path pattern, role), searched in order; the first match wins."""
-    embeddings: tuple[str, ...] = ()
-    """Input leaves that are lookup tables although not named "embedding" (drawn with
-    init_std, not init_std / sqrt(fan_in))."""
+_LEAF = r"(?:kernel|embedding|scale|weight)"
+"""A weight leaf in flax (nnx and linen): a Linear's kernel, an Embed's embedding, a
+norm's scale; ``weight`` where a model names it so."""
 
 
-_N = r"[._]\d+"  # a list index: ".0" (nnx) or "_0" (linen)
+def path_dialect(pattern: str) -> str:
+    """A torch family's parameter-name pattern as a pytree-path pattern: a list index
+    ``.N`` may also be linen's ``_N``, and a ``weight`` leaf is flax's ``kernel``,
+    ``embedding`` or ``scale`` (or ``weight``)."""
+    out = pattern.replace(r"\.\d+", r"[._]\d+")
+    out = out.replace(r"\.(weight|bias)$", rf"\.({_LEAF[3:-1]}|bias)$")
+    return out.replace(r"\.weight$", rf"\.{_LEAF}$")
 
-_GPT2 = Adapter(
-    name="gpt2",  # spectral.models.flax.GPT: nanoGPT's module names in flax
-    detect=anchored(rf"h{_N}\.attn\.c_proj\.kernel$"),
-    roles=anchored(
-        (
-            (r"wte\.embedding$", "input_weight"),
-            (r"wpe\.embedding$", "input_weight"),
-            (rf"h{_N}\.ln_[12]\.(scale|bias)$", "hidden_bias"),
-            (rf"h{_N}\.(attn|mlp)\.\w+\.kernel$", "hidden_weight"),
-            (rf"h{_N}\.(attn|mlp)\.\w+\.bias$", "hidden_bias"),
-            (r"ln_f\.(scale|bias)$", "input_bias"),
-            (r"lm_head\.kernel$", "output_weight"),
-        )
-    ),
+
+def _module_leaf(pattern: str) -> str:
+    """A module-name pattern (a family's ``detect``) as the pattern of any of its leaves."""
+    if not pattern:
+        return pattern
+    stem = pattern.removesuffix("$")
+    return path_dialect(stem + r"\.weight$").replace(rf"\.{_LEAF}$", r"\.[^.]+$")
+
+
+def jax_family(family: Adapter) -> Adapter:
+    """A family of :mod:`spectral.families` read by pytree paths: its roles, detection and
+    tables in the path dialect (:func:`path_dialect`); what only a torch model has (its
+    multiplier sites, norm offsets) is left as it is and unused here."""
+    return family._replace(
+        detect=_module_leaf(family.detect),
+        roles=tuple((path_dialect(p), role) for p, role in family.roles),
+        embeddings=tuple(path_dialect(e) for e in family.embeddings),
+    )
+
+
+ADAPTERS: tuple[Adapter, ...] = tuple(
+    jax_family(f) for f in FAMILIES if not f.detect_type
 )
-
-_LLAMA = Adapter(
-    name="llama",  # Llama-style names: embed_tokens, layers.N.self_attn / mlp, lm_head
-    detect=anchored(rf"layers{_N}\.self_attn\.o_proj\.kernel$"),
-    roles=anchored(
-        (
-            (r"embed_tokens\.embedding$", "input_weight"),
-            (rf"layers{_N}\.\w*norm\.(scale|weight|bias)$", "hidden_bias"),
-            (rf"layers{_N}\.self_attn\.[qk]_norm\.\w+$", "hidden_bias"),
-            (rf"layers{_N}\.(self_attn|mlp)\.\w+\.kernel$", "hidden_weight"),
-            (rf"layers{_N}\.(self_attn|mlp)\.\w+\.bias$", "hidden_bias"),
-            (r"norm\.(scale|weight|bias)$", "input_bias"),
-            (r"lm_head\.kernel$", "output_weight"),
-        )
-    ),
-)
-
-_RESIDUAL_MLP = Adapter(
-    name="residual-mlp",  # spectral.models.flax.ResidualMLP
-    detect=anchored(rf"blocks{_N}\.layers{_N}\.kernel$"),
-    roles=anchored(
-        (
-            (r"input\.kernel$", "input_weight"),
-            (r"input\.bias$", "input_bias"),
-            (rf"blocks{_N}\.layers{_N}\.kernel$", "hidden_weight"),
-            (rf"blocks{_N}\.layers{_N}\.bias$", "hidden_bias"),
-            (r"output\.kernel$", "output_weight"),
-        )
-    ),
-)
-
-ADAPTERS: tuple[Adapter, ...] = (_GPT2, _LLAMA, _RESIDUAL_MLP)
-"""Known families, tried in order; pass adapter= (or patterns=) for any other model."""
+"""spectral.families' families in the path dialect, tried in their order (a family that
+needs a module's class to be recognised, Gemma's, is left out: a pytree has no classes);
+pass adapter= (or patterns=) for any other model."""
 
 DEFAULT_PATTERNS: tuple[tuple[str, str], ...] = tuple(
-    dict.fromkeys(pair for adapter in ADAPTERS for pair in adapter.roles)
+    (path_dialect(p), role) for p, role in FAMILY_PATTERNS
 )
-"""Every family's (path pattern, role) pairs; classify's fallback."""
+"""Every family's (path pattern, role) pairs, in the path dialect; classify's fallback."""
 
 AdapterLike = Adapter | Mapping[str, Any] | str
 
@@ -127,15 +105,17 @@ def as_adapter(
     if isinstance(adapter, Adapter):
         return adapter
     if isinstance(adapter, str):
-        for known in ADAPTERS:
+        for known in FAMILIES:
             if known.name == adapter:
-                return known
-        names = ", ".join(a.name for a in ADAPTERS)
+                return jax_family(known)
+        names = ", ".join(a.name for a in FAMILIES)
         raise ConfigError(f"no adapter {adapter!r}; known: {names}")
     if isinstance(adapter, Mapping):
         fields = dict(adapter)
         fields.setdefault("name", "custom")
         fields.setdefault("detect", "")
+        for key in ("input", "branches", "output"):  # torch's hook sites: none here
+            fields.setdefault(key, ())
         roles = fields.get("roles", ())
         fields["roles"] = tuple(roles.items() if isinstance(roles, Mapping) else roles)
         value = fields.get("embeddings", ())
