@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import tomllib
 import unicodedata
 from typing import Any
 
@@ -258,6 +257,8 @@ def load_toml(text: str) -> dict[str, Any]:
     """The table of TOML ``text``; every failure is one :class:`ValueError` line starting
     ``invalid TOML:`` (bad syntax with its line, nesting past the recursion limit, an integer
     longer than Python converts: ``tomllib`` has no hook to bound them as JSON's has)."""
+    import tomllib  # here: only declarations and configs are TOML, ``derive NAME`` reads none
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

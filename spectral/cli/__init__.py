@@ -11,45 +11,59 @@ in :func:`main` and printed as ``error: <message>``, except an
 
 Adding a subcommand: in its module ``spectral/cli/<module>.py`` write
 ``configure_<name>(parser)`` (adds its arguments) and ``run_<name>(args) -> int`` (does the
-work), then register them in :data:`COMMANDS`.
-Import heavy dependencies (torch, numpy, matplotlib, pydantic) *inside* the handler, so
-that ``spectral derive`` and ``spectral list`` stay fast and never import them.
+work), then register the module's and the function's names in :data:`COMMANDS`. Only the
+module of the command that runs is imported; import heavy dependencies (torch, numpy,
+matplotlib, pydantic) *inside* the handler too, so that a command pays only for what it
+uses (``tests/cli/test_cli_imports.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 from ..errors import DerivationError, InternalError, SpectralError
-from ..measure.fit import SLOPE_TOLERANCE_COORD
-from ..text import for_terminal
-from . import check_widths as cli_check_widths
-from . import codegen as cli_codegen
-from . import coord_check as cli_coord_check
-from . import derive as cli_derive
-from . import infer as cli_infer
-from . import probe as cli_probe
-from . import sweep as cli_sweep
-from . import tokenize as cli_tokenize
 from .common import EXIT_DERIVATION, EXIT_OK, EXIT_USAGE, console, emit
 
 __all__ = ["COMMANDS", "Command", "build_parser", "console", "emit", "main"]
 
 
-
 @dataclass(frozen=True)
 class Command:
-    """One subcommand: its one-line help, how to add its arguments, how to run it."""
+    """One subcommand: its one-line help and where its handlers live, imported only when the
+    command runs (``spectral derive`` never imports the sweep, torch or matplotlib).
+
+    ``module`` (under :mod:`spectral.cli`) defines ``configure_<function>(parser)`` and
+    ``run_<function>(args) -> int``; the description shown by ``spectral COMMAND --help`` is
+    ``description``, or the module's attribute ``description_attr`` (text computed there).
+    """
 
     help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
+    module: str
+    function: str
     description: str = ""
+    description_attr: str = ""
+
+    def handlers(self) -> ModuleType:
+        """The module holding this command's handlers (imported on first use)."""
+        return importlib.import_module(f"{__name__}.{self.module}")
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        """Add this command's arguments (and its description) to ``parser``."""
+        module = self.handlers()
+        if self.description_attr:
+            parser.description = getattr(module, self.description_attr)
+        getattr(module, f"configure_{self.function}")(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Run the command on parsed ``args``; returns the exit code."""
+        return int(getattr(self.handlers(), f"run_{self.function}")(args))
 
 
 # --------------------------------------------------------------------------------------
@@ -57,54 +71,51 @@ class Command:
 # --------------------------------------------------------------------------------------
 
 COMMANDS: dict[str, Command] = {
-    "list": Command("list the optimizers in the catalog", cli_derive.configure_list, cli_derive.run_list),
+    "list": Command("list the optimizers in the catalog", "derive", "list"),
     "derive": Command(
         "derive verified μP hyperparameter rules for an optimizer",
-        cli_derive.configure_derive,
-        cli_derive.run_derive,
+        "derive",
+        "derive",
         description="Derive the μP rules of OPTIMIZER (or of a TOML declaration, --spec) for "
         "residual blocks of k maps, verify them against every condition term, and print them.",
     ),
     "codegen": Command(
         "write a standalone PyTorch config module (μP rules, param groups, optimizers)",
-        cli_codegen.configure_codegen,
-        cli_codegen.run_codegen,
-        description=cli_codegen.CODEGEN_DESCRIPTION,
+        "codegen",
+        "codegen",
+        description_attr="CODEGEN_DESCRIPTION",
     ),
     "transfer": Command(
         "print the concrete per-role hyperparameters of a target model",
-        cli_codegen.configure_transfer,
-        cli_codegen.run_transfer,
-        description=cli_codegen.TRANSFER_DESCRIPTION,
+        "codegen",
+        "transfer",
+        description_attr="TRANSFER_DESCRIPTION",
     ),
     "sweep": Command(
         "learning-rate transfer sweep: train the reference GPT under sp, mup-k1 and mup",
-        cli_sweep.configure_sweep,
-        cli_sweep.run_sweep,
+        "sweep",
+        "sweep",
         description="Train the reference GPT over base learning rates (powers of 2) x widths "
         "and x depths under sp, mup-k1 and mup; write runs.jsonl (resumable), tables, plots "
         "and the optimum drift. See spectral.sweep.",
     ),
     "coord-check": Command(
         "train the reference models a few steps over widths and depths; fit and judge slopes",
-        cli_coord_check.configure_coord_check,
-        cli_coord_check.run_coord_check,
-        description="Coordinate check: train the residual MLP or the GPT for a few steps under "
-        "sp, mup-k1 and mup across a width sweep and a depth sweep; fit the log-log slope of "
-        f"‖h_L‖_R and ‖h_L(t) − h_L(0)‖_R at the last step (pass: |slope| ≤ "
-        f"{SLOPE_TOLERANCE_COORD:g}); JSON, PNGs and a table.",
+        "coord_check",
+        "coord_check",
+        description_attr="DESCRIPTION",
     ),
     "check": Command(
         "check a model across widths: each module's slopes against the rules' exponents",
-        cli_check_widths.configure_check,
-        cli_check_widths.run_check,
-        description=cli_check_widths.DESCRIPTION,
+        "check_widths",
+        "check",
+        description_attr="DESCRIPTION",
     ),
     "probe": Command(
         "measure a real optimizer's update norm and compare its width exponent with the "
         "declaration",
-        cli_probe.configure_probe,
-        cli_probe.run_probe,
+        "probe",
+        "probe",
         description="One step of the real implementation (unit lr, no weight decay) on a "
         "low-rank gradient for each role's shape and widths 64..1024; fit the exponent of "
         "‖ΔW‖_R in n and compare it with the declared update_norm (mismatch > 0.1 fails).",
@@ -112,25 +123,27 @@ COMMANDS: dict[str, Command] = {
     "infer": Command(
         "measure a real optimizer class and write the declaration it fits (or say why none "
         "fits)",
-        cli_infer.configure_infer,
-        cli_infer.run_infer,
-        description=cli_infer.INFER_DESCRIPTION,
+        "infer",
+        "infer",
+        description_attr="INFER_DESCRIPTION",
     ),
     "tokenize": Command(
         "train a BPE tokenizer on local text and write token shards for spectral sweep --data",
-        cli_tokenize.configure_tokenize,
-        cli_tokenize.run_tokenize,
+        "tokenize",
+        "tokenize",
         description="Train a byte-level BPE tokenizer (tokenizers) on the train split of the "
         "stdlib corpus or a text file and write nanoGPT-style uint16 shards (train.bin, "
         "val.bin), tokenizer.json and meta.json. No download.",
     ),
 }
-"""Subcommand name → :class:`Command`, in the order ``--help`` lists them. Each command's
-module (``spectral/cli/<module>.py``) defines ``configure_<command>(parser)`` and
-``run_<command>(args) -> int``."""
+"""Subcommand name → :class:`Command`, in the order ``--help`` lists them. Names, help and
+fixed descriptions only: a command's module is imported when that command runs (or its
+``--help`` is asked for)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``spectral`` parser. Every subcommand is listed with its help; only ``command``'s
+    arguments are added (its module imported), or every command's when ``command`` is None."""
     parser = argparse.ArgumentParser(
         prog="spectral",
         description="μP hyperparameter rules under joint width–depth scaling, for any optimizer.",
@@ -138,13 +151,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, cmd in COMMANDS.items():
         p = sub.add_parser(name, help=cmd.help, description=cmd.description or cmd.help)
-        cmd.configure(p)
-        p.set_defaults(_run=cmd.run)
+        if command is None or name == command:
+            cmd.configure(p)
     return parser
+
+
+def _command_named(argv: Sequence[str]) -> str:
+    """The subcommand ``argv`` names: its first word not an option (the top-level parser
+    takes no option but ``--help``), or "" when there is none."""
+    return next((word for word in argv if not word.startswith("-")), "")
 
 
 def _error(message: str) -> None:
     # one line, whatever the message holds: user text reaches it (names, keys, paths)
+    from ..text import for_terminal
+
     sys.stderr.write(f"error: {for_terminal(message)}\n")
     sys.stderr.flush()
 
@@ -158,13 +179,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_named(words))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except SystemExit as exc:  # argparse: --help (0) or bad usage (2)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     try:
-        code = int(args._run(args))
+        code = COMMANDS[args.command].run(args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
         return code
     except BrokenPipeError:  # `spectral list | head`

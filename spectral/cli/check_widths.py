@@ -18,7 +18,7 @@ from ..measure.guard import DEFAULT_TIMEOUT
 from ..text import for_terminal
 from . import options
 
-__all__ = ["configure_check", "run_check"]
+__all__ = ["DESCRIPTION", "configure_check", "run_check"]
 
 DESCRIPTION = (
     "Check a model across widths: build small twins of it at three or more widths (a Hugging "

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..measure.fit import SLOPE_TOLERANCE_COORD
 from ..measure.guard import DEFAULT_TIMEOUT
 from . import options
 from .common import EXIT_DERIVATION, EXIT_OK, wrote
@@ -20,9 +21,17 @@ from .common import progress as _progress
 from .common import write_json as _write_json
 
 __all__ = [
+    "DESCRIPTION",
     "configure_coord_check",
     "run_coord_check",
 ]
+
+DESCRIPTION = (
+    "Coordinate check: train the residual MLP or the GPT for a few steps under "
+    "sp, mup-k1 and mup across a width sweep and a depth sweep; fit the log-log slope of "
+    f"‖h_L‖_R and ‖h_L(t) − h_L(0)‖_R at the last step (pass: |slope| ≤ "
+    f"{SLOPE_TOLERANCE_COORD:g}); JSON, PNGs and a table."
+)
 
 
 def _names(text: str) -> tuple[str, ...]:

@@ -149,6 +149,10 @@ def configure_sweep(p: argparse.ArgumentParser) -> None:
                         "widths 128-1024, two seeds, about 6.3 minutes of training on one H200); "
                         "default: gpu on a CUDA device, else cpu")
     p.add_argument("--threads", type=options.integer(1, 1024), help="torch.set_num_threads (CPU)")
+    p.add_argument("--jobs", "-j", type=options.integer(1, 1024), default=1, metavar="N",
+                   help="train N runs at once, each in a worker process (CPU: with cores/N threads "
+                        "unless --threads; CUDA: sharing the device); records as with 1 but the time "
+                        "(default: 1, in this process)")
     # required: a bare `spectral sweep` must not start a 126-run sweep in a folder of its choosing
     p.add_argument("--out", "-o", required=True, metavar="DIR",
                    help="results folder, created if missing (one subfolder per optimizer)")
@@ -281,6 +285,17 @@ def _make_dirs(dirs: list[Path]) -> None:
 
 
 def run_sweep(args: argparse.Namespace, argv: Iterable[str] | None = None) -> int:
+    """The ``sweep`` command; with ``--jobs N`` its runs train in N worker processes, shut
+    down when it ends (terminated, with their unfinished runs, on Ctrl-C or an error)."""
+    if args.jobs == 1 or args.report_only or args.estimate:
+        return _run_sweep(args, argv, None)
+    from ..sweep.parallel import Workers
+
+    with Workers(args.jobs) as workers:
+        return _run_sweep(args, argv, workers)
+
+
+def _run_sweep(args: argparse.Namespace, argv: Iterable[str] | None, workers: Any) -> int:
     import shlex
     import sys
 
@@ -307,7 +322,8 @@ def run_sweep(args: argparse.Namespace, argv: Iterable[str] | None = None) -> in
         corpus = data.load_data(args.data, n_bytes=n_bytes, val_fraction=args.val_fraction, vocab_size=args.vocab_size)
     if args.estimate:
         return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, fit_keys, _log2_factors(args),
-                                _sp_retune(args), list(args.ablate_variant) if args.ablate else None)
+                                _sp_retune(args), list(args.ablate_variant) if args.ablate else None,
+                                jobs=args.jobs)
     _make_dirs(dirs)
     warned: set[str] = set()
 
@@ -323,7 +339,8 @@ def run_sweep(args: argparse.Namespace, argv: Iterable[str] | None = None) -> in
         def train(c: SweepConfig, out: Path = out) -> None:
             if corpus is not None:
                 bar = None if args.no_progress else _StepBar()
-                sweep_train.run_sweep(c, out, corpus, progress=bar, command=command, log=_print, warn=warn)
+                sweep_train.run_sweep(c, out, corpus, progress=bar, command=command, log=_print, warn=warn,
+                                      workers=workers)
 
         if args.ablate:
             for pth in sweep_ablate.run_ablation(cfg, _variants(args, cfg, out), tune, seeds, out, train,
@@ -478,7 +495,7 @@ class _StepBar:
 def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float, ...]]], seeds: tuple[int, ...],
                      out_root: Path, corpus: Any, command: str, fit_keys: list[FitKey],
                      log2_factors: tuple[int, ...], sp_retune: bool = True,
-                     ablate: list[Any] | None = None) -> int:
+                     ablate: list[Any] | None = None, jobs: int = 1) -> int:
     """``--estimate``: the plan of each optimizer (stage 1 and 2 as the sweep would run them;
     the first ``--tune`` candidate stands in for the winner, and with ``--ablate`` the grid's
     smallest η for the base optimum: a run's cost does not depend on its η) and its measured
@@ -504,10 +521,12 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
         if fit_keys and pilot.is_file():  # the power of each fit, from the pilot's seed noise
             _print_power(cfg, pilot, fit_keys, len(seeds))
         print(f"{cfg.optimizer}: timing each size on {resolve_device(cfg.device)} …", flush=True)
-        est = estimate(stage1 + stage2, out_root / cfg.optimizer, corpus, log=lambda m: print("  " + m, flush=True))
+        est = estimate(stage1 + stage2, out_root / cfg.optimizer, corpus, log=lambda m: print("  " + m, flush=True),
+                       jobs=jobs)
         total += est["seconds"]
+        at_once = f" with --jobs {jobs}" if jobs > 1 else ""
         print(f"{cfg.optimizer}: {est['runs']} runs, {est['steps']} steps, estimated {_mmss(est['seconds'])} "
-              f"on {est['device_name']}", flush=True)
+              f"on {est['device_name']}{at_once}", flush=True)
         print(json.dumps({"estimate": est, "command": command}, sort_keys=True), flush=True)
     if len(cfgs) > 1:
         print(f"all: estimated {_mmss(total)}")

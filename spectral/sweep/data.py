@@ -106,6 +106,14 @@ class Corpus:
         self.description.setdefault("val_tokens", len(self.val))
         self._tensors: dict[str, Any] = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        # to a --jobs worker: the tokens, not the tensors made of them here (it makes its own)
+        return {k: v for k, v in self.__dict__.items() if k != "_tensors"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._tensors = {}
+
     def _tensor(self, split: str):
         import torch
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import SpecError
 from ..text import for_terminal
@@ -34,11 +34,18 @@ from .records import (
 )
 from .tune import Choice, apply, base_configs, candidates, choose
 
+if TYPE_CHECKING:
+    from .parallel import Workers
+
 __all__ = [
+    "TIMING_KEYS",
     "RunProgress",
+    "base_record",
     "build_run",
     "fingerprint",
     "keyed_plan",
+    "log_line",
+    "reused_record",
     "run_sweep",
     "train_run",
     "tune_at_base",
@@ -231,6 +238,7 @@ def run_sweep(
     command: str | None = None,
     log: Callable[[str], None] | None = None,
     warn: Callable[[str], None] | None = None,
+    workers: Workers | None = None,
 ) -> list[dict[str, Any]]:
     """Run every pending job of ``cfg``, appending each result to ``out/runs.jsonl``.
 
@@ -238,6 +246,8 @@ def run_sweep(
     trained go to ``progress``, a line per run to ``log``, a damaged line of ``runs.jsonl``
     to ``warn`` (and is skipped). The folder's lock (:func:`~.records.sweep_lock`) is held
     throughout: a second sweep on the same folder waits, then trains only what is missing.
+    ``workers`` (:class:`~.parallel.Workers`, ``--jobs N``): the runs train in its worker
+    processes, N at a time; this process alone writes the records, each when its run ends.
     """
     out = Path(out)
     try:
@@ -248,10 +258,10 @@ def run_sweep(
     check_appendable(runs_path)
     say = log or (lambda msg: None)
     with sweep_lock(runs_path, wait=say):
-        return _run_locked(cfg, out, corpus, progress, command, say, warn)
+        return _run_locked(cfg, out, corpus, progress, command, say, warn, workers)
 
 
-def _run_locked(cfg, out: Path, corpus, progress, command, say, warn) -> list[dict[str, Any]]:
+def _run_locked(cfg, out: Path, corpus, progress, command, say, warn, workers) -> list[dict[str, Any]]:
     import torch
 
     from ..io import write_atomic
@@ -277,35 +287,31 @@ def _run_locked(cfg, out: Path, corpus, progress, command, say, warn) -> list[di
     pending = [t for t in planned if t[3] not in by_key]
 
     results: list[dict[str, Any]] = [by_key[k] for *_, k in planned if k in by_key]
-    todo_steps = sum(cfg.steps for job, _, fp, _ in pending if fp not in by_fp)
+    # each fingerprint trains once: a later job with the same HPs reuses it
+    todo_steps = cfg.steps * len({fp for _, _, fp, _ in pending if fp not in by_fp})
     shown = for_terminal(str(runs_path))  # a path holding a newline stays one line
     say(f"{len(planned)} runs planned, {len(planned) - len(pending)} already in {shown}")
 
     if progress is not None:
         progress.start(cfg.optimizer, todo_steps)
+
+    def record_done(job: Job, key: str, record: dict[str, Any]) -> None:
+        append_run(runs_path, record)
+        by_key[key] = record
+        results.append(record)
+        say(log_line(job, record))
+
     try:
+        if workers is not None:
+            known = len(results)
+            workers.train(pending, cfg, corpus, out / "generated", device, data_sha, by_fp, record_done, progress)
+            order = {key: i for i, (*_, key) in enumerate(planned)}  # as one process returns them
+            results[known:] = sorted(results[known:], key=lambda r: order[r["key"]])
+            return results
         for job, rec, fp, key in pending:
-            base = {
-                "key": key,
-                "fingerprint": fp,
-                "optimizer": cfg.optimizer,
-                "parameterization": job.parameterization,
-                "width": job.width,
-                "depth": job.depth,
-                "log2_lr": job.log2_lr,
-                "lr": job.lr,
-                "settings": cfg.settings(),
-                "data_sha256": data_sha,
-                "hp_source": rec.source,
-                "device": device,
-            }
+            base = base_record(job, cfg, rec, fp, key, data_sha, device)
             if fp in by_fp:
-                src = by_fp[fp]
-                record = base | {
-                    k: src[k]
-                    for k in ("val_loss", "train_loss", "diverged", "diverged_at", "steps_done", "seconds", "n_params")
-                    if k in src
-                } | {"reused_from": src["key"]}
+                record = reused_record(base, by_fp[fp])
             else:
                 if progress is not None:
                     progress.describe(f"{cfg.optimizer} {job.parameterization} n={job.width} L={job.depth} lr=2^{job.log2_lr}")
@@ -316,19 +322,51 @@ def _run_locked(cfg, out: Path, corpus, progress, command, say, warn) -> list[di
                     progress.advance(cfg.steps - res["steps_done"])
                 record = base | res | {"n_params": sum(p.numel() for p in model.parameters())}
                 by_fp[fp] = record
-            append_run(runs_path, record)
-            by_key[key] = record
-            results.append(record)
-            v = record["val_loss"]
-            say(
-                f"{job.parameterization:7s} n={job.width:<5d} L={job.depth:<3d} log2_lr={job.log2_lr:<4d} "
-                + ("diverged" if record["diverged"] else f"val_loss={v:.4f}")
-                + (" (reused)" if "reused_from" in record else f" {record['seconds']:.1f}s")
-            )
+            record_done(job, key, record)
     finally:
         if progress is not None:
             progress.stop()
     return results
+
+
+TIMING_KEYS = ("seconds",)
+"""The record fields that measure time, not the run: the only ones a run trained in another
+process (``--jobs``) or on a busier machine may change."""
+
+_RESULT_KEYS = ("val_loss", "train_loss", "diverged", "diverged_at", "steps_done", "seconds", "n_params")
+
+
+def base_record(job: Job, cfg: SweepConfig, rec: Any, fp: str, key: str, data_sha: str, device: str) -> dict[str, Any]:
+    """What a run's record says before it is trained: its identity, HPs' source and data."""
+    return {
+        "key": key,
+        "fingerprint": fp,
+        "optimizer": cfg.optimizer,
+        "parameterization": job.parameterization,
+        "width": job.width,
+        "depth": job.depth,
+        "log2_lr": job.log2_lr,
+        "lr": job.lr,
+        "settings": cfg.settings(),
+        "data_sha256": data_sha,
+        "hp_source": rec.source,
+        "device": device,
+    }
+
+
+def reused_record(base: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
+    """The record of a run whose HPs equal the trained run ``src``'s: its results, reused."""
+    return base | {k: src[k] for k in _RESULT_KEYS if k in src} | {"reused_from": src["key"]}
+
+
+def log_line(job: Job, record: dict[str, Any]) -> str:
+    """The line the sweep logs for a finished (or reused) run."""
+    v = record["val_loss"]
+    return (
+        f"{job.parameterization:7s} n={job.width:<5d} L={job.depth:<3d} log2_lr={job.log2_lr:<4d} "
+        + ("diverged" if record["diverged"] else f"val_loss={v:.4f}")
+        + (" (reused)" if "reused_from" in record else f" {record['seconds']:.1f}s")
+    )
 
 
 def tune_at_base(

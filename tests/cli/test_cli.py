@@ -185,26 +185,39 @@ def test_unusual_spec_derives_end_to_end(tmp_path):
     assert "μP rules for odd (k = 2) — verified:" in p.stdout and "r_n³ᐟ⁴" in p.stdout
 
 
+# Never imported by the commands of the engine and the rules: the other commands' packages
+# and the heavy libraries (a module counts with all its submodules).
+NOT_FOR_THE_ENGINE = (
+    "spectral.sweep", "spectral.coordcheck", "spectral.codegen", "spectral.cli.sweep",
+    "spectral.cli.coord_check", "spectral.cli.check_widths", "spectral.cli.probe",
+    "spectral.cli.infer", "spectral.cli.tokenize", "torch", "matplotlib", "numpy", "pydantic",
+)
+
+
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "forbidden"),
     [
-        ["derive", "adamw"],
-        ["derive", "adamw", "--format", "json"],
-        ["transfer", "adamw", "--base-width", "8", "--base-depth", "2", "--width", "16",
-         "--depth", "4", "--lr", "1", "--init-std", "1"],
+        (["derive", "adamw"], NOT_FOR_THE_ENGINE),
+        (["derive", "adamw", "--format", "json"], NOT_FOR_THE_ENGINE),
+        (["list"], NOT_FOR_THE_ENGINE),
+        # transfer's handlers share spectral/cli/codegen.py with codegen's; it must still not
+        # import the code generator (spectral.codegen) or anything heavier
+        (["transfer", "adamw", "--base-width", "8", "--base-depth", "2", "--width", "16",
+          "--depth", "4", "--lr", "1", "--init-std", "1"], NOT_FOR_THE_ENGINE),
     ],
-    ids=["derive", "derive-json", "transfer"],
+    ids=["derive", "derive-json", "list", "transfer"],
 )
 @pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
-def test_engine_commands_import_no_heavy_modules(argv):
+def test_engine_commands_import_no_heavy_modules(argv, forbidden):
     """The one check that the commands of the engine and the rules load only what they need:
-    no torch, matplotlib, numpy or pydantic."""
+    no other command's module (the registry imports a command's handlers only when it runs),
+    no sweep, coordinate check or code generator, no torch, matplotlib, numpy or pydantic."""
     code = (
         "import contextlib, io, sys\n"
         "from spectral.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    rc = main({argv!r})\n"
-        "heavy = sorted(m for m in ('torch', 'matplotlib', 'numpy', 'pydantic') if m in sys.modules)\n"
+        f"heavy = sorted(m for m in sys.modules if any(m == f or m.startswith(f + '.') for f in {forbidden!r}))\n"
         "sys.stderr.write('HEAVY=' + ','.join(heavy))\n"
         "sys.exit(rc)\n"
     )
