@@ -32,7 +32,7 @@ import sympy as sp
 
 from ..errors import SpecError
 from ..spec import Law, OptimizerSpec
-from .absorb import homogeneity
+from .degree import homogeneity
 
 __all__ = [
     "ADAM_SDE",
