@@ -25,7 +25,8 @@ code usually does:
 Horizon and batch (issue 49). ``steps`` or ``tokens`` and ``batch`` name the run; the base
 values were tuned at ``base_steps`` or ``base_tokens`` and ``base_batch`` (a generated
 config records the ones it was generated with). Each role's lr, weight decay and eps is then
-also multiplied by ``r_D**d * r_B**b`` (``ALONG`` of the config: ``r_D`` the ratio of
+also multiplied by ``r_D**d * r_B**b`` (``ALONG`` of the config, by the optimizer that
+trains it: ``r_D`` the ratio of
 training tokens, ``r_B`` of batch sizes; steps count as ``steps * batch`` tokens). Weight
 decay follows the timescale ``B / (lr * wd * D)``, so ``lr * wd * D / B`` is the base's. A
 run that names neither is the base's, and every number is exactly what it was without them;
@@ -355,16 +356,16 @@ def run_ratios(
 
 def along_factor(
     along: Mapping[str, Mapping[str, tuple[float, float]]] | None,
-    role: str,
+    optimizer: str,
     hp: str,
     r_d: float,
     r_b: float,
 ) -> float:
-    """``r_D**d * r_B**b`` of one HP of one role; exactly 1.0 at the base horizon and batch
-    or where the config has no rule along them."""
-    if (r_d == 1.0 and r_b == 1.0) or not along or hp not in along.get(role, {}):
+    """``r_D**d * r_B**b`` of one HP of the roles an optimizer trains; exactly 1.0 at the
+    base horizon and batch or where the config has no rule along them."""
+    if (r_d == 1.0 and r_b == 1.0) or not along or hp not in along.get(optimizer, {}):
         return 1.0
-    return _factor(along[role][hp], r_d, r_b)
+    return _factor(along[optimizer][hp], r_d, r_b)
 
 
 def scale_rules(
@@ -442,7 +443,7 @@ def scale_rules(
             hp["eps"] = base_eps * _factor(rule["eps"], r_n, r_L)
         for key in ("lr", "weight_decay", "eps") if (r_d, r_b) != (1.0, 1.0) else ():
             if key in hp:
-                hp[key] *= along_factor(along, role, key, r_d, r_b)
+                hp[key] *= along_factor(along, opt, key, r_d, r_b)
         _check_finite(hp, role, width, depth)
         out[role] = hp
     return out
@@ -479,8 +480,9 @@ class Rules:
     eps_places: Mapping[str, tuple[str, int | None]]
     """Optimizer -> (param-group key holding its eps, index in a tuple or None)."""
     along: Mapping[str, Mapping[str, tuple[float, float]]] | None = None
-    """Role -> HP -> (d, b): HP = ... * r_D**d * r_B**b along the horizon and the batch;
-    None for a config generated before these rules (it refuses steps, tokens, batch)."""
+    """Optimizer -> HP -> (d, b): HP = ... * r_D**d * r_B**b along the horizon and the
+    batch, for every role it trains; None for a config generated before these rules (it
+    refuses steps, tokens, batch)."""
     base_run: Mapping[str, float] = field(default_factory=dict)
     """base_steps, base_tokens, base_batch the config was generated with (may be empty)."""
 
@@ -517,8 +519,8 @@ class Rules:
         rule moves it with the batch). Keywords: RUN_KEYS."""
         r_d, r_b = run_ratios(run, self.base_run)
         return {
-            role: along_factor(self.along, role, "momentum", r_d, r_b)
-            for role in self.optimizers
+            role: along_factor(self.along, opt, "momentum", r_d, r_b)
+            for role, opt in self.optimizers.items()
         }
 
     def multipliers(

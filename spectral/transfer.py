@@ -113,12 +113,18 @@ class Plan:
         return {name: d.spec for name, d in self.derivations.items()}
 
     def along(self) -> dict[str, dict[str, tuple[float, float]]]:
-        """Role -> HP -> (d, b) along the horizon and the batch (``HP × r_D^d r_B^b``), each
-        role from its own optimizer's derivation: the ``ALONG`` table of the generated module."""
-        return {
-            r: {a.hp: a.as_floats() for a in self.derivations[o].along(r)}
-            for r, o in self.optimizers.items()
-        }
+        """Optimizer -> HP -> (d, b) along the horizon and the batch (``HP × r_D^d r_B^b``):
+        the ``ALONG`` table of the generated module. The laws are an optimizer's, so every
+        role it trains has the same (``Derivation.along`` lists them per role)."""
+        out: dict[str, dict[str, tuple[float, float]]] = {}
+        for name in dict.fromkeys(self.optimizers.values()):
+            d = self.derivations[name]
+            per_role = {r: {a.hp: a.as_floats() for a in d.along(r)} for r in d.roles}
+            first = next(iter(per_role.values()))
+            if any(v != first for v in per_role.values()):  # not one law per optimizer
+                raise SpecError(f"{name}: its roles disagree along the horizon and the batch")
+            out[name] = first
+        return out
 
     def exponents(self) -> dict[str, dict[str, tuple[float, float]]]:
         """Rules as ``(a, b)`` floats: the ``RULES`` table of the generated module."""
@@ -230,4 +236,4 @@ def momentum_factors(p: Plan, **run: float | None) -> dict[str, float]:
     and batch: 1.0 where held (keywords: :data:`spectral.scaling.RUN_KEYS`)."""
     r_d, r_b = run_ratios(run)
     along = p.along()
-    return {r: along_factor(along, r, "momentum", r_d, r_b) for r in p.optimizers}
+    return {r: along_factor(along, o, "momentum", r_d, r_b) for r, o in p.optimizers.items()}

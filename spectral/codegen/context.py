@@ -24,7 +24,14 @@ from ..spec import OptimizerSpec
 from ..text import for_docstring
 from ..transfer import Plan, eps_place, plan
 
-__all__ = ["BASE_RUN_KEYS", "VENDOR_DEFAULT", "build", "check_base_run", "comment", "vendor_default"]
+__all__ = [
+    "BASE_RUN_KEYS",
+    "VENDOR_DEFAULT",
+    "build",
+    "check_base_run",
+    "comment",
+    "vendor_default",
+]
 
 VENDOR_DEFAULT = False
 """What ``render(vendor=None)`` and :func:`~spectral.codegen.load_generated` write: the
@@ -130,14 +137,16 @@ def _rules(p: Plan) -> list[dict[str, Any]]:
 
 
 def _along(p: Plan) -> list[dict[str, Any]]:
-    """Per role: its rules along the horizon and the batch (``HP × r_D**d × r_B**b``)."""
+    """Per optimizer: its rules along the horizon and the batch (``HP × r_D**d × r_B**b``),
+    the same for every role it trains."""
     out = []
-    for r, o in p.optimizers.items():
-        hps = []
-        for a in p.derivations[o].along(r):
-            e = Exponent(a.horizon, a.batch)
-            parts = [_ascii_power(s, x) for s, x in (("r_D", e.r_n), ("r_B", e.r_L)) if x != 0]
-            hps.append(
+    for name in p.along():  # checks that every role of an optimizer has the same rules
+        d = p.derivations[name]
+        rows = []
+        for a in d.along(d.roles[0]):
+            pairs = (("r_D", a.horizon), ("r_B", a.batch))
+            parts = [_ascii_power(sym, x) for sym, x in pairs if x]
+            rows.append(
                 {
                     "name": a.hp,
                     "d": repr(float(a.horizon)),
@@ -145,7 +154,7 @@ def _along(p: Plan) -> list[dict[str, Any]]:
                     "comment": "held" if not parts else " * ".join(parts),
                 }
             )
-        out.append({"name": r, "optimizer": o, "hps": hps})
+        out.append({"name": name, "hps": rows})
     return out
 
 

@@ -156,9 +156,8 @@ def axis_rules(spec: OptimizerSpec, roles: tuple[str, ...]) -> tuple[AxisRule, .
     horizon, batch = laws(spec)
     h = _fraction(horizon.exponent)
     c = Fraction(0) if batch is None else _fraction(batch.exponent)
-    lr_basis = f"D: {_basis(horizon)}; B: " + (
-        "held: no batch law applies (update not homogeneous in G)" if batch is None else _basis(batch)
-    )
+    held = "held: no batch law applies (update not homogeneous in G)"
+    lr_basis = f"D: {_basis(horizon)}; B: " + (held if batch is None else _basis(batch))
     per_role: list[tuple[str, Fraction, Fraction, str]] = [
         ("lr", h, c, lr_basis),
         ("weight_decay", -1 - h, 1 - c, _TIMESCALE),

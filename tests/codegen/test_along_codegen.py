@@ -103,3 +103,36 @@ def test_torch_config_without_a_recorded_base(tmp_path):
     assert type(info.value).__name__ == "ConfigError"  # the vendored form has its own class
     got = cfg.hparams(64, 2, **BASE, tokens=4e6, base_tokens=1e6)
     assert got["hidden_weight"]["lr"] == pytest.approx(3e-3 * 4**-0.32, rel=1e-14)
+
+
+@pytest.mark.slow  # imports megatron-core and torchtitan: seconds on the shared CPU
+@pytest.mark.parametrize("framework", ["torchtitan", "megatron"])
+def test_titan_and_megatron_modules_take_the_run(framework, tmp_path):
+    # their functions take the base values through spectral.scaling.BaseValues, so the run
+    # (steps=, batch=) reaches every group; the base run changes nothing
+    import importlib.util
+    import sys
+
+    source = render("adamw", base_width=64, base_depth=2, framework=framework, base_run=BASE_RUN)
+    path = tmp_path / f"along_{framework}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    build = mod.param_groups if framework == "torchtitan" else mod.config_overrides
+    at_base = build(128, 4, **BASE)
+    assert build(128, 4, **BASE, steps=1000, batch=32) == at_base
+    moved = build(128, 4, **BASE, **RUN)
+    lr_factor, wd_factor = 16**-0.32 * 2, 16**-0.68 * 2  # 16x the tokens, 4x the batch
+    if framework == "torchtitan":
+        pairs = [(a.optimizer_kwargs, b.optimizer_kwargs) for a, b in zip(at_base, moved, strict=True)]
+        keys = {"lr": lr_factor, "weight_decay": wd_factor, "eps": 0.5}
+    else:
+        pairs = [(at_base[k], moved[k]) for k in at_base]
+        keys = {"max_lr": lr_factor, "wd_mult": wd_factor, "eps": 0.5}
+    assert pairs
+    for a, b in pairs:
+        for key, factor in keys.items():
+            if a.get(key):
+                assert b[key] == pytest.approx(a[key] * factor, rel=1e-12), key
