@@ -285,12 +285,12 @@ MAX_RUN = 2.0**80
 
 def _run_number(what: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigTypeError(f"{what} must be a positive number, got {value!r}")
+        raise ConfigTypeError(f"{what} must be a number, got {value!r}")
     if isinstance(value, int) and value > MAX_RUN:
         raise ConfigError(f"{what} must be at most 2**80, got {len(str(value))} digits")
     x = float(value)
-    if not (math.isfinite(x) and 0 < x <= MAX_RUN):
-        raise ConfigError(f"{what} must be a positive number up to 2**80, got {value!r}")
+    if not (math.isfinite(x) and 1 <= x <= MAX_RUN):
+        raise ConfigError(f"{what} must be a number from 1 to 2**80, got {value!r}")
     return x
 
 

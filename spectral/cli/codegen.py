@@ -98,18 +98,16 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _positive_number(text: str) -> float:
-    """A run's steps, tokens or batch: a positive number (``4000``, ``2.5e9``)."""
+    """A run's steps, tokens or batch: a number of at least 1 (``4000``, ``2.5e9``)."""
     from ..scaling import MAX_RUN
 
     shown = text.strip()[:20]
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {shown!r}") from None
-    if not (0 < value <= MAX_RUN):  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(
-            f"expected a positive number up to 2**80, got {shown!r}"
-        )
+        raise argparse.ArgumentTypeError(f"expected a number, got {shown!r}") from None
+    if not (1 <= value <= MAX_RUN):  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"expected a number from 1 to 2**80, got {shown!r}")
     return value
 
 

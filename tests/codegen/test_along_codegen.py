@@ -56,7 +56,7 @@ def test_base_run_refusals():
         render("adamw", base_width=64, base_depth=2, base_run={"steps": 10})
     with pytest.raises(SpecError, match="not both"):
         render("adamw", base_width=64, base_depth=2, base_run={"base_steps": 1, "base_tokens": 2})
-    with pytest.raises(SpecError, match="base_batch must be a positive number"):
+    with pytest.raises(SpecError, match="base_batch must be a number from 1"):
         render("adamw", base_width=64, base_depth=2, base_run={"base_batch": -1})
 
 
