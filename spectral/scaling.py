@@ -309,7 +309,9 @@ def run_ratios(
     >>> run_ratios({"batch": 512, "base_batch": 128})
     (1.0, 4.0)
     """
-    given = {k: _run_number(k, v) for k, v in run.items() if k in RUN_KEYS and v is not None}
+    given = {
+        k: _run_number(k, v) for k, v in run.items() if k in RUN_KEYS and v is not None
+    }
     unknown = sorted(set(run) - set(RUN_KEYS))
     if unknown:
         raise ConfigTypeError(
@@ -449,7 +451,9 @@ def scale_rules(
     return out
 
 
-def _check_finite(hp: Mapping[str, float], role: str, width: float, depth: float) -> None:
+def _check_finite(
+    hp: Mapping[str, float], role: str, width: float, depth: float
+) -> None:
     for key, x in hp.items():
         if not math.isfinite(x):
             raise ConfigError(

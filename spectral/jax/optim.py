@@ -89,7 +89,13 @@ def build_optimizer(
     known = {**rules.transforms(), **(transforms or {})}
     roles = _roles(rules, leaves, known)
     hp = rules.hparams(
-        width, depth, lr=lr, weight_decay=weight_decay, eps=eps, multiplier=multiplier, **run
+        width,
+        depth,
+        lr=lr,
+        weight_decay=weight_decay,
+        eps=eps,
+        multiplier=multiplier,
+        **run,
     )
     parts: dict[str, optax.GradientTransformation] = {}
     for role, kind in roles.items():
