@@ -13,6 +13,7 @@ Applies to weights and biases.
 
 import sympy as sp
 
+from spectral.engine.axes import ADAM_SDE
 from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
@@ -25,6 +26,9 @@ SPEC = OptimizerSpec(
     applies_to="all",
     summary="m̂ / (sqrt(v̂) + ε) ≈ sign(∇W), no weight decay (torch.optim.Adam)",
     paper="Kingma & Ba 2015, Alg. 1; as AdamW, App. C.5",
+    lr_batch=ADAM_SDE[0],
+    eps_batch=ADAM_SDE[1],
+    momentum_batch=ADAM_SDE[2],
     doc=__doc__,
 )
 

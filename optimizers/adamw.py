@@ -8,6 +8,7 @@ low-rank gradient ``‖sign(∇W)‖_2 = Θ(‖sign(∇W)‖_F) = Θ(sqrt(n_in n
 
 import sympy as sp
 
+from spectral.engine.axes import ADAM_SDE
 from spectral.optimizers.entry import JaxImpl, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
@@ -20,6 +21,9 @@ SPEC = OptimizerSpec(
     applies_to="all",
     summary="m̂ / (sqrt(v̂) + ε) ≈ sign(∇W), decoupled weight decay",
     paper="App. C.5 (Table adamw-mup); k = 1: App. D.4",
+    lr_batch=ADAM_SDE[0],
+    eps_batch=ADAM_SDE[1],
+    momentum_batch=ADAM_SDE[2],
     doc=__doc__,
 )
 

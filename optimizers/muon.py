@@ -6,6 +6,7 @@ Idealised update (App. C.2, eq. updaterule_muon): ``∇W = U Σ Vᵀ``,
 
 import sympy as sp
 
+from spectral.engine.axes import MUON_HORIZON
 from spectral.optimizers.entry import JaxImpl, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import n_in, n_out
@@ -16,6 +17,7 @@ SPEC = OptimizerSpec(
     applies_to="matrices",
     summary="orthogonalised gradient U Vᵀ (Newton–Schulz)",
     paper="App. C.2 (Table muon-wd); k = 1: App. D.2",
+    lr_horizon=MUON_HORIZON,
     doc=__doc__,
 )
 

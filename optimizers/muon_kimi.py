@@ -8,6 +8,7 @@ Idealised update (Sec. 4.2, App. C.1): with the compact SVD ``∇W = U Σ Vᵀ``
 
 import sympy as sp
 
+from spectral.engine.axes import MUON_HORIZON
 from spectral.optimizers.entry import JaxImpl, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import n_in, n_out
@@ -18,6 +19,7 @@ SPEC = OptimizerSpec(
     applies_to="matrices",
     summary="0.2·sqrt(max(n_in, n_out)) · orthogonalised gradient U Vᵀ",
     paper="Sec. 4.2, App. C.1 (Table muon-kimi-wd); k = 1: App. D.1",
+    lr_horizon=MUON_HORIZON,
     doc=__doc__,
 )
 

@@ -7,6 +7,7 @@ argument of App. C.4. Applies to weights and biases.
 
 import sympy as sp
 
+from spectral.engine.axes import SGD_LINEAR
 from spectral.optimizers.entry import JaxImpl, ProbeSetup, TorchImpl
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
@@ -17,6 +18,7 @@ SPEC = OptimizerSpec(
     applies_to="all",
     summary="raw gradient ∇W",
     paper="App. C.3 (Table sgd-mup); k = 1: App. D.3",
+    lr_batch=SGD_LINEAR,
     doc=__doc__,
 )
 

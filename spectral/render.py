@@ -36,6 +36,9 @@ __all__ = [
     "BASES",
     "FORMATS",
     "InputKind",
+    "AXIS_LEGEND",
+    "along_layout",
+    "along_notes",
     "caption",
     "catalog_rows",
     "catalog_table",
@@ -62,6 +65,20 @@ BASES: dict[str, tuple[str, str]] = {
     "eps": ("ε_base", r"\varepsilon_{\mathrm{base}}"),
 }
 """HP → (plain-text base, LaTeX base)."""
+
+AXIS_BASES: dict[str, tuple[str, str]] = {
+    "lr": BASES["lr"],
+    "weight_decay": BASES["weight_decay"],
+    "eps": BASES["eps"],
+    "momentum": ("(1-β)_base", r"(1-\beta)_{\mathrm{base}}"),
+}
+"""HP → (plain-text base, LaTeX base) of the rules along the horizon and the batch."""
+
+AXIS_LEGEND = (
+    "Along the horizon and the batch, width and depth held: r_D = D/D_base (training tokens; "
+    "steps × batch) and r_B = B/B_base (batch size); weight decay keeps the timescale "
+    "τ = B/(ηλD), so η·λ·D/B stays the base's; highlighted entries move."
+)
 
 LEGEND = (
     "r_n = n/n_base and r_L = L/L_base are the width and depth ratios to the base model; "
@@ -100,9 +117,10 @@ def text_ratio(base: str, exp: Exponent) -> str:
     return exp.ratio(base)
 
 
-def latex_ratio(base: str, exp: Exponent) -> str:
-    r"""``\eta_{\mathrm{base}}/r_n``, ``\lambda_{\mathrm{base}}\sqrt{r_n}``, ``.../(r_n r_L)``."""
-    pairs = (("r_n", exp.r_n), ("r_L", exp.r_L))
+def latex_ratio(base: str, exp: Exponent, symbols: tuple[str, str] = ("r_n", "r_L")) -> str:
+    r"""``\eta_{\mathrm{base}}/r_n``, ``\lambda_{\mathrm{base}}\sqrt{r_n}``, ``.../(r_n r_L)``
+    (``symbols``: the two ratios' names, ``("r_D", "r_B")`` along the horizon and batch)."""
+    pairs = ((symbols[0], exp.r_n), (symbols[1], exp.r_L))
     num = [(s, e) for s, e in pairs if e > 0]
     den = [(s, -e) for s, e in pairs if e < 0]
     out = base
@@ -196,6 +214,39 @@ def layout(d: Derivation, input_kind: InputKind | None = None) -> Layout:
     return Layout(columns, tuple(rows))
 
 
+def along_layout(d: Derivation) -> Layout:
+    """Rows (HPs along the horizon and batch) × columns (roles) of ``base × r_D^d r_B^b``."""
+    rows = []
+    hps = [a.hp for a in d.along(d.roles[0])] if d.roles else []
+    for hp in hps:
+        text_base, tex_base = AXIS_BASES[hp]
+        cells = []
+        for r in d.roles:
+            (a,) = (a for a in d.along(r) if a.hp == hp)
+            exp = Exponent(a.horizon, a.batch)
+            cells.append(
+                Cell(
+                    exp.ratio(text_base, "r_D", "r_B"),
+                    f"${latex_ratio(tex_base, exp, ('r_D', 'r_B'))}$",
+                    text_base,
+                    f"${tex_base}$",
+                    not exp.is_sp,
+                )
+            )
+        label = {"eps": d.spec.eps_label, "momentum": "1 - β (momenta)"}.get(hp) or HP_LABELS[hp]
+        rows.append(Row(hp, label, tuple(cells)))
+    return Layout(tuple((r, role(r).label) for r in d.roles), tuple(rows))
+
+
+def along_notes(d: Derivation) -> list[str]:
+    """One line per HP: where its rule along the horizon and the batch comes from."""
+    seen: dict[str, str] = {}
+    for a in d.axes:
+        label = {"eps": d.spec.eps_label, "momentum": "1 - β"}.get(a.hp) or HP_LABELS[a.hp]
+        seen.setdefault(f"{label}: {a.basis}.", "")
+    return list(seen)
+
+
 def caption(d: Derivation) -> str:
     """``μP rules for adamw (k = 2) — verified: 28 condition terms``."""
     return f"μP rules for {d.optimizer} (k = {d.k}) — verified: {d.terms_checked} condition terms"
@@ -240,8 +291,15 @@ def _render(kind: Kind, template: str, **context: Any) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def markdown(d: Derivation, *, explain: bool = False, input_kind: InputKind | None = None) -> str:
-    """A GitHub-flavoured markdown table (plus, with ``explain``, how each rule arose)."""
+def markdown(
+    d: Derivation,
+    *,
+    explain: bool = False,
+    input_kind: InputKind | None = None,
+    along: bool = False,
+) -> str:
+    """A GitHub-flavoured markdown table (plus, with ``explain``, how each rule arose; with
+    ``along``, the rules along the horizon and the batch)."""
     return _render(
         "text",
         "rules.md.j2",
@@ -252,6 +310,9 @@ def markdown(d: Derivation, *, explain: bool = False, input_kind: InputKind | No
         entries=_explain_rows(d) if explain else [],
         checks=_check_rows(d) if explain else [],
         omitted=omitted_notes(d),
+        along=along_layout(d) if along else None,
+        along_notes=along_notes(d) if along else [],
+        along_legend=AXIS_LEGEND,
     )
 
 
@@ -261,6 +322,7 @@ def latex(
     standalone: bool = False,
     explain: bool = False,
     input_kind: InputKind | None = None,
+    along: bool = False,
 ) -> str:
     """A booktabs table in the paper's style; ``standalone`` makes a compilable document.
 
@@ -283,16 +345,18 @@ def latex(
         entries=_explain_rows(d) if explain else [],
         checks=_check_rows(d) if explain else [],
         omitted=omitted_notes(d),
+        along=along_layout(d) if along else None,
+        along_notes=along_notes(d) if along else [],
     )
 
 
-def json_text(d: Derivation, *, explain: bool = False) -> str:
+def json_text(d: Derivation, *, explain: bool = False, along: bool = False) -> str:
     """Exactly ``d.to_dict()`` as indented JSON; ``explain`` adds an ``"explain"`` key.
 
     The one format not rendered from a template: it is ``json.dumps`` of data, so that the
     default shape is byte-for-byte ``to_dict()`` (and jinja2 is not imported for it).
     """
-    document: dict[str, Any] = d.to_dict()
+    document: dict[str, Any] = d.to_dict(along=along)
     if explain:
         document["explain"] = {"entries": _explain_rows(d), "checks": _check_rows(d)}
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
@@ -303,8 +367,15 @@ def omitted_notes(d: Derivation) -> list[str]:
     return [f"{role(r).label} ({r}): {why}." for r, why in d.omitted]
 
 
-def table(d: Derivation, *, explain: bool = False, input_kind: InputKind | None = None) -> Any:
-    """A ``rich`` renderable: the rules table (and, with ``explain``, two more tables)."""
+def table(
+    d: Derivation,
+    *,
+    explain: bool = False,
+    input_kind: InputKind | None = None,
+    along: bool = False,
+) -> Any:
+    """A ``rich`` renderable: the rules table (with ``explain``, two more tables; with
+    ``along``, the rules along the horizon and the batch)."""
     from rich import box
     from rich.console import Group
     from rich.table import Table
@@ -328,8 +399,11 @@ def table(d: Derivation, *, explain: bool = False, input_kind: InputKind | None 
             else:
                 cells.append(Text(c.text))
         t.add_row(*cells)
+    extra: list[Any] = []
+    if along:
+        extra.append(_along_table(d))
     if not explain:
-        return t
+        return Group(t, *extra) if extra else t
     how = Table(title=Text("How each rule was derived", style="bold"), box=box.SIMPLE_HEAD)
     for name in ("Role", "HP", "Rule", "Condition", "Explanation"):
         how.add_column(name, overflow="fold")
@@ -357,7 +431,29 @@ def table(d: Derivation, *, explain: bool = False, input_kind: InputKind | None 
         checks.add_row(
             Text(c.label), Text(c.description), Text(str(c.terms)), Text("yes" if c.holds else "NO")
         )
-    return Group(t, how, checks)
+    return Group(t, how, checks, *extra)
+
+
+def _along_table(d: Derivation) -> Any:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    lay = along_layout(d)
+    t = Table(
+        title=Text("Along the horizon D and the batch B", style="bold"),
+        caption=Text("\n".join([AXIS_LEGEND, *along_notes(d)]), style="dim"),
+        box=box.SIMPLE_HEAD,
+    )
+    t.add_column("")
+    for _, label in lay.columns:
+        t.add_column(Text(for_terminal(label)), justify="left", overflow="fold")
+    for row in lay.rows:
+        cells: list[Any] = [Text(for_terminal(row.label), style="bold")]
+        for c in row.cells:
+            cells.append(Text(c.text, style="bold magenta") if c.differs else Text(c.text))
+        t.add_row(*cells)
+    return t
 
 
 def render(
@@ -367,14 +463,15 @@ def render(
     explain: bool = False,
     standalone: bool = False,
     input_kind: InputKind | None = None,
+    along: bool = False,
 ) -> str:
     """Render ``d`` as ``markdown``, ``latex`` or ``json`` text (see :func:`table` for rich)."""
     if fmt == "markdown":
-        return markdown(d, explain=explain, input_kind=input_kind)
+        return markdown(d, explain=explain, input_kind=input_kind, along=along)
     if fmt == "latex":
-        return latex(d, standalone=standalone, explain=explain, input_kind=input_kind)
+        return latex(d, standalone=standalone, explain=explain, input_kind=input_kind, along=along)
     if fmt == "json":
-        return json_text(d, explain=explain)
+        return json_text(d, explain=explain, along=along)
     raise ValueError(f"unknown format {fmt!r}; text formats: markdown, latex, json")
 
 

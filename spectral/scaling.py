@@ -22,6 +22,16 @@ code usually does:
 * ``multiplier``: 1; keys may also be layers (``"input"``, ``"hidden"``, ``"output"``).
 * ``lr``: no default; every role needs one.
 
+Horizon and batch (issue 49). ``steps`` or ``tokens`` and ``batch`` name the run; the base
+values were tuned at ``base_steps`` or ``base_tokens`` and ``base_batch`` (a generated
+config records the ones it was generated with). Each role's lr, weight decay and eps is then
+also multiplied by ``r_D**d * r_B**b`` (``ALONG`` of the config, by the optimizer that
+trains it: ``r_D`` the ratio of
+training tokens, ``r_B`` of batch sizes; steps count as ``steps * batch`` tokens). Weight
+decay follows the timescale ``B / (lr * wd * D)``, so ``lr * wd * D / B`` is the base's. A
+run that names neither is the base's, and every number is exactly what it was without them;
+a batch given without a horizon keeps the token horizon (fewer steps).
+
 A dense input layer (not an embedding) is drawn with ``init_std / sqrt(d_in)``: its input
 variance is ``σ²/d_0`` (App. C), ``σ²`` for one-hot inputs. Give ``d_in`` to get that number
 for ``input_weight``; without it the number is the embedding's.
@@ -31,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Self
 
 from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
@@ -47,7 +57,10 @@ __all__ = [
     "Rules",
     "base_value",
     "keeps_own_init",
+    "RUN_KEYS",
+    "along_factor",
     "ratios",
+    "run_ratios",
     "scale_rules",
     "unknown_role",
 ]
@@ -72,6 +85,18 @@ class BaseValues:
     multiplier: BaseValue = 1.0
     d_in: int | None = None
     """The fan-in of a dense input layer, whose std is ``init_std / sqrt(d_in)``."""
+    steps: float | None = None
+    """The run's horizon in optimizer steps (or give ``tokens``); None: the base's."""
+    tokens: float | None = None
+    """The run's horizon in training tokens (steps x batch); None: the base's."""
+    batch: float | None = None
+    """The run's batch size (sequences or tokens, as base_batch); None: the base's."""
+    base_steps: float | None = None
+    """The horizon the base values were tuned at, in steps (default: the config's)."""
+    base_tokens: float | None = None
+    """The horizon the base values were tuned at, in tokens (default: the config's)."""
+    base_batch: float | None = None
+    """The batch the base values were tuned at (default: the config's)."""
 
     @classmethod
     def of(cls, values: Mapping[str, Any], what: str = "base values") -> Self:
@@ -251,6 +276,100 @@ def ratios(
     return width / base_width, depth / base_depth
 
 
+RUN_KEYS = ("steps", "tokens", "batch", "base_steps", "base_tokens", "base_batch")
+"""The base values that name a run's horizon and batch (see the module docstring)."""
+
+MAX_RUN = 2.0**80
+"""Largest steps, tokens or batch accepted (a run of 10**24 tokens is far beyond any)."""
+
+
+def _run_number(what: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigTypeError(f"{what} must be a number, got {value!r}")
+    if isinstance(value, int) and value > MAX_RUN:
+        raise ConfigError(f"{what} must be at most 2**80, got {len(str(value))} digits")
+    x = float(value)
+    if not (math.isfinite(x) and 1 <= x <= MAX_RUN):
+        raise ConfigError(f"{what} must be a number from 1 to 2**80, got {value!r}")
+    return x
+
+
+def run_ratios(
+    run: Mapping[str, float | None], defaults: Mapping[str, float] | None = None
+) -> tuple[float, float]:
+    """(r_D, r_B): the run's training tokens and batch over the base's.
+
+    ``run`` holds any of RUN_KEYS (None: not given); ``defaults`` the base_* a config was
+    generated with. Steps count as steps * batch tokens. Nothing given: (1.0, 1.0).
+
+    >>> run_ratios({"steps": 2000, "base_steps": 1000})
+    (2.0, 1.0)
+    >>> run_ratios({"steps": 1000, "batch": 512}, {"base_steps": 1000, "base_batch": 128})
+    (4.0, 4.0)
+    >>> run_ratios({"batch": 512, "base_batch": 128})
+    (1.0, 4.0)
+    """
+    given = {
+        k: _run_number(k, v) for k, v in run.items() if k in RUN_KEYS and v is not None
+    }
+    unknown = sorted(set(run) - set(RUN_KEYS))
+    if unknown:
+        raise ConfigTypeError(
+            f"unknown run value(s) {', '.join(unknown)}; use {', '.join(RUN_KEYS)}"
+        )
+    base = {k: _run_number(k, v) for k, v in (defaults or {}).items() if v is not None}
+    base.update({k: v for k, v in given.items() if k.startswith("base_")})
+    if "steps" in given and "tokens" in given:
+        raise ConfigError("give the run's horizon as steps or as tokens, not both")
+    r_b = 1.0
+    if "batch" in given:
+        if "base_batch" not in base:
+            raise ConfigError(
+                "batch: no base_batch to compare it with; pass base_batch (the batch the "
+                "base values were tuned at) or generate the config with --base-batch"
+            )
+        r_b = given["batch"] / base["base_batch"]
+    r_d = 1.0
+    if "tokens" in given:
+        base_tokens = base.get("base_tokens")
+        if base_tokens is None and {"base_steps", "base_batch"} <= set(base):
+            base_tokens = base["base_steps"] * base["base_batch"]
+        if base_tokens is None:
+            raise ConfigError(
+                "tokens: no base_tokens (or base_steps and base_batch) to compare it with; "
+                "pass it or generate the config with --base-tokens"
+            )
+        r_d = given["tokens"] / base_tokens
+    elif "steps" in given:
+        base_steps = base.get("base_steps")
+        if base_steps is None and {"base_tokens", "base_batch"} <= set(base):
+            base_steps = base["base_tokens"] / base["base_batch"]
+        if base_steps is None:
+            raise ConfigError(
+                "steps: no base_steps (or base_tokens and base_batch) to compare it with; "
+                "pass it or generate the config with --base-steps"
+            )
+        r_d = given["steps"] / base_steps * r_b
+    for what, r in (("tokens ratio", r_d), ("batch ratio", r_b)):
+        if not (math.isfinite(r) and r > 0):
+            raise ConfigError(f"the run's {what} to the base's is not a positive float")
+    return r_d, r_b
+
+
+def along_factor(
+    along: Mapping[str, Mapping[str, tuple[float, float]]] | None,
+    optimizer: str,
+    hp: str,
+    r_d: float,
+    r_b: float,
+) -> float:
+    """``r_D**d * r_B**b`` of one HP of the roles an optimizer trains; exactly 1.0 at the
+    base horizon and batch or where the config has no rule along them."""
+    if (r_d == 1.0 and r_b == 1.0) or not along or hp not in along.get(optimizer, {}):
+        return 1.0
+    return _factor(along[optimizer][hp], r_d, r_b)
+
+
 def scale_rules(
     optimizers: Mapping[str, str],
     rules: Mapping[str, Mapping[str, tuple[float, float]]],
@@ -260,11 +379,15 @@ def scale_rules(
     depth: float,
     base: BaseValues,
     default_eps: Mapping[str, float] | None = None,
+    along: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
+    base_run: Mapping[str, float] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Role -> multiplier, init_std, lr, weight_decay (and eps) at (width, depth).
 
     `optimizers` maps role -> optimizer name, `rules` role -> HP -> (a, b). Base values
-    as described in the module docstring (:class:`BaseValues`).
+    as described in the module docstring (:class:`BaseValues`). `along`: role -> HP ->
+    (d, b), the rules along the horizon and the batch; `base_run`: the base_steps,
+    base_tokens, base_batch a config was generated with (the defaults of the run's).
     """
     if base.lr is None:
         raise ConfigTypeError(
@@ -273,6 +396,12 @@ def scale_rules(
     lr, init_std, weight_decay = base.lr, base.init_std, base.weight_decay
     eps, multiplier, d_in = base.eps, base.multiplier, base.d_in
     r_n, r_L = ratios(width, depth, base_width, base_depth)
+    r_d, r_b = run_ratios({k: getattr(base, k) for k in RUN_KEYS}, base_run)
+    if (r_d, r_b) != (1.0, 1.0) and not along:
+        raise ConfigError(
+            "no rules along the horizon and the batch here (a config generated before "
+            "them); regenerate it to pass steps, tokens or batch"
+        )
     if d_in is not None and (
         isinstance(d_in, bool) or not isinstance(d_in, int) or d_in < 1
     ):
@@ -314,13 +443,22 @@ def scale_rules(
                     )
                 base_eps = default_eps[opt]
             hp["eps"] = base_eps * _factor(rule["eps"], r_n, r_L)
-        for key, x in hp.items():
-            if not math.isfinite(x):
-                raise ConfigError(
-                    f"{key} of {role} at width {width}, depth {depth} is not a finite float"
-                )
+        for key in ("lr", "weight_decay", "eps") if (r_d, r_b) != (1.0, 1.0) else ():
+            if key in hp:
+                hp[key] *= along_factor(along, opt, key, r_d, r_b)
+        _check_finite(hp, role, width, depth)
         out[role] = hp
     return out
+
+
+def _check_finite(
+    hp: Mapping[str, float], role: str, width: float, depth: float
+) -> None:
+    for key, x in hp.items():
+        if not math.isfinite(x):
+            raise ConfigError(
+                f"{key} of {role} at width {width}, depth {depth} is not a finite float"
+            )
 
 
 @dataclass(frozen=True)
@@ -345,6 +483,12 @@ class Rules:
     """Optimizer -> the implementation's default eps (the base value when none is given)."""
     eps_places: Mapping[str, tuple[str, int | None]]
     """Optimizer -> (param-group key holding its eps, index in a tuple or None)."""
+    along: Mapping[str, Mapping[str, tuple[float, float]]] | None = None
+    """Optimizer -> HP -> (d, b): HP = ... * r_D**d * r_B**b along the horizon and the
+    batch, for every role it trains; None for a config generated before these rules (it
+    refuses steps, tokens, batch)."""
+    base_run: Mapping[str, float] = field(default_factory=dict)
+    """base_steps, base_tokens, base_batch the config was generated with (may be empty)."""
 
     def hparams(
         self, width: float, depth: float, **base: Any
@@ -369,7 +513,19 @@ class Rules:
             depth,
             BaseValues.of(base, "hparams"),
             self.default_eps,
+            self.along,
+            self.base_run,
         )
+
+    def momentum_factors(self, **run: float | None) -> dict[str, float]:
+        """Role -> the factor of every ``1 - beta`` of its optimizer at this horizon and
+        batch (1.0 where held): ``beta' = 1 - (1 - beta) * factor`` (Adam's square-root
+        rule moves it with the batch). Keywords: RUN_KEYS."""
+        r_d, r_b = run_ratios(run, self.base_run)
+        return {
+            role: along_factor(self.along, opt, "momentum", r_d, r_b)
+            for role, opt in self.optimizers.items()
+        }
 
     def multipliers(
         self, width: float, depth: float, multiplier: BaseValue = 1.0

@@ -16,7 +16,7 @@ import sympy as sp
 from .errors import SpecError
 from .symbols import SYMBOLS
 
-__all__ = ["OptimizerSpec", "AppliesTo", "Implementation", "show"]
+__all__ = ["OptimizerSpec", "AppliesTo", "Implementation", "Law", "show"]
 
 Implementation = tuple[
     str, tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...], float | None
@@ -32,6 +32,43 @@ MAX_EPS_INDEX = 15
 def show(expr: sp.Expr | None) -> str:
     """A declared expression as a user would write it: ``max``/``min`` in lower case."""
     return str(expr).replace("Max(", "max(").replace("Min(", "min(")
+
+
+MAX_LAW_EXPONENT = 4
+"""Largest ``|exponent|`` a horizon or batch law may declare."""
+MAX_SOURCE = 200
+"""Characters a law's ``source`` may have."""
+
+
+@dataclass(frozen=True)
+class Law:
+    """How one hyperparameter moves along the horizon or the batch: ``x ∝ (X/X₀)^exponent``.
+
+    Attributes:
+        exponent: exact (a sympy ``Rational``): ``-8/25`` for ``η ∝ (D/D₀)^-0.32``.
+        source: where the law comes from (a paper and its arXiv number).
+        assumed: ``True`` where the law is carried over from another optimizer or setting
+            rather than derived or measured for this one.
+    """
+
+    exponent: sp.Rational
+    source: str
+    assumed: bool = False
+
+    def __post_init__(self) -> None:
+        e = self.exponent
+        if isinstance(e, int) and not isinstance(e, bool):
+            object.__setattr__(self, "exponent", sp.Integer(e))
+            e = self.exponent
+        if not isinstance(e, sp.Rational) or abs(e) > MAX_LAW_EXPONENT:
+            raise SpecError(
+                f"law exponent: {e!r} must be an exact rational (sympy Rational) of size at "
+                f"most {MAX_LAW_EXPONENT}"
+            )
+        if not isinstance(self.source, str) or not self.source.strip():
+            raise SpecError("law source: say where the law comes from (a paper, a measurement)")
+        if len(self.source) > MAX_SOURCE:
+            raise SpecError(f"law source: {len(self.source)} characters (at most {MAX_SOURCE})")
 
 
 @dataclass(frozen=True)
@@ -55,6 +92,12 @@ class OptimizerSpec:
             infer`` records it): ``(dotted class path, constructor kwargs, param-group
             keys, default ε or None)``, kwargs and keys as sorted ``(name, value)`` pairs.
             ``spectral codegen`` builds it with no ``factories=``.
+        lr_horizon: how lr moves with the token horizon D at a fixed batch
+            (``η ∝ (D/D₀)^e``); ``None`` takes the default of :mod:`spectral.engine.axes`.
+        lr_batch: how lr moves with the batch B at a fixed horizon; ``None``: the default
+            for the update's degree in the gradient (:mod:`spectral.engine.axes`).
+        eps_batch: how ε moves with B (``None``: held).
+        momentum_batch: how ``1 - β`` of every momentum moves with B (``None``: held).
     """
 
     name: str
@@ -68,6 +111,10 @@ class OptimizerSpec:
     paper: str = ""
     doc: str = field(default="", compare=False, repr=False)
     implementation: Implementation | None = None
+    lr_horizon: Law | None = None
+    lr_batch: Law | None = None
+    eps_batch: Law | None = None
+    momentum_batch: Law | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not set(self.name) <= _NAME_CHARS or len(self.name) > 64:
@@ -97,6 +144,12 @@ class OptimizerSpec:
                     f"{fname}: {expr} is not positive; an update must have a size"
                 )
         self._check_eps_place()
+        for fname in ("lr_horizon", "lr_batch", "eps_batch", "momentum_batch"):
+            law = getattr(self, fname)
+            if law is not None and not isinstance(law, Law):
+                raise SpecError(f"{fname}: expected a Law, got {type(law).__name__}")
+        if self.eps_batch is not None and self.eps is None:
+            raise SpecError("eps_batch: only meaningful when eps is declared")
         if self.implementation is not None:
             _check_implementation(self.implementation)
 

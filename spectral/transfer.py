@@ -30,7 +30,7 @@ from .catalog import catalog as builtin_catalog
 from .errors import SpecError
 from .engine.result import Derivation, Exponent
 from .engine.roles import ALL_ROLE_NAMES, ROLE_NAMES, role
-from .scaling import BaseValues, scale_rules
+from .scaling import BaseValues, along_factor, run_ratios, scale_rules
 from .catalog import derive
 from .spec import OptimizerSpec
 
@@ -40,6 +40,7 @@ __all__ = [
     "Plan",
     "eps_place",
     "hparams",
+    "momentum_factors",
     "plan",
     "scale_rules",  # re-exported from spectral.scaling
 ]
@@ -110,6 +111,20 @@ class Plan:
     @property
     def specs(self) -> dict[str, OptimizerSpec]:
         return {name: d.spec for name, d in self.derivations.items()}
+
+    def along(self) -> dict[str, dict[str, tuple[float, float]]]:
+        """Optimizer -> HP -> (d, b) along the horizon and the batch (``HP × r_D^d r_B^b``):
+        the ``ALONG`` table of the generated module. The laws are an optimizer's, so every
+        role it trains has the same (``Derivation.along`` lists them per role)."""
+        out: dict[str, dict[str, tuple[float, float]]] = {}
+        for name in dict.fromkeys(self.optimizers.values()):
+            d = self.derivations[name]
+            per_role = {r: {a.hp: a.as_floats() for a in d.along(r)} for r in d.roles}
+            first = next(iter(per_role.values()))
+            if any(v != first for v in per_role.values()):  # not one law per optimizer
+                raise SpecError(f"{name}: its roles disagree along the horizon and the batch")
+            out[name] = first
+        return out
 
     def exponents(self) -> dict[str, dict[str, tuple[float, float]]]:
         """Rules as ``(a, b)`` floats: the ``RULES`` table of the generated module."""
@@ -195,7 +210,14 @@ def hparams(
 ) -> dict[str, dict[str, float]]:
     """:func:`scale_rules` for a :class:`Plan`: what ``spectral transfer --format json`` prints
     and what the generated module's ``hparams`` returns (base values:
-    :class:`spectral.scaling.BaseValues`)."""
+    :class:`spectral.scaling.BaseValues`, with the run's horizon and batch: ``steps`` or
+    ``tokens``, ``batch``, ``base_steps`` or ``base_tokens``, ``base_batch``).
+
+    >>> p = plan("adamw")
+    >>> hp = hparams(p, 256, 4, 256, 4, lr=1e-3, weight_decay=0.1, steps=4000, base_steps=1000)
+    >>> round(hp["hidden_weight"]["lr"] / 1e-3, 6) == round(4 ** -0.32, 6)
+    True
+    """
     return scale_rules(
         p.optimizers,
         p.exponents(),
@@ -205,4 +227,13 @@ def hparams(
         depth,
         BaseValues.of(base, "hparams"),
         DEFAULT_EPS,
+        p.along(),
     )
+
+
+def momentum_factors(p: Plan, **run: float | None) -> dict[str, float]:
+    """Role -> the factor of ``1 - beta`` (every momentum of its optimizer) at this horizon
+    and batch: 1.0 where held (keywords: :data:`spectral.scaling.RUN_KEYS`)."""
+    r_d, r_b = run_ratios(run)
+    along = p.along()
+    return {r: along_factor(along, o, "momentum", r_d, r_b) for r, o in p.optimizers.items()}

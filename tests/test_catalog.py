@@ -147,7 +147,8 @@ def test_public_api_is_pinned():
 
 ENGINE_MODULES = [
     "engine.theta", "engine.expr", "engine.conditions", "engine.solve", "engine.verify",
-    "engine.result", "spec", "catalog", "engine.roles",
+    "engine.result", "spec", "catalog", "engine.roles", "engine.axes", "engine.degree",
+    "scaling", "transfer",
 ]
 
 

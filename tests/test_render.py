@@ -264,3 +264,37 @@ def test_latex_compiles(optimizer, k, tmp_path):
     assert (tmp_path / "rules.pdf").stat().st_size > 0
     log = (tmp_path / "rules.log").read_text(errors="replace")
     assert "Overfull \\hbox" not in log
+
+
+ALONG = {
+    "along.table.txt": lambda d: table_text(d, along=True),
+    "along.md": lambda d: render.markdown(d, along=True),
+    "along.tex": lambda d: render.latex(d, along=True),
+    "along.standalone.tex": lambda d: render.latex(d, standalone=True, along=True),
+    "along.json": lambda d: render.json_text(d, along=True),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(ALONG))
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd", "muon-kimi"])
+def test_golden_along(optimizer, fmt):
+    # `spectral derive OPT --horizon`: the width-depth table unchanged, then the rules along
+    # the horizon and the batch (an opt-in section, so the goldens above stay as they were)
+    d = derive(optimizer, k=2, all_roles=fmt == "along.json")
+    text = ALONG[fmt](d)
+    check_golden(f"{optimizer}-k2.{fmt}", text)
+    plain = {"along.md": render.markdown, "along.tex": render.latex}.get(fmt)
+    if plain is not None:
+        assert text.startswith(plain(d))
+
+
+def test_along_json_is_the_default_json_plus_one_key():
+    d = derive("adamw", k=2, all_roles=True)
+    plain, along = json.loads(render.json_text(d)), json.loads(render.json_text(d, along=True))
+    assert {k: v for k, v in along.items() if k != "along"} == plain
+    assert along["along"]["hidden_weight"]["lr"]["r_D"] == "-8/25"
+    assert along["along"]["hidden_weight"]["weight_decay"] == {
+        "r_D": "-17/25",
+        "r_B": "1/2",
+        "basis": d.along("hidden_weight")[1].basis,
+    }

@@ -76,6 +76,47 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--base-width", type=_positive_int, required=True, metavar="N")
     p.add_argument("--base-depth", type=_positive_int, required=True, metavar="L")
+    base = p.add_mutually_exclusive_group()
+    base.add_argument(
+        "--base-steps",
+        type=_positive_number,
+        metavar="S",
+        help="the horizon the base values were tuned at, in optimizer steps",
+    )
+    base.add_argument(
+        "--base-tokens",
+        type=_positive_number,
+        metavar="D",
+        help="the horizon the base values were tuned at, in training tokens (steps × batch)",
+    )
+    p.add_argument(
+        "--base-batch",
+        type=_positive_number,
+        metavar="B",
+        help="the batch size the base values were tuned at (sequences or tokens, as --batch)",
+    )
+
+
+def _positive_number(text: str) -> float:
+    """A run's steps, tokens or batch: a number of at least 1 (``4000``, ``2.5e9``)."""
+    from ..scaling import MAX_RUN
+
+    shown = text.strip()[:20]
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {shown!r}") from None
+    if not (1 <= value <= MAX_RUN):  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"expected a number from 1 to 2**80, got {shown!r}")
+    return value
+
+
+RUN_OPTIONS = ("steps", "tokens", "batch", "base_steps", "base_tokens", "base_batch")
+"""The options naming a run's horizon and batch, by their ``hparams`` keyword."""
+
+
+def _run(args: argparse.Namespace) -> dict[str, float]:
+    return {k: getattr(args, k) for k in RUN_OPTIONS if getattr(args, k, None) is not None}
 
 
 def _positive_int(text: str) -> int:
@@ -122,7 +163,13 @@ def _command_line(args: argparse.Namespace, p: Any) -> str:
     parts += [f"--spec {s}" for s in args.spec]
     parts += [f"--k {args.k}", f"--base-width {args.base_width}", f"--base-depth {args.base_depth}"]
     parts += ["--all-roles"] if p.all_roles else []
+    parts += [f"--{k.replace('_', '-')} {v:g}" for k, v in _base_run(args).items()]
     return " ".join(parts)
+
+
+def _base_run(args: argparse.Namespace) -> dict[str, float]:
+    keys = ("base_steps", "base_tokens", "base_batch")
+    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
 # --------------------------------------------------------------------------------------
@@ -183,6 +230,7 @@ def run_codegen(args: argparse.Namespace) -> int:
         framework=args.framework,
         vendor=True if args.vendor else None,  # None: codegen.context.VENDOR_DEFAULT
         absorb=args.absorb_multipliers,
+        base_run=_base_run(args),
     )
     emit(source, args)
     if p.uncovered:
@@ -245,6 +293,29 @@ def configure_transfer(p: argparse.ArgumentParser) -> None:
         help="fan-in of a dense input layer: its init std is σ/sqrt(N) (default: an "
         "embedding, drawn with σ)",
     )
+    run = p.add_mutually_exclusive_group()
+    run.add_argument(
+        "--steps",
+        type=_positive_number,
+        metavar="S",
+        help="the target run's horizon in optimizer steps (needs --base-steps, or "
+        "--base-tokens and --base-batch): lr, weight decay and ε move by the rules along "
+        "the horizon (spectral derive OPT --horizon)",
+    )
+    run.add_argument(
+        "--tokens",
+        type=_positive_number,
+        metavar="D",
+        help="the target run's horizon in training tokens (needs --base-tokens, or "
+        "--base-steps and --base-batch)",
+    )
+    p.add_argument(
+        "--batch",
+        type=_positive_number,
+        metavar="B",
+        help="the target run's batch size (needs --base-batch); without --steps/--tokens "
+        "the token horizon is held",
+    )
     p.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
@@ -287,7 +358,14 @@ def run_transfer(args: argparse.Namespace) -> int:
     _check_eps(args.eps, p)
     try:
         hp = hparams(
-            p, args.base_width, args.base_depth, args.width, args.depth, d_in=args.d_in, **base
+            p,
+            args.base_width,
+            args.base_depth,
+            args.width,
+            args.depth,
+            d_in=args.d_in,
+            **base,
+            **_run(args),
         )
     except ValueError as exc:  # a role without an lr, an ε without a default, overflow
         raise SpecError(str(exc)) from None
@@ -302,8 +380,12 @@ def transfer_table(p: Any, hp: dict[str, dict[str, float]], args: argparse.Names
     """Plain aligned text: one row per role, one column per HP (``—`` where none)."""
     from ..transfer import HP_OUT
 
+    from ..scaling import run_ratios
+    from ..transfer import momentum_factors
+
     r_n = args.width / args.base_width
     r_L = args.depth / args.base_depth
+    run = _run(args)
     rows = [["role", "optimizer", *HP_OUT]]
     # Without --d-in the input_weight std is an embedding's; a dense input layer's is
     # σ/sqrt(d_in), which init_ applies but this command cannot know (footnote DENSE_INPUT).
@@ -322,12 +404,30 @@ def transfer_table(p: Any, hp: dict[str, dict[str, float]], args: argparse.Names
         f"({args.width}, {args.depth}), r_n = {r_n:g}, r_L = {r_L:g}",
         "",
     ]
+    if any(k in run for k in ("steps", "tokens", "batch")):
+        r_d, r_b = run_ratios(run)
+        lines[0] += f"; r_D = {r_d:g} (tokens), r_B = {r_b:g} (batch)"
+        moved = {}
+        for role, f in momentum_factors(p, **run).items():
+            if f != 1.0:
+                moved.setdefault(p.optimizers[role], f)
+        notes = [f"{o}: 1 - β of every momentum × {f:.6g}" for o, f in moved.items()]
+        import textwrap
+
+        text = (
+            "along the horizon and the batch (spectral derive OPT --horizon): lr by its laws, "
+            "weight decay keeping lr·wd·tokens/batch the base's; "
+            + ("; ".join(notes) if notes else "ε and momenta held")
+        )
+        tail = ["", *textwrap.wrap(text, 88)]
     for i, r in enumerate(rows):
         left = [c.ljust(w) for c, w in zip(r[:2], widths[:2], strict=True)]
         right = [c.rjust(w) for c, w in zip(r[2:], widths[2:], strict=True)]
         lines.append("  ".join(left + right).rstrip())
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
+    if any(k in run for k in ("steps", "tokens", "batch")):
+        lines += tail
     if footnote:
         lines += ["", DENSE_INPUT]
     if p.uncovered:

@@ -69,6 +69,13 @@ def configure_derive(p: argparse.ArgumentParser) -> None:
         "hidden_vector (docs/roles.md); --format json always lists them (a no-op there)",
     )
     p.add_argument(
+        "--horizon",
+        action="store_true",
+        help="add the rules along the training horizon D and the batch B (lr by its laws, "
+        "weight decay by its timescale B/(ηλD), ε and momenta where a law moves them); "
+        "JSON: the key 'along'",
+    )
+    p.add_argument(
         "--input-kind",
         choices=("image", "language"),
         default=None,
@@ -97,17 +104,28 @@ def run_derive(args: argparse.Namespace) -> int:
 
     if args.format == "table":
         emit(
-            None, args, renderable=render.table(d, explain=args.explain, input_kind=args.input_kind)
+            None, args, renderable=render.table(
+                d, explain=args.explain, input_kind=args.input_kind, along=args.horizon
+            )
         )
     elif args.format == "markdown":
-        emit(render.markdown(d, explain=args.explain, input_kind=args.input_kind), args)
+        emit(
+            render.markdown(
+                d, explain=args.explain, input_kind=args.input_kind, along=args.horizon
+            ),
+            args,
+        )
     elif args.format == "latex":
         emit(
             render.latex(
-                d, standalone=args.standalone, explain=args.explain, input_kind=args.input_kind
+                d,
+                standalone=args.standalone,
+                explain=args.explain,
+                input_kind=args.input_kind,
+                along=args.horizon,
             ),
             args,
         )
     else:
-        emit(render.json_text(d, explain=args.explain), args)
+        emit(render.json_text(d, explain=args.explain, along=args.horizon), args)
     return EXIT_OK

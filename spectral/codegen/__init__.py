@@ -67,6 +67,7 @@ def render(
     vendor: bool | None = None,
     all_roles: bool = False,
     absorb: bool = False,
+    base_run: Mapping[str, float] | None = None,
 ) -> str:
     """The source of the config module (deterministic: same inputs, same bytes).
 
@@ -79,11 +80,14 @@ def render(
     form (:mod:`spectral.engine.absorb`): every multiplier 1, carried by the init, lr,
     weight decay and eps of the modules it scaled. ``command``: the line the module's
     docstring says regenerates it (default: the ``spectral codegen`` line of these inputs).
+    ``base_run``: the horizon and batch the base values were tuned at (``base_steps`` or
+    ``base_tokens``, ``base_batch``): the module records them as the defaults of a run's,
+    whose lr, weight decay and eps then move by the rules along them (issue 49).
     """
     target: Callable[..., str] = _target(framework).render
     return target(
         hidden, others, k, base_width=base_width, base_depth=base_depth, catalog=catalog,
-        command=command, vendor=vendor, all_roles=all_roles, absorb=absorb,
+        command=command, vendor=vendor, all_roles=all_roles, absorb=absorb, base_run=base_run,
     )  # fmt: skip
 
 

@@ -24,7 +24,14 @@ from ..spec import OptimizerSpec
 from ..text import for_docstring
 from ..transfer import Plan, eps_place, plan
 
-__all__ = ["VENDOR_DEFAULT", "build", "comment", "vendor_default"]
+__all__ = [
+    "BASE_RUN_KEYS",
+    "VENDOR_DEFAULT",
+    "build",
+    "check_base_run",
+    "comment",
+    "vendor_default",
+]
 
 VENDOR_DEFAULT = False
 """What ``render(vendor=None)`` and :func:`~spectral.codegen.load_generated` write: the
@@ -82,13 +89,22 @@ def _check_sizes(base_width: object, base_depth: object) -> None:
 
 
 def _command(
-    p: Plan, k: int, base_width: int, base_depth: int, framework: str, vendor: bool, absorb: bool
+    p: Plan,
+    k: int,
+    base_width: int,
+    base_depth: int,
+    framework: str,
+    vendor: bool,
+    absorb: bool,
+    base_run: Mapping[str, float],
 ) -> str:
     """The ``spectral codegen`` line that writes the same module (Python callers)."""
     command = f"spectral codegen {p.hidden}"
     if p.others:
         command += f" --others {p.others}"
     command += f" --k {k} --base-width {base_width} --base-depth {base_depth}"
+    for key, value in base_run.items():
+        command += f" --{key.replace('_', '-')} {value:g}"
     if p.all_roles:
         command += " --all-roles"
     if framework != "torch":
@@ -118,6 +134,51 @@ def _rules(p: Plan) -> list[dict[str, Any]]:
         }
         for r, hps in p.rules.items()
     ]
+
+
+def _along(p: Plan) -> list[dict[str, Any]]:
+    """Per optimizer: its rules along the horizon and the batch (``HP × r_D**d × r_B**b``),
+    the same for every role it trains."""
+    out = []
+    for name in p.along():  # checks that every role of an optimizer has the same rules
+        d = p.derivations[name]
+        rows = []
+        for a in d.along(d.roles[0]):
+            pairs = (("r_D", a.horizon), ("r_B", a.batch))
+            parts = [_ascii_power(sym, x) for sym, x in pairs if x]
+            rows.append(
+                {
+                    "name": a.hp,
+                    "d": repr(float(a.horizon)),
+                    "b": repr(float(a.batch)),
+                    "comment": "held" if not parts else " * ".join(parts),
+                }
+            )
+        out.append({"name": name, "hps": rows})
+    return out
+
+
+BASE_RUN_KEYS = ("base_steps", "base_tokens", "base_batch")
+"""What a config may record of the run its base values were tuned at."""
+
+
+def check_base_run(base_run: Mapping[str, float] | None) -> dict[str, float]:
+    """The base horizon and batch a config records, checked: known keys, positive numbers,
+    steps or tokens (not both)."""
+    from ..scaling import _run_number
+
+    out: dict[str, float] = {}
+    for key, value in (base_run or {}).items():
+        if key not in BASE_RUN_KEYS:
+            raise SpecError(f"base_run: unknown key {key!r}; use {', '.join(BASE_RUN_KEYS)}")
+        if value is not None:
+            try:
+                out[key] = _run_number(key, value)
+            except ValueError as exc:
+                raise SpecError(f"base_run: {exc}") from None
+    if {"base_steps", "base_tokens"} <= set(out):
+        raise SpecError("base_run: give the base horizon as base_steps or base_tokens, not both")
+    return {k: out[k] for k in BASE_RUN_KEYS if k in out}
 
 
 def _default_eps(name: str, p: Plan, spec: OptimizerSpec) -> str | None:
@@ -179,19 +240,23 @@ def build(
     vendor: bool = False,
     all_roles: bool = False,
     absorb: bool = False,
+    base_run: Mapping[str, float] | None = None,
 ) -> tuple[Plan, dict[str, Any]]:
     """(the plan, the shared template context); arguments as ``spectral.codegen.render``'s.
 
     ``framework`` names the target only in the default ``command`` line; ``absorbed`` is
     left None for the target to fill (the hook-free numbers depend on the implementation).
+    ``base_run``: the horizon and batch the base values were tuned at (``base_steps`` or
+    ``base_tokens``, ``base_batch``), the module's defaults for a run's.
     """
     _check_sizes(base_width, base_depth)
+    run = check_base_run(base_run)
     if isinstance(hidden, Plan):  # already derived (the CLI derives once)
         p, k = hidden, hidden.k
     else:
         p = plan(hidden, others, k, catalog=catalog, all_roles=all_roles)
     if command is None:
-        command = _command(p, k, base_width, base_depth, framework, vendor, absorb)
+        command = _command(p, k, base_width, base_depth, framework, vendor, absorb, run)
     kinds = _kinds(p)
     context = dict(
         title=_title(p),
@@ -202,6 +267,8 @@ def build(
         base_depth=base_depth,
         optimizers=list(p.optimizers.items()),
         rules=_rules(p),
+        along=_along(p),
+        base_run=[(key, repr(value)) for key, value in run.items()],
         kinds=kinds,
         kind_names=[kd["name"] for kd in kinds],
         assignment=_assignment(p),

@@ -94,13 +94,14 @@ def render(
     vendor: bool | None = None,
     all_roles: bool = False,
     absorb: bool = False,
+    base_run: Mapping[str, float] | None = None,
 ) -> str:
     """The JAX module's source; arguments as :func:`spectral.codegen.render`'s."""
     check_options(vendor=vendor, absorb=absorb)
     vendor = vendor_default(vendor)
     p, context = build(
         hidden, others, k, base_width=base_width, base_depth=base_depth, framework="jax",
-        catalog=catalog, command=command, vendor=vendor, all_roles=all_roles,
+        catalog=catalog, command=command, vendor=vendor, all_roles=all_roles, base_run=base_run,
     )  # fmt: skip
     kinds = []
     for kind in context["kinds"]:

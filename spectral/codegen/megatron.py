@@ -136,6 +136,7 @@ def render(
     vendor: bool | None = None,
     all_roles: bool = False,
     absorb: bool = False,
+    base_run: Mapping[str, float] | None = None,
 ) -> str:
     """The Megatron module's source, always hook-free (``absorb`` is implied); arguments
     as :func:`spectral.codegen.render`'s."""
@@ -143,7 +144,7 @@ def render(
     p, context = build(
         hidden, others, k, base_width=base_width, base_depth=base_depth,
         framework="megatron", catalog=catalog, command=command, all_roles=all_roles,
-        absorb=absorb,
+        absorb=absorb, base_run=base_run,
     )  # fmt: skip
     used = sorted(set(p.optimizers.values()))
     unknown = [o for o in used if o not in OPTIMIZERS]

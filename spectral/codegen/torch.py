@@ -61,6 +61,7 @@ def render(
     vendor: bool | None = None,
     all_roles: bool = False,
     absorb: bool = False,
+    base_run: Mapping[str, float] | None = None,
 ) -> str:
     """The PyTorch config module's source (deterministic: same inputs, same bytes).
 
@@ -74,6 +75,7 @@ def render(
     p, context = build(
         hidden, others, k, base_width=base_width, base_depth=base_depth, framework="torch",
         catalog=catalog, command=command, vendor=vendor, all_roles=all_roles, absorb=absorb,
+        base_run=base_run,
     )  # fmt: skip
     context["kinds"] = torch_kinds(context["kinds"], p)
     if absorb:
@@ -104,12 +106,13 @@ def load_generated(
     vendor: bool | None = None,
     all_roles: bool = False,
     absorb: bool = False,
+    base_run: Mapping[str, float] | None = None,
 ):
     """Render the config module, write it to ``folder/<name>.py`` and import it.
 
     ``hidden`` and ``others`` are catalog names or declarations (a user's spec: its module
     has no built-in factory, so pass ``build_optimizers(..., factories={spec.name: fn})``);
-    ``all_roles`` as in :func:`render`.
+    ``all_roles`` and ``base_run`` as in :func:`render`.
     The file is rewritten only when its bytes differ; the imported module is cached per
     (inputs, folder), so the sweep and the coordinate check build every point from the same
     module object. ``absorb=True``: the hook-free form. Imports torch (the generated module
@@ -122,14 +125,16 @@ def load_generated(
     from ..catalog import catalog
 
     vendor = vendor_default(vendor)
-    key = (hidden, others, k, base_width, base_depth, str(folder), name, vendor, all_roles, absorb)
+    run = tuple(sorted((base_run or {}).items()))
+    key = (hidden, others, k, base_width, base_depth, str(folder), name, vendor, all_roles, absorb,
+           run)  # fmt: skip
     if key in _LOADED:
         return _LOADED[key]
     labels = [x if isinstance(x, str) else x.name for x in (hidden, others) if x is not None]
     same = len(labels) == 2 and labels[0] == labels[1]
     source = render(hidden, None if same else others, k,
                     base_width=base_width, base_depth=base_depth, vendor=vendor,
-                    all_roles=all_roles, absorb=absorb)
+                    all_roles=all_roles, absorb=absorb, base_run=base_run)
     if name is None:
         name = "config_" + "_".join(labels) + f"_k{k}"
         user = [x for x in (hidden, others) if isinstance(x, OptimizerSpec)]
@@ -142,6 +147,8 @@ def load_generated(
             name += "_all_roles"
         if absorb:
             name += "_absorbed"
+        if run:
+            name += "_" + hashlib.sha256(repr(run).encode()).hexdigest()[:10]
     name = name.replace("+", "_").replace("-", "_").replace(".", "_")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -117,6 +117,7 @@ def render(
     vendor: bool | None = None,
     all_roles: bool = False,
     absorb: bool = False,
+    base_run: Mapping[str, float] | None = None,
 ) -> str:
     """The torchtitan module's source, always hook-free (``absorb`` is implied); arguments
     as :func:`spectral.codegen.render`'s."""
@@ -124,7 +125,7 @@ def render(
     p, context = build(
         hidden, others, k, base_width=base_width, base_depth=base_depth,
         framework="torchtitan", catalog=catalog, command=command, all_roles=all_roles,
-        absorb=absorb,
+        absorb=absorb, base_run=base_run,
     )  # fmt: skip
     context["kinds"] = torch_kinds(context["kinds"], p)
     context["absorbed"] = absorbed_context(p)

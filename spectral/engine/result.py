@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .conditions import term_formula
 from .roles import ALL_ROLES
 from ..spec import OptimizerSpec
 from .theta import Theta, format_monomial
+
+if TYPE_CHECKING:
+    from .axes import AxisRule
 
 __all__ = [
     "Exponent",
@@ -139,6 +142,16 @@ class Derivation:
     verified: bool
     omitted: tuple[tuple[str, str], ...] = ()
     """Roles asked for but not derived, each with why (a fixed-rank factor at ``k = 1``)."""
+    axes: tuple[AxisRule, ...] = ()
+    """The rules along the horizon and the batch (:mod:`spectral.engine.axes`), per role."""
+
+    def along(self, role: str) -> tuple[AxisRule, ...]:
+        """The rules of one role along the horizon and the batch, in ``AXIS_HPS`` order."""
+        return tuple(a for a in self.axes if a.role == role)
+
+    def along_dict(self) -> dict[str, dict[str, dict[str, str]]]:
+        """Role -> HP -> ``{"r_D": exponent, "r_B": exponent, "basis": why}`` (exact strings)."""
+        return {r: {a.hp: a.as_strings() for a in self.along(r)} for r in self.roles}
 
     def entry(self, role: str, hp: str) -> Entry:
         for e in self.entries:
@@ -193,8 +206,9 @@ class Derivation:
         condition terms at k = 16, checked factor by factor (…), plus 14 checks of …``."""
         return summary(self)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape: exponents as exact rational strings, keys in a fixed order."""
+    def to_dict(self, *, along: bool = False) -> dict[str, Any]:
+        """The JSON shape: exponents as exact rational strings, keys in a fixed order;
+        ``along`` adds the rules along the horizon and the batch (key ``"along"``)."""
         out: dict[str, Any] = {
             "optimizer": self.optimizer,
             "k": self.k,
@@ -209,6 +223,8 @@ class Derivation:
         }
         if self.omitted:  # only roles beyond the default set are ever omitted
             out["omitted"] = dict(self.omitted)
+        if along:
+            out["along"] = self.along_dict()
         return out
 
 

@@ -26,6 +26,7 @@ import sympy as sp
 from .conditions import MULTIPLIER_SYMBOL, Condition, chains, first_order_term, init_term
 from ..errors import IncomparableError, SpecError
 from .expr import theta_of
+from .axes import axis_rules
 from .result import Derivation, Entry, Exponent, RoleScales
 from .roles import ALL_ROLES, HPS, ROLES, Role, role
 from ..spec import OptimizerSpec, show
@@ -283,6 +284,7 @@ def derive_spec(spec: OptimizerSpec, k: int = 2, *, all_roles: bool = False) -> 
         checks=(),
         verified=False,
         omitted=omitted,
+        axes=axis_rules(spec, tuple(r.name for r in roles)),
     )
     checks = verify(result)  # raises VerificationError on any failing term
     return Derivation(**{**result.__dict__, "checks": checks, "verified": True})

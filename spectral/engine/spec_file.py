@@ -11,6 +11,14 @@ A file declares one optimizer at the top level::
     eps_index = 0                          # optional: ε's place in a tuple, eps=(eps1, eps2)
     summary = "sign descent"               # optional: one line
 
+    [lr_horizon]                           # optional: lr ∝ (D/D₀)^exponent (tokens D)
+    exponent = "-8/25"                     # a fraction or decimal, as a string
+    source = "Bjorck et al. 2025, arXiv 2409.19913"   # required: where the law comes from
+    assumed = false                        # optional: true if carried over, not measured
+
+``lr_batch``, ``eps_batch`` and ``momentum_batch`` (``1 - β``) are tables of the same shape,
+along the batch B (:mod:`spectral.engine.axes`; an absent law takes its default or is held).
+
 Expressions are parsed only by :func:`spectral.engine.expr.parse_expression` (an ``ast``
 whitelist; never ``eval``). Every problem is a :class:`~spectral.errors.SpecError` whose
 message starts with the file and the field: ``my.toml: update_norm: unknown name 'x'; ...``.
@@ -19,15 +27,18 @@ message starts with the file and the field: ``my.toml: update_norm: unknown name
 from __future__ import annotations
 
 import os
+import re
+from fractions import Fraction
 from typing import Any, Literal
 
+import sympy as sp
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 from pydantic_core import ErrorDetails
 
 from ..errors import SpecError
 from .expr import parse_expression, theta_of
 from ..io import read_user_file
-from ..spec import OptimizerSpec
+from ..spec import Law, OptimizerSpec
 from ..symbols import SYMBOLS
 from ..text import check_label, load_toml, strip_bom
 from .theta import Theta
@@ -55,6 +66,20 @@ class ImplementationTable(BaseModel):
     default_eps: float | None = None
 
 
+class LawTable(BaseModel):
+    """``[lr_horizon]``, ``[lr_batch]``, ``[eps_batch]``, ``[momentum_batch]``: one law."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    exponent: StrictStr | StrictInt
+    source: StrictStr
+    assumed: bool = False
+
+
+_EXPONENT = re.compile(r"-?[0-9]{1,4}(/[1-9][0-9]{0,3}|\.[0-9]{1,6})?")
+"""A law's exponent as written: ``-8/25``, ``0.5``, ``1`` (bounded, so parsing is cheap)."""
+
+
 class SpecFile(BaseModel):
     """The fields a spec file may have (anything else is refused)."""
 
@@ -69,6 +94,10 @@ class SpecFile(BaseModel):
     eps_index: StrictInt | None = None
     summary: StrictStr | None = None
     implementation: ImplementationTable | None = None
+    lr_horizon: LawTable | None = None
+    lr_batch: LawTable | None = None
+    eps_batch: LawTable | None = None
+    momentum_batch: LawTable | None = None
 
 
 _FIELDS = tuple(SpecFile.model_fields)
@@ -167,12 +196,34 @@ def parse_spec(data: dict[str, Any], *, where: str = "<spec>") -> OptimizerSpec:
             summary=fields.summary or "",
             paper="",
             implementation=_implementation(fields.implementation),
+            lr_horizon=_law(where, "lr_horizon", fields.lr_horizon),
+            lr_batch=_law(where, "lr_batch", fields.lr_batch),
+            eps_batch=_law(where, "eps_batch", fields.eps_batch),
+            momentum_batch=_law(where, "momentum_batch", fields.momentum_batch),
         )
     except SpecError as exc:
         raise SpecError(f"{where}: {exc}") from None
     for field, expr in exprs.items():
         _probe(where, field, expr)
     return spec
+
+
+def _law(where: str, field: str, table: LawTable | None) -> Law | None:
+    """The :class:`Law` of one law table; its exponent read as an exact fraction."""
+    if table is None:
+        return None
+    text = str(table.exponent)
+    if not _EXPONENT.fullmatch(text):
+        raise SpecError(
+            f"{where}: {field}.exponent: {text[:40]!r} must be a fraction or decimal such "
+            "as '-8/25', '0.5' or '1'"
+        )
+    _check_text(where, f"{field}.source", table.source, MAX_SUMMARY)
+    e = Fraction(text)
+    try:
+        return Law(sp.Rational(e.numerator, e.denominator), table.source, table.assumed)
+    except SpecError as exc:
+        raise SpecError(f"{where}: {field}: {exc}") from None
 
 
 def _implementation(table: ImplementationTable | None) -> Any:

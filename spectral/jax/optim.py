@@ -66,8 +66,13 @@ def build_optimizer(
     optimizer_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
     patterns: Patterns | None = None,
     adapter: AdapterLike | None = None,
+    **run: float | None,
 ) -> optax.GradientTransformation:
     """optax.multi_transform over the real optax optimizers, one transformation per role.
+
+    run: the run's horizon and batch (steps= or tokens=, batch=, and base_steps=,
+    base_tokens=, base_batch= where the config records none), which move each role's lr,
+    weight decay and eps by the rules along them (ALONG); none given: the base run's.
 
     Each role's transformation gets the learning rate, weight decay and eps hparams()
     gives it (times schedule(step) when a schedule is given, e.g.
@@ -84,7 +89,13 @@ def build_optimizer(
     known = {**rules.transforms(), **(transforms or {})}
     roles = _roles(rules, leaves, known)
     hp = rules.hparams(
-        width, depth, lr=lr, weight_decay=weight_decay, eps=eps, multiplier=multiplier
+        width,
+        depth,
+        lr=lr,
+        weight_decay=weight_decay,
+        eps=eps,
+        multiplier=multiplier,
+        **run,
     )
     parts: dict[str, optax.GradientTransformation] = {}
     for role, kind in roles.items():
