@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -295,20 +295,40 @@ def run_sweep(args: argparse.Namespace, argv: Iterable[str] | None = None) -> in
         return _run_sweep(args, argv, workers)
 
 
-def _run_sweep(args: argparse.Namespace, argv: Iterable[str] | None, workers: Any) -> int:
+def _command_line(argv: Iterable[str] | None) -> str:
+    """The command as the user typed it, for the records and reports."""
     import shlex
     import sys
 
+    words = list(argv) if argv is not None else sys.argv[1:]
+    if words[:1] == ["sweep"]:  # called as `spectral sweep ...`
+        words = words[1:]
+    return "spectral sweep " + shlex.join(words)
+
+
+def _warner() -> Callable[[str], None]:
+    """A warning printer that says each damaged line once, however often it is read."""
+    import sys
+
+    warned: set[str] = set()
+
+    def warn(message: str) -> None:
+        if message not in warned:
+            warned.add(message)
+            sys.stderr.write(f"warning: {for_terminal(message)}\n")
+            sys.stderr.flush()
+
+    return warn
+
+
+def _run_sweep(args: argparse.Namespace, argv: Iterable[str] | None, workers: Any) -> int:
     if args.estimate and args.report_only:
         raise SpecError("--estimate and --report-only exclude each other")
     if not args.report_only:
         options.check_device(args.device)
     cfgs = configs_from_args(args)
     tune = _tune(args)
-    words = list(argv) if argv is not None else sys.argv[1:]
-    if words[:1] == ["sweep"]:  # called as `spectral sweep ...`
-        words = words[1:]
-    command = "spectral sweep " + shlex.join(words)
+    command = _command_line(argv)
     n_bytes = args.n_bytes if args.n_bytes is not None else _preset(args)["n_bytes"]
     seeds = _seeds(args)
     fit_keys = _check_fit_args(args)
@@ -325,14 +345,7 @@ def _run_sweep(args: argparse.Namespace, argv: Iterable[str] | None, workers: An
                                 _sp_retune(args), list(args.ablate_variant) if args.ablate else None,
                                 jobs=args.jobs)
     _make_dirs(dirs)
-    warned: set[str] = set()
-
-    def warn(message: str) -> None:  # each damaged line once, however often it is read
-        if message not in warned:
-            warned.add(message)
-            sys.stderr.write(f"warning: {for_terminal(message)}\n")
-            sys.stderr.flush()
-
+    warn = _warner()
     for cfg in cfgs:
         out = out_root / cfg.optimizer
 

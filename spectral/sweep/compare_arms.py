@@ -10,7 +10,7 @@ Three sources of arms (each a :class:`spectral.sweep.compare.Arm`):
   transferred with the base tuning);
 * :func:`spec_arms`: arms whose runs lie in several folders (coordinate steps each written by
   its own ``spectral sweep``), declared in a small JSON file (:func:`read_spec`) and rendered by
-  ``python -m spectral.sweep.compare_arms SPEC.json``.
+  ``python -m spectral.cli.compare_arms SPEC.json``.
 
 :func:`render_comparison` fills ``templates/sweep_comparison.md.j2``. Pure but for
 :func:`write_comparison` and :func:`main`.
@@ -33,7 +33,7 @@ from .records import META_FILE, RUNS_FILE, read_runs
 from .report import read_meta
 from .tune import apply, base_configs, freeze
 
-__all__ = ["COMPARISON_FILE", "ablation_arms", "default_pairs", "main", "read_spec", "render_comparison",
+__all__ = ["COMPARISON_FILE", "ablation_arms", "default_pairs", "read_spec", "render_comparison",
            "spec_arms", "sweep_arms", "write_ablation_comparison",
            "write_comparison", "write_sweep_comparison"]
 
@@ -355,30 +355,3 @@ def spec_arms(spec: dict[str, Any], root: Path, warn: Callable[[str], None] | No
         arms.append(_with_edges(one, tgt, one_point=not spent) if len(one.search) > 1 else one)
     pairs = [compare(arms[i], arms[j]) for i, j in spec.get("pairs", [])]
     return arms, pairs
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m spectral.sweep.compare_arms SPEC.json…``: each spec's ``comparison.md`` beside it."""
-    import sys
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args:
-        print("usage: python -m spectral.sweep.compare_arms SPEC.json [SPEC.json …]", file=sys.stderr)
-        return 2
-    try:
-        for name in args:
-            path = Path(name)
-            spec = read_spec(path)
-            arms, pairs = spec_arms(spec, path.parent)
-            text = render_comparison(spec.get("title", path.parent.name), arms, pairs,
-                                     command=f"python -m spectral.sweep.compare_arms {path.as_posix()}",
-                                     notes=spec.get("notes", []))
-            print(write_atomic(path.parent / COMPARISON_FILE, text, force=True))
-    except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

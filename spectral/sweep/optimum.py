@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .compare import t_quantile
+from .student import t_quantile
 
 __all__ = ["KnobFit", "Optimum", "fit_optimum", "parabola_vertex"]
 

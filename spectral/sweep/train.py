@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ..errors import SpecError
 from ..text import for_terminal
@@ -34,8 +34,6 @@ from .records import (
 )
 from .tune import Choice, apply, base_configs, candidates, choose
 
-if TYPE_CHECKING:
-    from .parallel import Workers
 
 __all__ = [
     "TIMING_KEYS",
@@ -238,7 +236,7 @@ def run_sweep(
     command: str | None = None,
     log: Callable[[str], None] | None = None,
     warn: Callable[[str], None] | None = None,
-    workers: Workers | None = None,
+    workers: Any = None,
 ) -> list[dict[str, Any]]:
     """Run every pending job of ``cfg``, appending each result to ``out/runs.jsonl``.
 

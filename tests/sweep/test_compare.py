@@ -115,7 +115,7 @@ def test_committed_comparisons_come_from_the_raw_runs(spec: Path):
     data = read_spec(spec)
     arms, pairs = spec_arms(data, spec.parent)
     rel = spec.relative_to(ROOT).as_posix()
-    text = render_comparison(data["title"], arms, pairs, command=f"python -m spectral.sweep.compare_arms {rel}",
+    text = render_comparison(data["title"], arms, pairs, command=f"python -m spectral.cli.compare_arms {rel}",
                              notes=data.get("notes", []))
     assert text == (spec.parent / "comparison.md").read_text(encoding="utf-8")
 
@@ -150,6 +150,8 @@ def test_doctests():
     import doctest
 
     import spectral.sweep.compare as mod
+    import spectral.sweep.student as student
 
     failures, tried = doctest.testmod(mod)
-    assert failures == 0 and tried >= 3
+    more_failures, more_tried = doctest.testmod(student)
+    assert failures == more_failures == 0 and tried + more_tried >= 3

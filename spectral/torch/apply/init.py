@@ -136,7 +136,8 @@ def not_finite(placement: Placement) -> list[str]:
 
 def unset_line(names: list[str], who: str) -> str:
     """One line for parameters that hold no initialised values."""
-    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    shown = ", ".join(names[:3]) + more
     return (
         f"{who}: {len(names)} parameter(s) hold NaN or inf ({shown}): never initialised "
         "(to_empty after a meta-device build leaves memory as it was) or diverged; run "

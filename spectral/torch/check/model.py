@@ -352,6 +352,26 @@ def traced_notes(
     ]
 
 
+def _forward_problems(
+    compiled: nn.Module, model: nn.Module, placement: Placement, example_input: Any
+) -> list[str]:
+    """What running the model shows: code compiled before the hooks (alone: the forward
+    checks would measure that stale code too), then the forward checks and any hook of
+    the user's that changes a placed module's output."""
+    # the cached code first: the example batch compiles afresh, in front of it
+    stale = compiled_problems(compiled, placement.family, example_input)
+    if stale:
+        return stale
+    problems = measured_problems(model, placement.family, example_input)
+    if placement.family is not None:
+        owners = {n.rpartition(".")[0]: m for n, _, _, m in placement}
+        batch = example_input
+        if batch is None:
+            batch = example_batch(model, placement.family)
+        problems += foreign_hook_problems(model, owners, batch)
+    return problems
+
+
 def check_model(
     rules: TorchRules,
     model: nn.Module,
@@ -407,20 +427,9 @@ def check_model(
             rules, model, width, depth, optimizer, base, placement
         )
     if measure and not problems:
-        # the cached code first: the example batch compiles afresh, in front of it
-        # stale: the forward checks would measure that stale code too, so it comes alone
-        stale = compiled_problems(compiled, placement.family, example_input)
-        problems += stale or measured_problems(model, placement.family, example_input)
-        if not stale and placement.family is not None:
-            owners = {n.rpartition(".")[0]: m for n, _, _, m in placement}
-            batch = example_input
-            if batch is None:
-                batch = example_batch(model, placement.family)
-            problems += foreign_hook_problems(model, owners, batch)
+        problems += _forward_problems(compiled, model, placement, example_input)
     size = (width, depth)
-    found, notes = init_problems(
-        rules, placement, size, init_std, multiplier, optimizer
-    )
+    found, notes = init_problems(rules, placement, size, init_std, multiplier, optimizer)
     problems += found
     notes += traced_notes(model, placement.family, example_input) if measure else []
     if widths is not None:
