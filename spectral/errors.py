@@ -23,6 +23,7 @@ __all__ = [
     "UnsupportedModelError",
     "MissingDependencyError",
     "NotFiniteError",
+    "MetaDeviceError",
     "Terminated",
     "InternalError",
     "VendorError",
@@ -138,6 +139,11 @@ class UnsupportedModelError(SpectralError, ValueError):
 class NotFiniteError(UnsupportedModelError):
     """A model's output is NaN or inf where it was measured: no slope can be fitted from
     it (the message says where it first was)."""
+
+
+class MetaDeviceError(UnsupportedModelError):
+    """The meta device has no kernel for an op of a model's forward pass: nothing is known
+    of whether the model runs (spectral check --hf-config then says so in a note)."""
 
 
 class MissingDependencyError(SpectralError, ImportError):

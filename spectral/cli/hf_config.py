@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..errors import SpecError, first_line
+from ..errors import MetaDeviceError, SpecError, first_line
 
 __all__ = ["HF_CONFIG_BYTES", "MAX_CONFIG_SIZE", "OWN_RUN_PARAMETERS", "config_data", "hf_model", "own_forward"]
 
@@ -195,16 +195,12 @@ def own_forward(path: str, cls: Any, model: Any) -> list[str]:
             _forward(cls(copy.deepcopy(model.config)), torch.device("cpu"))
         else:
             _forward_on_meta(model)
-    except _MetaCannot as exc:
+    except MetaDeviceError as exc:
         return [f"--hf-config {path}: {name}'s own forward pass was not run (on the meta device: "
                 f"{first_line(exc.__cause__ or exc)}); the check runs its twins only"]
     except Exception as exc:  # noqa: BLE001 - the user's config, run by its own class
         raise SpecError(f"--hf-config {path}: {name} cannot run this config: {first_line(exc)}") from None
     return []
-
-
-class _MetaCannot(Exception):
-    """The meta device has no kernel for an op of the forward: nothing is known."""
 
 
 def _forward(model: Any, device: Any) -> None:
@@ -233,10 +229,10 @@ def _forward_on_meta(model: Any) -> None:
     try:
         _forward(model, torch.device("meta"))
     except NotImplementedError as exc:
-        raise _MetaCannot(str(exc)) from exc
+        raise MetaDeviceError(str(exc)) from exc
     except RuntimeError as exc:
         if "meta" in str(exc).lower():  # e.g. Tensor.item() on a meta tensor
-            raise _MetaCannot(str(exc)) from exc
+            raise MetaDeviceError(str(exc)) from exc
         raise
     finally:
         if swapped:

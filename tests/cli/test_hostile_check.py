@@ -557,6 +557,9 @@ def test_check_keeps_third_party_logging_off_stderr(tmp_path, tmpdir_, capsys, m
     import logging
 
     root = logging.getLogger("transformers")
+    # another test in this process may have turned transformers' verbosity down
+    monkeypatch.setattr(root, "level", logging.WARNING)
+    monkeypatch.setattr(logging.getLogger("transformers.somewhere"), "disabled", False)
     before = (list(root.handlers), root.propagate)
     path = config_file(tmp_path, llama_config(bos_token_id=5000))
     for verbose in ([], ["--verbose"]):

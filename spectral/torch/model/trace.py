@@ -410,12 +410,16 @@ def traced_structure(model: nn.Module) -> Structure:
 
 
 def structure_disagreements(
-    model: nn.Module, family: Adapter, structure: Structure
+    model: nn.Module,
+    family: Adapter,
+    structure: Structure,
+    only: tuple[str, ...] | None = None,
 ) -> list[str]:
     """One line per place where ``family`` (an adapter) and the traced ``structure``
     put a multiplier or the final module differently; a module counts as the traced one
     when its output (for the final module: its input) is the same tensor up to
-    constants. [] when they agree."""
+    constants. [] when they agree. ``only``: the places compared ("alpha_in",
+    "alpha_hidden", "alpha_out", "the final module"; None: all)."""
     names = [name for name, _ in model.named_modules()]
     sites = dict(structure.sites)
     out = []
@@ -429,7 +433,7 @@ def structure_disagreements(
             (structure.final,),
         ),
     ):
-        if not patterns or not any(found):
+        if not patterns or not any(found) or (only is not None and what not in only):
             continue
         placed = [n for n in names if any(re.search(p, n) for p in patterns)]
         same = {t: set(sites.get(t, (t,))) | {t} for t in found}
