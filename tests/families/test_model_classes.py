@@ -200,8 +200,9 @@ def measured_slopes(
     across widths measures it, and the check's own lines. Every class and the control are
     drawn by the rules from one base std (0.02), so that their slopes differ by how each
     is read, not by each class's own init (the check's twins otherwise keep the model's
-    own: ViT's classifier, torch's default, moves the one-step logits' slope from -0.13 to
-    -0.05, nearer the rules' 0 than the control's -0.26)."""
+    own: ViT's patch embedding at HF's std 0.02, not the draw's 0.02 / sqrt(48) of a dense
+    input layer, moves the one-step logits' slope from -0.13 to -0.05, nearer the rules' 0
+    than the control's -0.26)."""
     report = check_widths(
         cfg.CONFIG,
         build(WIDTHS[0], DEPTH),
