@@ -129,16 +129,25 @@ def _traced_or(
     annotations on top (norm offsets, built-in scales, refusals); no family: the traced
     structure. When the trace cannot run or refuses the model, the family (its errors
     name what it misses; traced_refusal says why)."""
+    if found is not None and not missing and (
+        _not_traceable(model) or not _too_few_branch_ends(model, found)
+    ):
+        # every parameter named and as many branch ends per layer as the family says (or
+        # sharded, or on the meta device): the names, without a forward pass
+        return _measured(found, model) or found
     try:
         structure = traced_structure(model)
     except UnsupportedModelError:
         return _measured(found, model)
     if found is None:
         return _measured(structure_adapter(structure), model)
-    # with every parameter named, the names lose only where they put the branch ends
-    # elsewhere (a final module they miss is the check's note, as before)
-    only = None if missing else ("alpha_hidden",)
-    if structure_disagreements(model, found, structure, only):
+    if missing:
+        differ = bool(structure_disagreements(model, found, structure))
+    else:
+        # every parameter named: the names lose only where they miss branch ends the
+        # trace finds (Starcoder2's mlp.c_proj), not where they put a site elsewhere
+        differ = _fewer_branch_ends(model, found, structure)
+    if differ:
         traced = structure_adapter(structure, name=f"{found.name}, traced")
         traced = traced._replace(**{k: getattr(found, k) for k in _ANNOTATIONS})
         return _measured(traced, model)
@@ -151,6 +160,38 @@ def _traced_or(
         if name in missing
     )
     return found._replace(roles=found.roles + extra)
+
+
+def _not_traceable(model: nn.Module) -> bool:
+    """Sharded (DTensor) or meta-device parameters: a traced forward pass would gather
+    shards or compute nothing, so the family's names stand (the arbiter's fallback)."""
+    return any(
+        type(p).__name__ == "DTensor" or p.device.type == "meta"
+        for p in model.parameters()
+    )
+
+
+def _too_few_branch_ends(model: nn.Module, family: Adapter) -> bool:
+    """Whether the family's branch patterns hook fewer modules than its branches_per_layer
+    times the layers they are found in (Starcoder2 under Llama's names: `self_attn.o_proj`
+    in 2 layers, but its MLP ends in `mlp.c_proj`): read from the names alone."""
+    hooked = [
+        name
+        for name, _ in model.named_modules()
+        if any(re.search(p, name) for p in family.branches)
+    ]
+    layers = {m.group() for name in hooked if (m := re.search(r"\d+", name))}
+    return len(hooked) < family.branches_per_layer * len(layers)
+
+
+def _fewer_branch_ends(model: nn.Module, family: Adapter, structure: Any) -> bool:
+    """Whether the family's names hook fewer branch ends than the trace finds (and
+    disagree with it where they do)."""
+    names = [name for name, _ in model.named_modules()]
+    hooked = [n for n in names if any(re.search(p, n) for p in family.branches)]
+    return len(hooked) < len(structure.branches) and bool(
+        structure_disagreements(model, family, structure, ("alpha_hidden",))
+    )
 
 
 def _measured(family: Adapter | None, model: nn.Module) -> Adapter | None:
