@@ -75,10 +75,7 @@ def foreign_hooks(model: nn.Module) -> dict[str, list[str]]:
 
 def _factors(model: nn.Module) -> dict[str, float]:
     """Module name -> the factor of spectral's multiplier hook on it."""
-    return {
-        name: hook.own_factor
-        for name, _, _, hook in our_hooks(model)
-    }
+    return {name: hook.own_factor for name, _, _, hook in our_hooks(model)}
 
 
 def _rule_ratio(

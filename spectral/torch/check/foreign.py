@@ -95,7 +95,9 @@ def foreign_hook_problems(
             _label(h)
             for h in module._forward_hooks.values()
             if not _ours(h) and _changes(h, module, args, expected)
-        ) or ", ".join(_label(h) for h in module._forward_hooks.values() if not _ours(h))
+        ) or ", ".join(
+            _label(h) for h in module._forward_hooks.values() if not _ours(h)
+        )
         lines.append(
             f"{name}: a forward hook spectral did not install ({hooks}) changes its output "
             f"by x{rms(full) / base:.3g}: the rules' multiplier is spectral's own hook; "

@@ -219,6 +219,12 @@ def _rel(name: str, prefix: str) -> str:
     return name[len(prefix) + 1 :] if prefix else name
 
 
+def _multiplier_hook(module: nn.Module) -> MultiplierHook | None:
+    """The module's multiplier hook, if spectral installed one."""
+    hooks = module._forward_hooks.values()
+    return next((h for h in hooks if isinstance(h, MultiplierHook)), None)
+
+
 def _outside(module: nn.Module) -> float:
     """The factor the model multiplies into a hooked module's output after it (1 if
     none): the adapter's config_scales, which the hook divides out."""
@@ -259,10 +265,7 @@ def _input_problems(
         if out is None:
             return []
         outs.append(out)
-        hook = next(
-            (h for h in module._forward_hooks.values() if isinstance(h, MultiplierHook)),
-            None,
-        )
+        hook = _multiplier_hook(module)
         if (
             isinstance(module, nn.Embedding)
             and hook is not None
@@ -387,9 +390,7 @@ def _readout_problems(
     measured: list[str],
 ) -> list[str]:
     hooks = [
-        (name, hook)
-        for name, _, _, hook in our_hooks(model)
-        if hook.layer == "output"
+        (name, hook) for name, _, _, hook in our_hooks(model) if hook.layer == "output"
     ]
     full = base.get("logits")
     if not hooks or full is None or rms(full) == 0.0:

@@ -352,6 +352,21 @@ def traced_notes(
     ]
 
 
+def _placed(
+    model: nn.Module, rules: TorchRules, patterns: Any, adapter: Any
+) -> Placement | str:
+    """The model's placement, or the one line that says why nothing else can be judged:
+    a parameter no role places, a tie refused (a bad argument raises), parameters that
+    hold NaN or inf (never initialised)."""
+    try:
+        placement = place(model, rules, patterns=patterns, adapter=adapter)
+        placement.roles()  # every parameter placed, ties allowed
+    except UnsupportedModelError as exc:
+        return str(exc)
+    unset = not_finite(placement)
+    return unset_line(unset, "check") if unset else placement
+
+
 def _forward_problems(
     compiled: nn.Module, model: nn.Module, placement: Placement, example_input: Any
 ) -> list[str]:
@@ -406,14 +421,10 @@ def check_model(
     compiled, model = model, unwrap_model(model)
     init_std = base.pop("init_std", None)  # given: judge the draws init_ makes with it
     base.update(_drawn_with(compiled, init_std))
-    try:
-        placement = place(model, rules, patterns=patterns, adapter=adapter)
-        placement.roles()  # every parameter placed, ties allowed
-    except UnsupportedModelError as exc:  # found on the model; a bad argument raises
-        return Findings([str(exc)])
-    unset = not_finite(placement)
-    if unset:  # nothing else can be judged on values that were never initialised
-        return Findings([unset_line(unset, "check")])
+    placement_or_line = _placed(model, rules, patterns, adapter)
+    if isinstance(placement_or_line, str):  # found on the model: one line, nothing else
+        return Findings([placement_or_line])
+    placement = placement_or_line
     problems = _size_problems(placement, width)
     if rules.absorbed is None:
         family = placement.family
@@ -429,7 +440,9 @@ def check_model(
     if measure and not problems:
         problems += _forward_problems(compiled, model, placement, example_input)
     size = (width, depth)
-    found, notes = init_problems(rules, placement, size, init_std, multiplier, optimizer)
+    found, notes = init_problems(
+        rules, placement, size, init_std, multiplier, optimizer
+    )
     problems += found
     notes += traced_notes(model, placement.family, example_input) if measure else []
     if widths is not None:

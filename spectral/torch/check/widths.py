@@ -358,12 +358,13 @@ def _shape_differences(model: nn.Module, twin: nn.Module, width: int) -> list[st
             d for d, (a, b) in enumerate(zip(p.shape, q.shape, strict=False)) if a != b
         ]
         where = f"dimension {dims[0]}" if dims else "its rank"
-        return [
+        line = (
             f"the twin at your model's width {width} is not your model: {name} has shape "
             f"{tuple(p.shape)} in yours, {tuple(q.shape)} in the twin ({where}); the factory "
             "must build your model at the width it is given (a size that stays fixed in "
             "the factory but follows the width in your model, or the other way round)"
-        ]
+        )
+        return [line]
     return []
 
 

@@ -129,8 +129,10 @@ def _traced_or(
     annotations on top (norm offsets, built-in scales, refusals); no family: the traced
     structure. When the trace cannot run or refuses the model, the family (its errors
     name what it misses; traced_refusal says why)."""
-    if found is not None and not missing and (
-        _not_traceable(model) or not _too_few_branch_ends(model, found)
+    if (
+        found is not None
+        and not missing
+        and (_not_traceable(model) or not _too_few_branch_ends(model, found))
     ):
         # every parameter named and as many branch ends per layer as the family says (or
         # sharded, or on the meta device): the names, without a forward pass

@@ -133,8 +133,12 @@ def _mixed(small: nn.Module, large: nn.Module) -> dict[str, str]:
         if not _FUSED_ATTENTION.search(name):
             continue
         if abs(b / a - ratio) > 1e-9 and name not in out:
-            fixed = (ratio * a - b) / (ratio - 1.0)  # a = grows + fixed, b = ratio * grows + fixed
-            out[name] = f"dimension {d}: {a} at one width, {b} at {ratio:g}x, a block of {fixed:g} that does not grow"
+            fixed = (ratio * a - b) / (
+                ratio - 1.0
+            )  # a = grows + fixed, b = ratio * grows + fixed
+            out[name] = (
+                f"dimension {d}: {a} at one width, {b} at {ratio:g}x, a block of {fixed:g} that does not grow"
+            )
     return out
 
 

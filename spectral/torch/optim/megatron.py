@@ -42,7 +42,9 @@ def _megatron_number(value: object, what: str, *, positive: bool = False) -> flo
             f"got {type(value).__name__}"
         )
     if value < 0 or (positive and value == 0) or math.isnan(value):
-        raise ConfigError(f"{what} must be a number {'> 0' if positive else '>= 0'}, got {value!r}")
+        raise ConfigError(
+            f"{what} must be a number {'> 0' if positive else '>= 0'}, got {value!r}"
+        )
     return float(value)
 
 
@@ -85,14 +87,22 @@ def megatron_group_values(
     globs join the embeddings' group (one matrix, the input role's numbers carrying
     alpha_in; the head's forward carries alpha_out / alpha_in, :func:`megatron_scale_output_`)."""
     if rules.absorbed is None:
-        raise ConfigError("Megatron takes the hook-free form: absorb the multipliers first")
+        raise ConfigError(
+            "Megatron takes the hook-free form: absorb the multipliers first"
+        )
     given = BaseValues.of(base, "Megatron config overrides")
     hp = rules.hparams(width, depth, **given.given())
     if tied:
         _check_tie(rules, hp)
-        head = tuple(g for globs, role, _ in groups if role == "output_weight" for g in globs)
+        head = tuple(
+            g for globs, role, _ in groups if role == "output_weight" for g in globs
+        )
         groups = [
-            (globs + head if (role, layer) == ("input_weight", "input") else globs, role, layer)
+            (
+                globs + head if (role, layer) == ("input_weight", "input") else globs,
+                role,
+                layer,
+            )
             for globs, role, layer in groups
             if role != "output_weight"
         ]
@@ -197,7 +207,9 @@ def megatron_init_stds(
     ``scaled_init_method_normal``, the hidden std / sqrt(2 * BASE_DEPTH) computed as it
     does. Away from the base each moves by its rule (the branch ends as the hidden
     matrices). Raises ConfigError unless every std is finite and > 0."""
-    hp = rules.hparams(width, depth, lr=1.0, init_std=init_std, multiplier=multiplier)  # lr unused
+    hp = rules.hparams(
+        width, depth, lr=1.0, init_std=init_std, multiplier=multiplier
+    )  # lr unused
     folded = rules.folded_multipliers(width, depth, multiplier)
     hidden = hp["hidden_weight"]["init_std"]
     at_base = rules.hparams(
@@ -207,7 +219,9 @@ def megatron_init_stds(
         init_std=init_std,
         multiplier=multiplier,
     )["hidden_weight"]["init_std"]
-    if branch_end_std is None:  # megatron.core.utils.scaled_init_method_normal's formula
+    if (
+        branch_end_std is None
+    ):  # megatron.core.utils.scaled_init_method_normal's formula
         base_end = at_base / math.sqrt(2.0 * rules.base_depth)
     else:
         base_end = _megatron_number(branch_end_std, "branch_end_std", positive=True)
@@ -285,7 +299,9 @@ def _language_models(chunk: nn.Module) -> list[tuple[str, nn.Module]]:
     return [
         (name + "." if name else "", module)
         for name, module in chunk.named_modules()
-        if isinstance(getattr(module, "share_embeddings_and_output_weights", None), bool)
+        if isinstance(
+            getattr(module, "share_embeddings_and_output_weights", None), bool
+        )
     ]
 
 
@@ -329,7 +345,9 @@ def megatron_scale_output_(
             if not isinstance(head, nn.Module):
                 continue
             if lm.share_embeddings_and_output_weights:
-                hp = rules.hparams(width, depth, lr=1.0, init_std=init_std, multiplier=multiplier)
+                hp = rules.hparams(
+                    width, depth, lr=1.0, init_std=init_std, multiplier=multiplier
+                )
                 _check_tie(rules, hp)
                 folded = rules.folded_multipliers(width, depth, multiplier)
                 ratio = folded["output"] / folded["input"]
@@ -409,10 +427,16 @@ def override_problems(
                     "alpha_out / alpha_in: call scale_output_layer_(model, width, depth) once"
                 )
             shared = named.get(prefix + "embedding.word_embeddings.weight")
-            shared = shared if shared is not None else named.get(prefix + "output_layer.weight")
+            shared = (
+                shared
+                if shared is not None
+                else named.get(prefix + "output_layer.weight")
+            )
             if shared is None:
                 continue
-            as_input = _keys(overrides, shared, prefix + "embedding.word_embeddings.weight")
+            as_input = _keys(
+                overrides, shared, prefix + "embedding.word_embeddings.weight"
+            )
             as_head = _keys(overrides, shared, prefix + "output_layer.weight")
             if [id(k) for k in as_input] != [id(k) for k in as_head]:
                 problems.append(
@@ -454,7 +478,9 @@ def megatron_optimizer_overrides(
         tie: Any = getattr(lm, "share_embeddings_and_output_weights", False)
         sizes.add((transformer.hidden_size, transformer.num_layers, bool(tie)))
     if len(sizes) != 1:
-        raise ConfigError(f"optimizer_overrides: the model chunks disagree: {sorted(sizes)}")
+        raise ConfigError(
+            f"optimizer_overrides: the model chunks disagree: {sorted(sizes)}"
+        )
     ((width, depth, tied),) = sizes
     if getattr(config, "optimizer", "adam") != "adam":
         raise ConfigError(
