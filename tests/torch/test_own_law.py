@@ -19,33 +19,9 @@ from torch import nn  # noqa: E402
 from spectral.codegen.torch import load_generated  # noqa: E402
 from spectral.torch.model.own_init import torch_default_init  # noqa: E402
 from spectral.torch.model.placement import place  # noqa: E402
+from tests.torch.test_trace import TinyLM  # noqa: E402  (the README's model, default init)
 
 BASE, DEPTH = 64, 2
-
-
-class TinyLM(nn.Module):
-    """The README's model, with PyTorch's default init."""
-
-    def __init__(self, width: int, depth: int, vocab: int = 64):
-        super().__init__()
-        self.embed = nn.Embedding(vocab, width)
-        self.blocks = nn.ModuleList(
-            nn.Sequential(
-                nn.LayerNorm(width),
-                nn.Linear(width, 4 * width),
-                nn.GELU(),
-                nn.Linear(4 * width, width),
-            )
-            for _ in range(depth)
-        )
-        self.norm = nn.LayerNorm(width)
-        self.readout = nn.Linear(width, vocab, bias=False)
-
-    def forward(self, tokens):
-        h = self.embed(tokens)
-        for block in self.blocks:
-            h = h + block(h)
-        return self.readout(self.norm(h))
 
 
 @pytest.fixture(scope="module")

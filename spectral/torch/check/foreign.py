@@ -10,7 +10,6 @@ that differs is named with the ratio and the hook.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
@@ -18,20 +17,12 @@ from torch import nn
 
 from spectral.measure.fit import rms
 from spectral.torch.apply.hooks import MultiplierHook
+from spectral.torch.check.anchor import OUTPUT_TOLERANCE, _hook_label
 from spectral.torch.check.forward import _first_tensor, _run
-
-TOLERANCE = 1e-4
-"""Relative difference between two float32 runs of one module on one input that counts as
-another output (rounding is about 1e-7)."""
 
 
 def _ours(hook: Any) -> bool:
     return isinstance(hook, MultiplierHook)
-
-
-def _label(hook: Any) -> str:
-    fn = hook.func if isinstance(hook, functools.partial) else hook
-    return getattr(fn, "__qualname__", None) or type(fn).__name__
 
 
 def _changes(hook: Any, module: nn.Module, args: tuple[Any, ...], output: Any) -> bool:
@@ -45,7 +36,7 @@ def _changes(hook: Any, module: nn.Module, args: tuple[Any, ...], output: Any) -
     mine, theirs = _first_tensor(output), _first_tensor(result)
     if mine is None or theirs is None or mine.shape != theirs.shape:
         return True
-    return rms(theirs - mine) > TOLERANCE * max(rms(mine), 1e-30)
+    return rms(theirs - mine) > OUTPUT_TOLERANCE * max(rms(mine), 1e-30)
 
 
 @torch.no_grad()
@@ -89,14 +80,14 @@ def foreign_hook_problems(
         if full is None or mine is None or full.shape != mine.shape:
             continue
         base = rms(mine)
-        if base == 0.0 or rms(full - mine) <= TOLERANCE * base:
+        if base == 0.0 or rms(full - mine) <= OUTPUT_TOLERANCE * base:
             continue
         hooks = ", ".join(
-            _label(h)
+            _hook_label(h)
             for h in module._forward_hooks.values()
             if not _ours(h) and _changes(h, module, args, expected)
         ) or ", ".join(
-            _label(h) for h in module._forward_hooks.values() if not _ours(h)
+            _hook_label(h) for h in module._forward_hooks.values() if not _ours(h)
         )
         lines.append(
             f"{name}: a forward hook spectral did not install ({hooks}) changes its output "
