@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from spectral.codegen import load_generated
-    from spectral.torch.check.widths import check_widths
+    from spectral.torch import check_widths
 
     torch.set_num_threads(2)
     cfg = load_generated(

@@ -252,7 +252,7 @@ def _measure(args: argparse.Namespace) -> tuple[Any, list[str]]:
                 base_depth=args.base_depth,
                 folder=folder,
             )
-            from ..torch.check.widths import check_widths
+            from ..torch.config import check_widths
 
             report = check_widths(
                 cfg.CONFIG,

@@ -42,6 +42,7 @@ from torchtitan.tools.logging import logger
 from spectral.errors import ConfigError, UnsupportedModelError
 from spectral.scaling import BIAS_ROLES, BaseValue
 from spectral.torch.apply.init import init_factors, record_init
+from spectral.torch.model.placement import place
 from spectral.torch.optim.torchtitan import (
     GroupPattern,
     param_group_configs,
@@ -288,7 +289,8 @@ def titan_init_factors(
     own_width_exponents, that move divided out). Reads names and shapes only: ``model``
     may live on the meta device, so torchtitan's per-module ``param_init`` can be scaled
     before anything is allocated (install_init)."""
-    return init_factors(rules, model, width, depth, adapter=adapter, multiplier=multiplier)
+    placement = place(model, rules, adapter=adapter)
+    return init_factors(rules, placement, width, depth, multiplier=multiplier)
 
 
 class ScaledInit:

@@ -19,15 +19,20 @@ Laid out along the pipeline, each folder building on those before it:
 
 from spectral.optimizers.entry import TorchImpl
 from spectral.scaling import BIAS_ROLES, LAYER_OF, BaseValue, Rules
-from spectral.torch.apply.absorb import parameter_hparams
-from spectral.torch.apply.hooks import MultiplierHandle, final_module, multipliers_applied
-from spectral.torch.check.widths import check_widths
-from spectral.torch.config import Config
+from spectral.torch.apply.hooks import MultiplierHandle, multipliers_applied
+from spectral.torch.config import (
+    Config,
+    check_widths,
+    final_module,
+    parameter_hparams,
+    titan_init,
+)
 from spectral.torch.model.classify import ADAPTERS, DEFAULT_PATTERNS, Adapter, classify
 from spectral.torch.optim.composite import CompositeOptimizer, unwrap_optimizer
 from spectral.torch.optim.factories import TorchFactory
 from spectral.torch.optim.sharded import CheckpointState, GatheredOptimizer
 from spectral.torch.optim.torchtitan import param_group_configs
+from spectral.torch.model.placement import Placement, place
 from spectral.torch.model.trace import Structure, structure_adapter, trace_structure
 
 __all__ = [
@@ -42,6 +47,7 @@ __all__ = [
     "GatheredOptimizer",
     "LAYER_OF",
     "MultiplierHandle",
+    "Placement",
     "Rules",
     "Structure",
     "TorchFactory",
@@ -52,7 +58,9 @@ __all__ = [
     "multipliers_applied",
     "param_group_configs",
     "parameter_hparams",
+    "place",
     "structure_adapter",
+    "titan_init",
     "trace_structure",
     "unwrap_optimizer",
 ]

@@ -65,7 +65,7 @@ class TorchRules(Rules):
         """Role -> multiplier, init_std, lr, weight_decay (and eps) at this width and depth
         (see spectral.scaling.Rules.hparams). In the hook-free form every multiplier is 1,
         and these are the numbers of the parameters that carry none; the modules that
-        carry one have theirs from spectral.torch.apply.absorb.parameter_hparams."""
+        carry one have theirs from spectral.torch.config.parameter_hparams."""
         out = super().hparams(width, depth, **base)
         if self.absorbed is not None:
             for values in out.values():

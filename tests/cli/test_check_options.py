@@ -40,7 +40,7 @@ def config_file(tmp_path):
 @pytest.fixture
 def seen(monkeypatch):
     """check_widths replaced: what the command passed, a note warned, one line found."""
-    import spectral.torch.check.widths as widths
+    import spectral.torch.config as widths
 
     calls: dict = {}
 

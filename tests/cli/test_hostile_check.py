@@ -28,7 +28,7 @@ from torch import nn  # noqa: E402
 from spectral.cli import main  # noqa: E402
 from spectral.codegen import load_generated  # noqa: E402
 from spectral.errors import ConfigError  # noqa: E402
-from spectral.torch.check.widths import check_widths  # noqa: E402
+from spectral.torch import check_widths  # noqa: E402
 from spectral.torch.optim.composite import unwrap_optimizer  # noqa: E402
 
 TINY = ["--widths", "16,32,64"]
@@ -64,7 +64,7 @@ def error_line(err: str) -> str:
 @pytest.fixture
 def no_work(monkeypatch):
     """A twin built fails the test: the refusal must come before the work."""
-    import spectral.torch.check.widths as widths
+    import spectral.torch.config as widths
 
     def boom(*a, **k):
         raise AssertionError("the work started before the refusal")
@@ -209,7 +209,7 @@ def test_check_repeated_widths_are_a_usage_error(capsys, no_work):
 
 def _stop_with(monkeypatch, action):
     """check_widths replaced by ``action`` (an interruption arriving mid-check)."""
-    import spectral.torch.check.widths as widths
+    import spectral.torch.config as widths
 
     seen = []
 
@@ -544,7 +544,7 @@ def test_check_keeps_third_party_logging_off_stderr(tmp_path, tmpdir_, capsys, m
     and torch's warnings: off stderr, shown with --verbose; spectral's notes stay."""
     import warnings
 
-    import spectral.torch.check.widths as widths
+    import spectral.torch.config as widths
     from spectral.torch.check.verdict import WidthReport
 
     def fake(rules, model, sizes, **kw):

@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers")
 from torch import nn  # noqa: E402
 
 from spectral.codegen import load_generated  # noqa: E402
-from spectral.torch.check.widths import check_widths  # noqa: E402
+from spectral.torch import check_widths  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 pytestmark = [

@@ -170,8 +170,7 @@ def test_the_public_names_stay_where_users_import_them():
     spectral.torch is still there, and the names docs point to inside the folders are the
     same objects."""
     import spectral.torch as runtime
-    from spectral.torch.apply.absorb import parameter_hparams
-    from spectral.torch.check.widths import check_widths
+    from spectral.torch.config import check_widths, parameter_hparams
     from spectral.torch.optim.torchtitan import param_group_configs
 
     for name in runtime.__all__:

@@ -143,7 +143,7 @@ def test_starcoder2_measures_like_a_llama_control(cfg):
     weight whose fan-in grows), and its readout's one-step slope is within 0.15 of a tied
     Llama control measured in the same test (here, 4 seeds: -0.10 against -0.03; the
     logits' -0.22 against -0.09)."""
-    from spectral.torch.check.widths import check_widths
+    from spectral.torch import check_widths
 
     def readout_step(build):
         torch.manual_seed(0)
@@ -193,3 +193,38 @@ def test_a_stray_hook_is_named_at_one_width(cfg, where):
         "changes its output by x2: the rules' multiplier is spectral's own hook; remove the "
         "hook, or make what it does part of the model"
     ]
+
+
+def vit(width: int = BASE) -> torch.nn.Module:
+    config = transformers.ViTConfig(
+        hidden_size=width, num_hidden_layers=DEPTH, num_attention_heads=width // 16,
+        intermediate_size=2 * width, image_size=16, patch_size=4, num_labels=10,
+    )
+    return transformers.ViTForImageClassification(config)
+
+
+@pytest.mark.slow  # twins at three widths: tens of seconds
+def test_a_vit_key_bias_is_not_judged(tmp_path):
+    """A softmax ignores a key bias (every key shifted by one vector): its gradient is
+    rounding noise, which AdamW's normalised step turns into a full step, so its "effect"
+    moved as n^-0.39 and check across widths named k_proj's bias. It is not judged (its
+    gradient is below INERT times its weight's); the query and value biases still are."""
+    from spectral.torch import check_widths
+    from spectral.torch.check.twin_rows import INERT
+
+    cfg = load_generated(
+        "muon-kimi", "adamw", base_width=BASE, base_depth=DEPTH, folder=tmp_path, all_roles=True
+    )
+    torch.manual_seed(0)
+    model = vit()
+    _set_up(cfg, model)
+    images = torch.randn(2, 3, 16, 16)
+    report = check_widths(
+        cfg.CONFIG, model, [64, 128, 256], factory=vit, example_input=images,
+        base={"lr": LR}, timeout=None,
+    )
+    biases = {r.name for r in report.rows if r.kind == "bias"}
+    assert report.problems == [] and INERT == 1e-5
+    for i in range(DEPTH):
+        assert f"vit.layers.{i}.attention.k_proj.bias" not in biases
+        assert {f"vit.layers.{i}.attention.{m}.bias" for m in ("q_proj", "v_proj")} <= biases

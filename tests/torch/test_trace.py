@@ -360,7 +360,7 @@ def test_an_adapter_that_disagrees_is_named_in_checks_notes(cfg):
     ],
 )
 def test_a_wrong_override_of_the_traced_structure_is_named_across_widths(cfg, field, value, line):
-    from spectral.torch.check.widths import check_widths
+    from spectral.torch import check_widths
 
     traced = structure_adapter(trace_structure(TinyLM(32, 2)))
     base = {"lr": 3e-3, "weight_decay": 0.1}

@@ -437,7 +437,7 @@ def test_litgpt_capped_logits_slopes_match_uncapped(cfg):
     """The check across widths (64/128/256, one step) passes the capped model, and the
     capped logits' width slopes, at init and after the step, are within 0.15 of the
     uncapped model's."""
-    from spectral.torch.check.widths import check_widths
+    from spectral.torch import check_widths
 
     slopes = {}
     for name, caps in (("plain", {}), ("capped", CAPS)):

@@ -25,7 +25,7 @@ from spectral.torch.check.twins import (  # noqa: E402
     head_plan,
     twin_config,
 )
-from spectral.torch.check.widths import check_widths  # noqa: E402
+from spectral.torch import check_widths  # noqa: E402
 from spectral.torch.model.placement import place  # noqa: E402
 
 WIDTHS = [64, 128, 256]

@@ -85,7 +85,7 @@ def test_check_widths_adds_the_note_after_its_lines(monkeypatch):
 
     import spectral.torch.check.widths as widths
 
-    def rows(rules, model, factory, adapter, patterns, mult, example, base, seeds, progress):
+    def rows(rules, placement, factory, mult, example, base, seeds, progress):
         progress.measured += progress.sizes
         return [
             {
@@ -108,7 +108,8 @@ def test_check_widths_adds_the_note_after_its_lines(monkeypatch):
     for tokens, optimizer, notes in ((256, "adamw", 1), (8, "adamw", 0), (256, "muon", 0)):
         rules = SimpleNamespace(optimizers={"hidden_weight": optimizer}, absorbed=None)
         ids = torch.zeros(tokens, dtype=torch.long)
-        problems = widths.check_widths(rules, model, WIDTHS, example_input=ids, base=base).problems
+        placed = SimpleNamespace(model=model)  # what widths_report reads of a placement
+        problems = widths.widths_report(rules, placed, WIDTHS, example_input=ids, base=base).problems
         assert problems[0].startswith("up (hidden_weight): one-step change ~ n^-0.30")
         assert len(problems) == 1 + notes
         assert problems[-1].startswith("the example batch has 256 tokens") == bool(notes)

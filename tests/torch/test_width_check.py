@@ -25,11 +25,11 @@ from spectral.codegen import load_generated  # noqa: E402
 from spectral.errors import ConfigError  # noqa: E402
 from spectral.measure.fit import log_slope  # noqa: E402
 from spectral.torch.check.twins import twin_config  # noqa: E402
+from spectral.torch import check_widths  # noqa: E402
 from spectral.torch.check.widths import (  # noqa: E402
     FAN_IN_GROWS,
     FAN_OUT_GROWS,
     STEP_EXPONENT,
-    check_widths,
 )
 
 WIDTHS = [64, 128, 256]
@@ -554,10 +554,7 @@ def test_twin_step_per_parameter_equals_one_step_and_drops_the_state(cfg, monkey
     import torch.optim._muon as muon
     from float32_muon import newton_schulz_float32
 
-    from spectral.torch.apply.hooks import install_multipliers
     from spectral.torch.check.twin_rows import step_once
-
-    from spectral.torch.optim.groups import build_composite
 
     def float32_step(opt):
         with monkeypatch.context() as m:
@@ -568,8 +565,8 @@ def test_twin_step_per_parameter_equals_one_step_and_drops_the_state(cfg, monkey
     for step in (lambda opt: opt.step(), float32_step, step_once):
         torch.manual_seed(0)
         model = llama(64)
-        install_multipliers(cfg.CONFIG, model, 64, 2)
-        opt = build_composite(cfg.CONFIG, model, 64, 2, lr=3e-2, weight_decay=0.1)
+        cfg.CONFIG.apply_multipliers(model, 64, 2)
+        opt = cfg.CONFIG.build_optimizers(model, 64, 2, lr=3e-2, weight_decay=0.1)
         ids = torch.randint(0, VOCAB, (2, 8))
         model(input_ids=ids, labels=ids).loss.backward()
         before = [p.detach().clone() for p in model.parameters()]

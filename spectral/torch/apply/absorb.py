@@ -29,12 +29,8 @@ from spectral.torch.apply.hooks import (
     placement_problems,
     placements,
 )
-from spectral.torch.model.classify import (
-    AdapterLike,
-    Patterns,
-    untraced_reason,
-)
-from spectral.torch.model.placement import place
+from spectral.torch.model.classify import untraced_reason
+from spectral.torch.model.placement import Placement
 from spectral.torch.model.shapes import is_norm
 
 _LINEAR_TYPES = (nn.Linear, nn.Embedding, nn.Conv1d, nn.Conv2d, nn.Conv3d)
@@ -86,12 +82,11 @@ def _why_not(name: str, module: nn.Module, offset: float) -> str | None:
 
 def carrier_factors(
     rules: Rules,
-    model: nn.Module,
+    placement: Placement,
     width: float,
     depth: float,
     *,
     multiplier: BaseValue = 1.0,
-    adapter: AdapterLike | None = None,
 ) -> dict[int, float]:
     """id(parameter) -> the factor s its module's multiplier hook would apply, for every
     parameter of a module a multiplier scales (the *carriers*).
@@ -100,7 +95,7 @@ def carrier_factors(
     module), a placement the adapter does not find, and a parameter shared with a module
     that does not carry the same factor (tied embeddings with alpha_in != alpha_out).
     """
-    family = place(model, rules, adapter=adapter).family
+    model, family = placement.model, placement.family
     if family is None:
         raise UnsupportedModelError(
             f"{untraced_reason(model)} (no family adapter claims the model either: pass "
@@ -165,28 +160,22 @@ def absorbed_values(
 
 def carriers_of(
     rules: Rules,
-    model: nn.Module,
+    placement: Placement,
     width: float,
     depth: float,
     multiplier: BaseValue,
-    adapter: AdapterLike | None,
 ) -> dict[int, float]:
     """carrier_factors in the hook-free form; no carriers in the hooked form."""
     if getattr(rules, "absorbed", None) is None:
         return {}
-    return carrier_factors(
-        rules, model, width, depth, multiplier=multiplier, adapter=adapter
-    )
+    return carrier_factors(rules, placement, width, depth, multiplier=multiplier)
 
 
-def parameter_hparams(
+def hparams_by_parameter(
     rules: Rules,
-    model: nn.Module,
+    placement: Placement,
     width: float,
     depth: float,
-    *,
-    patterns: Patterns | None = None,
-    adapter: AdapterLike | None = None,
     **base: Any,
 ) -> dict[str, dict[str, Any]]:
     """Parameter name -> role, optimizer, carrier factor and the numbers init_ and
@@ -195,10 +184,10 @@ def parameter_hparams(
     given = BaseValues.of(base, "parameter_hparams")
     multiplier = given.multiplier
     hp = rules.hparams(width, depth, **given.given())
-    factors = carriers_of(rules, model, width, depth, multiplier, adapter)
+    factors = carriers_of(rules, placement, width, depth, multiplier)
     degrees = getattr(rules, "absorbed", None) or {}
     out: dict[str, dict[str, Any]] = {}
-    for name, p, role, _ in place(model, rules, patterns=patterns, adapter=adapter):
+    for name, p, role, _ in placement:
         rules.covered(role, f"parameter {name!r}")
         opt = rules.optimizers[role]
         values: dict[str, Any] = dict(hp[role])
@@ -227,23 +216,20 @@ def scales_in_forward(model: nn.Module) -> bool:
 
 def absorbed_problems(
     rules: Rules,
-    model: nn.Module,
+    placement: Placement,
     width: float,
     depth: float,
     multiplier: BaseValue,
-    adapter: AdapterLike | None,
 ) -> list[str]:
     """check()'s findings on a model trained in the hook-free form."""
-    if scales_in_forward(model):
+    if scales_in_forward(placement.model):
         message = (
             "this config absorbs the block multipliers, and the model's forward pass applies "
             "them too (hooks or built in): they are applied twice; remove the hooks"
         )
         return [message]
     try:
-        carrier_factors(
-            rules, model, width, depth, multiplier=multiplier, adapter=adapter
-        )
+        carrier_factors(rules, placement, width, depth, multiplier=multiplier)
     except UnsupportedModelError as exc:  # found on the model; a bad argument raises
         return [str(exc)]
     return []
@@ -251,14 +237,13 @@ def absorbed_problems(
 
 def clip_by_hooked_norm(
     rules: Rules,
-    model: nn.Module,
+    placement: Placement,
     width: float,
     depth: float,
     max_norm: float,
     *,
     norm_type: float = 2.0,
     multiplier: BaseValue = 1.0,
-    adapter: AdapterLike | None = None,
 ) -> torch.Tensor:
     """``torch.nn.utils.clip_grad_norm_`` as the hooked form clips: returns the total norm.
 
@@ -270,6 +255,7 @@ def clip_by_hooked_norm(
     would apply to the hooked ones, which moves the hook-free run exactly as the hooked run
     is moved. In the hooked form it is ``clip_grad_norm_`` itself.
     """
+    model = placement.model
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     if (
         not isinstance(max_norm, (int, float))
@@ -285,7 +271,7 @@ def clip_by_hooked_norm(
         raise ConfigError(
             f"norm_type must be a number > 0 (or inf, -inf), got {norm_type!r}"
         )
-    factors = carriers_of(rules, model, width, depth, multiplier, adapter)
+    factors = carriers_of(rules, placement, width, depth, multiplier)
     if (
         not factors
     ):  # hooked form (or nothing carries): the gradients are the hooked ones

@@ -16,8 +16,7 @@ from torch import nn
 from spectral.errors import ConfigError, UnsupportedModelError
 from spectral.scaling import BaseValue, Rules
 from spectral.torch.apply.hooks import builtin_multipliers, our_hooks
-from spectral.torch.model.classify import AdapterLike
-from spectral.torch.model.placement import place
+from spectral.torch.model.placement import Placement
 from spectral.torch.model.shapes import is_norm
 
 
@@ -33,22 +32,16 @@ def _foldable(module: nn.Module) -> bool:
 @torch.no_grad()
 def fold_into_weights(
     rules: Rules,
-    model: nn.Module,
+    placement: Placement,
     width: float,
     depth: float,
     *,
     multiplier: BaseValue = 1.0,
-    adapter: AdapterLike | None = None,
 ) -> list[str]:
-    """Fold every multiplier hook into its module's parameters and remove the hooks.
-
-    The hooks must be the rules' at (width, depth) (apply_multipliers with these sizes);
-    returns the names of the modules folded. After it the model needs no hooks: save it
-    for serving. It refuses, changing nothing, a model whose multipliers are built into
-    its forward pass, a hooked module whose output is not linear in its parameters, and a
-    parameter shared with another module (tied embeddings: alpha_out would scale the input
-    too; untie them, or keep the hook and scale the logits where you serve).
-    """
+    """Fold every multiplier hook of the placed model into its module's parameters and
+    remove the hooks (the public ``fold_multipliers`` in spectral.torch.config says when
+    it refuses); returns the names of the modules folded."""
+    model = placement.model
     if builtin_multipliers(model):
         raise ConfigError(
             "this model applies the block multipliers in its forward pass: it needs no "
@@ -64,9 +57,7 @@ def fold_into_weights(
     if not hooks:
         raise ConfigError("no multiplier hooks to fold: call apply_multipliers first")
     want = rules.multipliers(width, depth, multiplier)
-    offset = float(
-        getattr(place(model, rules, adapter=adapter).family, "norm_offset", 0.0)
-    )
+    offset = float(getattr(placement.family, "norm_offset", 0.0))
     users: dict[int, list[str]] = {}
     for name, module in model.named_modules(remove_duplicate=False):
         for p in module.parameters(recurse=False):

@@ -24,16 +24,8 @@ from torch import nn
 from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.engine.dims import WIDTH_TO_FIXED
 from spectral.scaling import BaseValue, Rules, ratios
-from spectral.torch.model.classify import (
-    Adapter,
-    AdapterLike,
-    Patterns,
-    as_adapter,
-    model_config,
-    untraced_reason,
-    unwrap_model,
-)
-from spectral.torch.model.placement import Placement, place
+from spectral.torch.model.classify import Adapter, model_config, untraced_reason
+from spectral.torch.model.placement import Placement
 
 
 @dataclass
@@ -369,7 +361,7 @@ def scale_norm_eps(
     family = placement.family
     if family is None or not family.normed:
         return
-    model = placement._model()
+    model = placement.model
     r_n = ratios(width, depth, rules.base_width, rules.base_depth)[0]
     roles = {id(m): role for _, p, role, m in placement if p.ndim >= 2}
     modules = dict(model.named_modules())
@@ -389,24 +381,15 @@ def scale_norm_eps(
 
 def install_multipliers(
     rules: Rules,
-    model: nn.Module,
+    placement: Placement,
     width: float,
     depth: float,
     *,
     multiplier: BaseValue = 1.0,
-    adapter: AdapterLike | None = None,
-    patterns: Patterns | None = None,
 ) -> MultiplierHandle:
-    """Install the block multipliers on any nn.Module without editing its source.
-
-    alpha_in scales the embedding output, alpha_hidden the end of every residual branch
-    (attention output and MLP down projection: two per layer, so `depth` counts layers),
-    alpha_out the logits, each as a forward hook holding a plain float (on an input module
-    that multiplies its output by a built-in factor, Gemma's sqrt(n), the hook divides that
-    out: the adapter's input_scale). The family is recognised by module names and types
-    (ADAPTERS) or given as adapter=Adapter(...) / a dict of its fields. Calling it again replaces the hooks (never scales twice). Every parameter must
-    have a role: one error names each one that has none.
-    """
+    """The block multipliers as forward hooks on the placed model's modules (the public
+    ``apply_multipliers`` in spectral.torch.config says what they do)."""
+    model = placement.model
     if builtin_multipliers(model):
         raise ConfigError(
             "this model applies the block multipliers in its forward pass already "
@@ -418,11 +401,10 @@ def install_multipliers(
             "build_optimizers put them into the parameters' numbers, so no hook is needed; "
             "hooks would apply them twice"
         )
-    placement = place(model, rules, patterns=patterns, adapter=adapter)
     family = placement.family
     if family is None:
         raise UnsupportedModelError(
-            f"{untraced_reason(unwrap_model(model))} (no family adapter claims the model "
+            f"{untraced_reason(model)} (no family adapter claims the model "
             "either: pass adapter=Adapter(...) or adapter={'input': [...], 'branches': "
             "[...], 'output': [...], 'roles': {...}} to place it by hand)"
         )
@@ -459,12 +441,9 @@ def install_multipliers(
     return MultiplierHandle(handles, names, values)
 
 
-def final_module(
-    model: nn.Module, adapter: AdapterLike | None = None
-) -> nn.Module | None:
+def final_of(model: nn.Module, family: Adapter | None) -> nn.Module | None:
     """The module whose input is h_L (the residual stream after the last block), for
     coordinate checks; None when the family does not say."""
-    family = as_adapter(adapter, model)
     if family is None or not family.final:
         return None
     for name, module in model.named_modules():

@@ -15,13 +15,8 @@ from spectral.measure.fit import rms
 from spectral.scaling import BIAS_ROLES, BaseValue, Rules, keeps_own_init, ratios
 from spectral.torch.apply.absorb import carriers_of
 from spectral.torch.apply.hooks import scale_norm_eps
-from spectral.torch.model.classify import (
-    AdapterLike,
-    Patterns,
-    is_table,
-    unwrap_model,
-)
-from spectral.torch.model.placement import Placement, place
+from spectral.torch.model.classify import is_table, unwrap_model
+from spectral.torch.model.placement import Placement
 from spectral.torch.model.shapes import fans, is_norm
 from spectral.torch.optim.sharded import normal_
 
@@ -50,57 +45,20 @@ def keeps_own_values(
 @torch.no_grad()
 def init_by_role(
     rules: Rules,
-    model: nn.Module,
+    placement: Placement,
     width: float,
     depth: float,
     init_std: BaseValue | None = None,
     *,
-    patterns: Patterns | None = None,
-    adapter: AdapterLike | None = None,
     multiplier: BaseValue = 1.0,
 ) -> None:
-    """Initialise every parameter by its role, keeping the model's own base by default.
-
-    ``init_std=None`` (the default): the model's own initialisation is the base. Each
-    parameter the rules cover is multiplied by ``init_ratio(role, width, depth)``, its
-    role's std at this size divided by its std at the base size, so at the base width and
-    depth every parameter stays bit for bit as the model's code (``reset_parameters``,
-    Hugging Face's ``_init_weights``, torchtitan's ``init_weights``) left it, and away
-    from it each is that value times the rule's ratio (as microsoft/mup's set_base_shapes
-    keeps the base model's). sigma_base is thus the model's own, per parameter: call this
-    after the model's own init. A second call at the same size on values init_ left
-    untouched scales nothing (check() reads what init_ did: :func:`init_record`). The law
-    assumes the model's own std does not itself change with the width (Hugging Face's
-    initializer_range, nanoGPT's 0.02); where it does (torch's default 1/sqrt(fan_in) of
-    nn.Linear and nn.ConvNd, recognised by its values; a family's own_width_exponents),
-    that change is divided out: the parameter starts at its std at the base width times
-    the rule's ratio (spectral.torch.model.own_init).
-
-    ``init_std`` given (a number, or a dict keyed by role, optimizer or "default"): the
-    model's values are replaced by draws from N(0, init_std_of(role)^2), as before this
-    became the default: see :func:`draw_by_role`.
-
-    Biases are scaled by their role's ratio like the weights (1 for the derived rules: the
-    bias variance does not move with the width). A norm's gain and bias keep the model's
-    values: a gain has no width rule, and models start it at 1 (the draw sets it to 1).
-    A vector that is neither a bias nor a norm gain (Mamba's A_log and D, a depthwise
-    kernel) keeps its values in both forms. In the hook-free form (a config generated
-    with --absorb-multipliers) the parameters of each module a multiplier scaled carry it:
-    their values times the multiplier, a norm's included (spectral.torch.apply.absorb).
-    """
-    placement = place(model, rules, patterns=patterns, adapter=adapter)
+    """Initialise every placed parameter by its role (the public ``init_`` in
+    spectral.torch.config says how): the model's own init times each role's init_ratio,
+    or, with ``init_std``, draws by role (:func:`draw_by_role`)."""
+    model = placement.model
     scale_norm_eps(rules, placement, width, depth)
     if init_std is not None:
-        draw_by_role(
-            rules,
-            model,
-            width,
-            depth,
-            init_std,
-            patterns=patterns,
-            adapter=adapter,
-            multiplier=multiplier,
-        )
+        draw_by_role(rules, placement, width, depth, init_std, multiplier=multiplier)
         _remember(model, InitRecord(width, depth, init_std, parameter_spreads(model)))
         return
     record = init_record(model)
@@ -159,8 +117,7 @@ def own_init_factors(
     parameter the model's own init draws with a width-dependent std (a family's
     own_width_exponents, torch's default 1/sqrt(fan_in): Placement.own_exponents) also
     gets that dependence divided out."""
-    model, family = placement._model(), placement.family
-    factors = carriers_of(rules, model, width, depth, multiplier, family)
+    factors = carriers_of(rules, placement, width, depth, multiplier)
     r_n = ratios(width, depth, rules.base_width, rules.base_depth)[0]
     own = placement.own_exponents
     out: list[tuple[str, torch.Tensor, float]] = []
@@ -180,19 +137,16 @@ def own_init_factors(
 
 def init_factors(
     rules: Rules,
-    model: nn.Module,
+    placement: Placement,
     width: float,
     depth: float,
     *,
-    patterns: Patterns | None = None,
-    adapter: AdapterLike | None = None,
     multiplier: BaseValue = 1.0,
 ) -> dict[str, float]:
     """Parameter name -> the factor ``init_`` (with no ``init_std``) multiplies it by: its
     role's init_ratio times its carrier factor (hook-free form); a norm's parameters only
     the carrier factor (1.0 outside the carriers); 1.0 for a vector that keeps its own
     values."""
-    placement = place(model, rules, patterns=patterns, adapter=adapter)
     return {
         name: s
         for name, _, s in own_init_factors(rules, placement, width, depth, multiplier)
@@ -278,13 +232,11 @@ def init_record(model: nn.Module) -> InitRecord | None:
 @torch.no_grad()
 def draw_by_role(
     rules: Rules,
-    model: nn.Module,
+    placement: Placement,
     width: float,
     depth: float,
     init_std: BaseValue = 0.02,
     *,
-    patterns: Patterns | None = None,
-    adapter: AdapterLike | None = None,
     multiplier: BaseValue = 1.0,
 ) -> None:
     """Replace every parameter by a draw by its role: N(0, init_std_of(role)^2), what
@@ -303,9 +255,8 @@ def draw_by_role(
     parameters of each module a multiplier scaled carry it: their std, and a norm's gain,
     times the multiplier (spectral.torch.apply.absorb).
     """
-    placement = place(model, rules, patterns=patterns, adapter=adapter)
     family = placement.family
-    factors = carriers_of(rules, model, width, depth, multiplier, family)
+    factors = carriers_of(rules, placement, width, depth, multiplier)
     for name, p, role, module in placement:
         s = factors.get(id(p), 1.0)
         if is_norm(module):

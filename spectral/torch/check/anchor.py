@@ -35,14 +35,14 @@ from spectral.errors import ConfigError, UnsupportedModelError
 from spectral.measure.fit import rms
 from spectral.scaling import BaseValue
 from spectral.torch.apply.absorb import carriers_of
+from spectral.torch.apply.init import init_record
 from spectral.torch.apply.hooks import MultiplierHook, our_hooks, placements
 from spectral.torch.check.forward import _first_tensor, _run, example_batch
 from spectral.torch.check.params import FLOOR, MAX_TOLERANCE, Z, not_at_init
-from spectral.torch.check.twin_rows import _set_up_twin
+from spectral.torch.check.twin_rows import set_up_twin
 from spectral.torch.check.twins import twin_depth
 from spectral.torch.check.verdict import group_name
-from spectral.torch.model.classify import Adapter
-from spectral.torch.model.placement import Placement, place
+from spectral.torch.model.placement import Placement, placed_alike
 from spectral.torch.rules import TorchRules
 
 OUTPUT_TOLERANCE = 1e-4
@@ -98,24 +98,22 @@ def _rule_ratio(
 def _parameter_lines(
     rules: TorchRules,
     model: nn.Module,
-    twin: nn.Module,
     size: tuple[int, float, float],
     multiplier: BaseValue,
-    families: tuple[Adapter | None, Adapter],
+    placed: tuple[Placement, Placement],
 ) -> list[str]:
     """The user's parameters' RMS against the twin's (set up by the rules at the user's
-    width), where both have the parameter and the pool is large enough to judge."""
+    width), where both have the parameter and the pool is large enough to judge.
+    ``placed``: the user's model's placement and the twin's."""
     width, depth, depth_twin = size
     mine = dict(model.named_parameters())
     try:
-        carried = carriers_of(rules, model, width, depth, multiplier, families[0])
-        carried_twin = carriers_of(
-            rules, twin, width, depth_twin, multiplier, families[1]
-        )
+        carried = carriers_of(rules, placed[0], width, depth, multiplier)
+        carried_twin = carriers_of(rules, placed[1], width, depth_twin, multiplier)
     except UnsupportedModelError:  # the hook-free form's check names it
         return []
     lines = []
-    for name, q, role, _ in place(twin, rules, adapter=families[1]):
+    for name, q, role, _ in placed[1]:
         p = mine.get(name)
         if p is None or p.shape != q.shape or p.ndim < 2 or p.device.type == "meta":
             continue
@@ -322,11 +320,11 @@ def anchor_problems(
             "anchored on it (no values here to compare)"
         )
         return [], [note]
-    family, patterns = placement.family, placement.patterns
-    twin_family = family or place(twin, rules, patterns=patterns).family
+    twin_placement = placed_alike(placement, twin)
+    twin_family = twin_placement.family
     if twin_family is None:
         return [], []  # the twins across widths say that no adapter recognises it
-    _set_up_twin(rules, twin, width, twin_family, patterns, multiplier, base)
+    set_up_twin(rules, twin_placement, width, multiplier, base)
     depth_twin = twin_depth(
         twin,
         len(placements(twin, twin_family)["hidden"]),
@@ -334,21 +332,22 @@ def anchor_problems(
     )
     eager = _outside_in(model)
     problems: list[str] = []
-    if not_at_init(placement, None) is None:
+    # init_ never ran: check's one line at this width says so (and names nothing at the
+    # base width, where the twin's init is the model's own); one line, not one per matrix
+    if not_at_init(placement, None) is None and init_record(model) is not None:
         problems += _parameter_lines(
             rules,
             eager,
-            twin,
             (width, depth, depth_twin),
             multiplier,
-            (family, twin_family),
+            (placement, twin_placement),
         )
     _matched(eager, twin)
     _hooks_at(rules, twin, (width, depth), multiplier)
     if example_input is not None:
         batch = example_input
     else:
-        batch = example_batch(eager, family or twin_family)
+        batch = example_batch(eager, placement.family or twin_family)
     if batch is None:
         return problems, ["the forward pass was not compared with the twin's: no batch"]
     found, notes = _compare_forward(eager, twin, batch)

@@ -24,14 +24,9 @@ from spectral.torch.check.compiled import compiled_problems
 from spectral.torch.check.foreign import foreign_hook_problems
 from spectral.torch.check.forward import example_batch, measured_problems
 from spectral.torch.check.params import init_problems
-from spectral.torch.check.widths import check_widths
-from spectral.torch.model.classify import (
-    Adapter,
-    AdapterLike,
-    Patterns,
-    unwrap_model,
-)
-from spectral.torch.model.placement import Placement, place
+from spectral.torch.check.widths import widths_report
+from spectral.torch.model.classify import Adapter
+from spectral.torch.model.placement import Placement
 from spectral.torch.model.trace import structure_disagreements, trace_structure
 from spectral.torch.model.shapes import fans, head_dims, is_norm
 from spectral.torch.optim.composite import (
@@ -212,15 +207,7 @@ def _optimizer_problems(
     names = {id(p): n for n, p in model.named_parameters()}
     expected = {
         id(p): g
-        for g in role_param_groups(
-            rules,
-            model,
-            width,
-            depth,
-            patterns=placement.patterns,
-            adapter=None,
-            **base,  # None: the placement's
-        )
+        for g in role_param_groups(rules, placement, width, depth, **base)
         for p in g["params"]
     }
     problems, trained = [], set()
@@ -305,7 +292,7 @@ def _as_float(value: Any) -> Any:
 
 def _anchored_width_check(
     rules: TorchRules,
-    model: nn.Module,
+    placement: Placement,
     size: tuple[float, float],
     widths: Sequence[int],
     optimizer: Any,
@@ -313,9 +300,9 @@ def _anchored_width_check(
     **options: Any,
 ) -> tuple[list[str], list[str]]:
     """check_widths anchored on the model at ``size``: (problems, notes)."""
-    report = check_widths(
+    report = widths_report(
         rules,
-        model,
+        placement,
         list(widths),
         anchor=size,
         base={**optimizer_base(optimizer), **base},
@@ -352,19 +339,10 @@ def traced_notes(
     ]
 
 
-def _placed(
-    model: nn.Module, rules: TorchRules, patterns: Any, adapter: Any
-) -> Placement | str:
-    """The model's placement, or the one line that says why nothing else can be judged:
-    a parameter no role places, a tie refused (a bad argument raises), parameters that
-    hold NaN or inf (never initialised)."""
-    try:
-        placement = place(model, rules, patterns=patterns, adapter=adapter)
-        placement.roles()  # every parameter placed, ties allowed
-    except UnsupportedModelError as exc:
-        return str(exc)
+def _unset_line(placement: Placement) -> str | None:
+    """The one line for placed parameters that hold NaN or inf (never initialised)."""
     unset = not_finite(placement)
-    return unset_line(unset, "check") if unset else placement
+    return unset_line(unset, "check") if unset else None
 
 
 def _forward_problems(
@@ -389,15 +367,14 @@ def _forward_problems(
 
 def check_model(
     rules: TorchRules,
-    model: nn.Module,
+    placed: Placement | str,
     width: float,
     depth: float,
     optimizer: torch.optim.Optimizer | None = None,
     *,
+    given: nn.Module,
     multiplier: BaseValue = 1.0,
     head_dim: int | None = None,
-    patterns: Patterns | None = None,
-    adapter: AdapterLike | None = None,
     example_input: Any = None,
     measure: bool = True,
     widths: Sequence[int] | None = None,
@@ -407,30 +384,27 @@ def check_model(
     trainer: Any = None,
     **base: Any,
 ) -> list[str]:
-    """Problems found on the model and optimizer (a :class:`Findings` list: [] when all
-    is right; ``notes``: what was not judged). Roles, ties, multipliers, init stds
-    (spectral.torch.check.params), optimizer groups, head_dim; measure=True runs the model
-    (.forward, .compiled); widths=[...] checks twins anchored on it (.widths, .anchor)."""
+    """Problems found on the placed model and optimizer (the public ``check`` in
+    spectral.torch.config says what is judged). ``placed``: the model's placement, or the
+    one line that says why it has none (a parameter no role places, a tie refused);
+    ``given``: the model as the user passed it (inside any wrapper)."""
     if not isinstance(measure, bool):
         raise ConfigTypeError(f"measure must be True or False, got {measure!r}")
-    if not isinstance(model, nn.Module):
-        raise ConfigTypeError(
-            f"model must be a torch.nn.Module, got {type(model).__name__}"
-        )
     BaseValues.of(base, "check")  # a misspelt base value is one line, not ignored
-    compiled, model = model, unwrap_model(model)
     init_std = base.pop("init_std", None)  # given: judge the draws init_ makes with it
-    base.update(_drawn_with(compiled, init_std))
-    placement_or_line = _placed(model, rules, patterns, adapter)
-    if isinstance(placement_or_line, str):  # found on the model: one line, nothing else
-        return Findings([placement_or_line])
-    placement = placement_or_line
+    base.update(_drawn_with(given, init_std))
+    if isinstance(placed, str):  # found on the model: one line, nothing else
+        return Findings([placed])
+    unset = _unset_line(placed)
+    if unset is not None:
+        return Findings([unset])
+    placement, model = placed, placed.model
     problems = _size_problems(placement, width)
     if rules.absorbed is None:
         family = placement.family
         problems += _multiplier_problems(rules, model, width, depth, multiplier, family)
     else:  # hook-free form: no hooks, and every multiplier sits in parameters
-        problems += absorbed_problems(rules, model, width, depth, multiplier, adapter)
+        problems += absorbed_problems(rules, placement, width, depth, multiplier)
         measure = False  # the forward checks look for the hooks' factors
     problems += _head_dim_problems(model, head_dim) + clipping_problems(rules, trainer)
     if optimizer is not None:
@@ -438,7 +412,7 @@ def check_model(
             rules, model, width, depth, optimizer, base, placement
         )
     if measure and not problems:
-        problems += _forward_problems(compiled, model, placement, example_input)
+        problems += _forward_problems(given, model, placement, example_input)
     size = (width, depth)
     found, notes = init_problems(
         rules, placement, size, init_std, multiplier, optimizer
@@ -448,14 +422,12 @@ def check_model(
     if widths is not None:
         found, more = _anchored_width_check(
             rules,
-            model,
+            placement,
             size,
             widths,
             optimizer,
             base,
             factory=factory,
-            adapter=adapter,
-            patterns=patterns,
             multiplier=multiplier,
             example_input=example_input,
             timeout=timeout,

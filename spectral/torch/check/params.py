@@ -276,29 +276,37 @@ def _own_lines(
     rms: Mapping[str, float],
     size: tuple[float, float],
 ) -> list[str]:
-    """init_ never ran: each parameter (pooled by name pattern) that init_ would scale,
-    its std now against the model's own std times init_'s factor."""
+    """init_ never ran: one line naming how many parameters init_ would scale and its
+    factors (pooled by name pattern, the three largest moves first)."""
     pools: dict[tuple[str, str, float], list[str]] = {}
     for name, f in factors.items():
         if name in rms and rms[name] > 0.0 and not math.isclose(f, 1.0, rel_tol=1e-9):
             pools.setdefault((_pattern(name), roles[name], f), []).append(name)
-    lines = []
-    for (pattern, role, f), names in pools.items():
-        where, got = _pool_label(pattern, role, names), _pool_std(rms, names)
-        carrier = carried.get(names[0], 1.0)
-        hint = (
-            f", which includes the multiplier {carrier:.4g} this hook-free config "
-            "carries in the init"
-            if not math.isclose(carrier, 1.0, rel_tol=1e-9)
-            else ""
-        )
-        lines.append(
-            f"{where}: init std {got:.4g}, the rule gives {got * f:.4g} at width "
-            f"{size[0]:g}, depth {size[1]:g} (the model's own init times {f:.4g}{hint}): "
-            "init_ has not run on this model; call init_(model, width, depth) once, "
-            "after the model's own init"
-        )
-    return lines
+    if not pools:
+        return []
+    count = sum(len(names) for names in pools.values())
+    ranked = sorted(pools.items(), key=lambda kv: -abs(math.log(kv[0][2])))
+    shown = [
+        f"{_pool_label(pattern, role, names)} x{f:.4g}"
+        for (pattern, role, f), names in ranked[:3]
+    ]
+    more = f" and {len(ranked) - 3} more" if len(ranked) > 3 else ""
+    carriers = any(
+        not math.isclose(carried.get(n, 1.0), 1.0, rel_tol=1e-9)
+        for names in pools.values()
+        for n in names
+    )
+    hint = (
+        ", including the multipliers this hook-free config carries in the init"
+        if carriers
+        else ""
+    )
+    return [
+        f"init_ has not run on this model: {count} parameter(s) hold the model's own "
+        f"init, where the rules at width {size[0]:g}, depth {size[1]:g} multiply it "
+        f"({'; '.join(shown)}{more}{hint}); call init_(model, width, depth) once, after "
+        "the model's own init"
+    ]
 
 
 def _record_lines(
@@ -352,12 +360,12 @@ def init_problems(
     are 1 (the hooked form): a model without init_ there is the user's model, as it should
     be. Notes say what was not judged and why (a trained model, a pool too small)."""
     width, depth = size
-    model = placement._model()
+    model = placement.model
     why = not_at_init(placement, optimizer)
     if why is not None:
         return [], [f"init std not judged: the model is past its init ({why})"]
     try:
-        carried = carriers_of(rules, model, width, depth, multiplier, placement.family)
+        carried = carriers_of(rules, placement, width, depth, multiplier)
     except UnsupportedModelError:  # reported by the hook-free form's own check
         return [], [
             "init std not judged: the carriers of the multipliers are not known"

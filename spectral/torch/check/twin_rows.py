@@ -38,8 +38,8 @@ from spectral.torch.check.verdict import (
     FAN_IN_GROWS,
     WidthRow,
 )
-from spectral.torch.model.classify import Adapter, Patterns
-from spectral.torch.model.placement import place
+from spectral.torch.model.classify import Adapter
+from spectral.torch.model.placement import Placement
 from spectral.torch.model.shapes import fans
 from spectral.torch.optim.groups import build_composite
 from spectral.torch.rules import TorchRules
@@ -154,53 +154,35 @@ def _loss(out: torch.Tensor, own: Any = None) -> torch.Tensor:
     return nn.functional.cross_entropy(flat, labels.to(flat.device))
 
 
-def _set_up_twin(
+def set_up_twin(
     rules: TorchRules,
-    twin: nn.Module,
+    placement: Placement,
     width: int,
-    family: Adapter,
-    patterns: Patterns | None,
     multiplier: BaseValue,
     base: Mapping[str, Any],
 ) -> torch.optim.Optimizer:
-    """The twin set up as the rules say: hooks (not in the hook-free form, whose init and
-    groups carry the multipliers), init by role, the optimizer."""
+    """The twin (placed as the user's model is) set up as the rules say: hooks (not in
+    the hook-free form, whose init and groups carry the multipliers), init by role, the
+    optimizer."""
+    twin, family = placement.model, placement.family
+    assert family is not None  # measure_widths refuses a twin with no family
     depth = twin_depth(
         twin, len(placements(twin, family)["hidden"]), family.branches_per_layer
     )
     builtin = builtin_multipliers(twin)
     absorbed = rules.absorbed is not None
     if not builtin and not absorbed:
-        install_multipliers(
-            rules,
-            twin,
-            width,
-            depth,
-            multiplier=multiplier,
-            adapter=family,
-            patterns=patterns,
-        )
+        install_multipliers(rules, placement, width, depth, multiplier=multiplier)
     # the user's init: their own, scaled by the rules (init_'s default), unless they drew
     # with a base std (check passes it on from the init record)
     init_std = base.get("init_std")
-    init_by_role(
-        rules,
-        twin,
-        width,
-        depth,
-        init_std,
-        patterns=patterns,
-        adapter=family,
-        multiplier=multiplier,
-    )
+    init_by_role(rules, placement, width, depth, init_std, multiplier=multiplier)
     carried: dict[str, Any] = {"multiplier": multiplier} if absorbed else {}
     return build_composite(
         rules,
-        twin,
+        placement,
         width,
         depth,
-        adapter=family,
-        patterns=patterns,
         multipliers_in_forward=builtin or None,
         **carried,
         **{k: v for k, v in base.items() if k != "init_std"},
@@ -211,15 +193,35 @@ Outputs = dict[str, torch.Tensor]
 """Module name -> its output (double), and "logits"."""
 
 
+INERT = 1e-5
+"""A bias whose gradient's RMS is below this times its weight's has no effect on the loss
+(a key bias under a softmax, which ignores a shift of every key by one vector): its step is
+an optimizer's answer to rounding noise, and is not judged."""
+
+
+def _inert_biases(tracked: list[tuple[str, str, nn.Module]]) -> set[str]:
+    """The tracked modules whose trained bias has a gradient at rounding level beside
+    their weight's (after the backward pass, before the step)."""
+    out = set()
+    for name, _, module in tracked:
+        b, w = _trained_bias(module), _weight(module)
+        if b is None or w is None or b.grad is None or w.grad is None:
+            continue
+        weight_grad = rms(w.grad.detach())
+        if weight_grad > 0 and rms(b.grad.detach()) <= INERT * weight_grad:
+            out.add(name)
+    return out
+
+
 def _run_and_step(
     twin: nn.Module,
     batch: Any,
     tracked: list[tuple[str, str, nn.Module]],
     opt: torch.optim.Optimizer,
     width: int,
-) -> tuple[Outputs, Outputs, dict[str, tuple[Any, Any]]]:
-    """Every tracked module's output before and after one step on ``batch``, and the
-    inputs of those with a weight from before the step."""
+) -> tuple[Outputs, Outputs, dict[str, tuple[Any, Any]], set[str]]:
+    """Every tracked module's output before and after one step on ``batch``, the inputs
+    of those with a weight from before the step, and the modules whose bias is inert."""
     outputs: Outputs = {}
 
     def keep(name: str) -> Callable[..., None]:
@@ -259,6 +261,7 @@ def _run_and_step(
         before = {**outputs, "logits": logits.detach().double().clone()}
         _loss(logits, getattr(out, "loss", None)).backward()
         del out, logits  # the graph's activations: freed before the step
+        inert = _inert_biases(tracked)
         step_once(opt)
         opt.zero_grad(set_to_none=True)
         with torch.no_grad():
@@ -272,7 +275,7 @@ def _run_and_step(
     finally:
         for h in handles:
             h.remove()
-    return before, after, inputs
+    return before, after, inputs, inert
 
 
 def _per_parameter(opt: torch.optim.Optimizer) -> list[torch.optim.Optimizer] | None:
@@ -427,17 +430,18 @@ def _logits_row(
 
 def measure_twin(
     rules: TorchRules,
-    twin: nn.Module,
+    placement: Placement,
     width: int,
-    family: Adapter,
-    patterns: Patterns | None,
     multiplier: BaseValue,
     example_input: Any,
     base: Mapping[str, Any],
 ) -> tuple[dict[str, WidthRow], Any]:
-    """One twin set up, run, stepped once and run again: its rows (one value each)."""
-    roles_list = place(twin, rules, patterns=patterns, adapter=family).entries
-    opt = _set_up_twin(rules, twin, width, family, patterns, multiplier, base)
+    """One twin (placed as the user's model is) set up, run, stepped once and run again:
+    its rows (one value each)."""
+    twin, family = placement.model, placement.family
+    assert family is not None  # measure_widths refuses a twin with no family
+    roles_list = placement.entries
+    opt = set_up_twin(rules, placement, width, multiplier, base)
     roles = {id(p): role for _, p, role, _ in roles_list}
     hooked = _carried(twin, family) if rules.absorbed is not None else _hooked(twin)
     tracked = _tracked(twin, family, roles)
@@ -455,7 +459,7 @@ def measure_twin(
         for name, _, m in tracked
         if (b := _trained_bias(m)) is not None
     }
-    before, after, inputs = _run_and_step(twin, batch, tracked, opt, width)
+    before, after, inputs, inert = _run_and_step(twin, batch, tracked, opt, width)
     own = _own_outputs(tracked, inputs)
     rows: dict[str, WidthRow] = {}
     for name, kind, module in tracked:
@@ -474,7 +478,7 @@ def measure_twin(
         values = (before[name], after[name], moved)
         rows[name] = _module_row(rules, twin, name, kind, module, roles, hooked, values)
         bias = _trained_bias(module)
-        if name in biases and bias is not None:
+        if name in biases and bias is not None and name not in inert:
             factor = hooked.get(id(module), (None, 1.0))[1]
             b_role = next((r for _, p, r, _ in roles_list if p is bias), "")
             b_row = WidthRow(f"{name}.bias", "bias", b_role, init_predicted=None)

@@ -57,12 +57,8 @@ from spectral.torch.check.verdict import (
     group_name,
     off_rules,
 )
-from spectral.torch.model.classify import (
-    AdapterLike,
-    Patterns,
-    untraced_reason,
-)
-from spectral.torch.model.placement import place
+from spectral.torch.model.classify import untraced_reason
+from spectral.torch.model.placement import Placement, placed_alike
 from spectral.torch.rules import TorchRules
 
 __all__ = [
@@ -71,7 +67,7 @@ __all__ = [
     "STEP_EXPONENT",
     "WidthReport",
     "WidthRow",
-    "check_widths",
+    "widths_report",
     "group_name",
 ]
 
@@ -133,7 +129,7 @@ def _pooled(drawn: list[dict[str, WidthRow]]) -> dict[str, WidthRow]:
     return pooled
 
 
-def _checked_timeout(timeout: Any) -> float | None:
+def checked_timeout(timeout: Any) -> float | None:
     """The time limit in seconds: None (no limit) or a finite number > 0; anything else
     raises (ConfigError) before any twin is built."""
     if timeout is None:
@@ -149,7 +145,7 @@ def _checked_timeout(timeout: Any) -> float | None:
     return float(timeout)
 
 
-def _checked_sizes(widths: Any, seeds: Any, base: Mapping[str, Any]) -> list[int]:
+def checked_sizes(widths: Any, seeds: Any, base: Mapping[str, Any]) -> list[int]:
     """The widths, sorted whole numbers, once the arguments are checked: a bad one raises
     (ConfigError) before any twin is built."""
     if (
@@ -250,10 +246,8 @@ class _Progress:
 
 def _measure_widths(
     rules: TorchRules,
-    model: nn.Module,
+    placement: Placement,
     factory: Callable[[int], nn.Module] | None,
-    adapter: AdapterLike | None,
-    patterns: Patterns | None,
     multiplier: BaseValue,
     example_input: Any,
     base: Mapping[str, Any],
@@ -265,9 +259,8 @@ def _measure_widths(
     sizes, problems, measured = progress.sizes, progress.problems, progress.measured
     per_width: list[dict[str, WidthRow]] = []
     sizes_built: dict[int, int] = {}  # parameter count -> the width whose twin had it
+    model = placement.model
     build = twin_builder(model, factory, sizes, example_input)
-    placement = place(model, rules, patterns=patterns, adapter=adapter)
-    family, patterns = placement.family, placement.patterns  # given once, kept
     for width in sizes:
         drawn: list[dict[str, WidthRow]] = []
         for seed in range(seeds):
@@ -275,21 +268,15 @@ def _measure_widths(
                 break
             torch.manual_seed(SEED + seed)
             twin = _built(build, width, sizes_built if seed == 0 else None)
-            twin_family = family or place(twin, rules, patterns=patterns).family
+            twin_placement = placed_alike(placement, twin)
+            twin_family = twin_placement.family
             if twin_family is None:
                 raise UnsupportedModelError(
                     f"{untraced_reason(twin)} (no family adapter claims the model "
                     "either: pass adapter=...)"
                 )
             rows, batch = measure_twin(
-                rules,
-                twin,
-                width,
-                twin_family,
-                patterns,
-                multiplier,
-                example_input,
-                base,
+                rules, twin_placement, width, multiplier, example_input, base
             )
             if seed == 0 and width == sizes[len(sizes) // 2]:
                 problems += [
@@ -311,7 +298,7 @@ def _anchored(
     model: nn.Module,
     anchor: tuple[float, float],
     factory: Callable[[int], nn.Module] | None,
-    placement: Any,
+    placement: Placement,
     multiplier: BaseValue,
     example_input: Any,
     base: Mapping[str, Any],
@@ -368,40 +355,29 @@ def _shape_differences(model: nn.Module, twin: nn.Module, width: int) -> list[st
     return []
 
 
-def check_widths(
+def widths_report(
     rules: TorchRules,
-    model: nn.Module,
+    placement: Placement,
     widths: list[int],
     *,
     anchor: tuple[float, float] | None = None,
     factory: Callable[[int], nn.Module] | None = None,
-    adapter: AdapterLike | None = None,
-    patterns: Patterns | None = None,
     multiplier: BaseValue = 1.0,
     example_input: Any = None,
     timeout: float | None = 120.0,
     base: Mapping[str, Any] | None = None,
     seeds: int = 1,
 ) -> WidthReport:
-    """Twins of ``model`` at ``widths`` measured; the report's problems are [] only when
-    every module was measured at every width and is within SLOPE_TOLERANCE_WIDTHS of its rules.
-
-    ``timeout``: seconds for the whole check, looked at before each twin of every seed (a
-    twin that would start after it is not built: the widths left are named as not
-    measured). ``seeds``: twins drawn per width (1 to MAX_SEEDS; init seeds 0, 1, ...);
-    each RMS is their mean before the slope is fitted. At a few heads of width one draw's
-    branch slopes scatter by about 0.1 from seed to seed, so a check near the tolerance
-    wants several (the cost grows with them). ``anchor``: the user's (width, depth); the
-    model is first compared with the twin at its own width (spectral.torch.check.anchor),
-    so that what the verdict certifies is the model trained. A bad argument raises
-    ConfigError."""
+    """Twins of the placed model at ``widths`` measured (the public ``check_widths`` in
+    spectral.torch.config says how); the report's problems are [] only when every module
+    was measured at every width and is within SLOPE_TOLERANCE_WIDTHS of its rules."""
+    model = placement.model
     base = dict(base or {})
-    sizes = _checked_sizes(widths, seeds, base)
-    progress = _Progress(sizes, _checked_timeout(timeout))
+    sizes = checked_sizes(widths, seeds, base)
+    progress = _Progress(sizes, checked_timeout(timeout))
     measured, problems = progress.measured, progress.problems
     notes: list[str] = []
     if anchor is not None:
-        placement = place(model, rules, patterns=patterns, adapter=adapter)
         found, notes = _anchored(
             rules, model, anchor, factory, placement, multiplier, example_input, base
         )
@@ -409,10 +385,8 @@ def check_widths(
     try:
         per_width = _measure_widths(
             rules,
-            model,
+            placement,
             factory,
-            adapter,
-            patterns,
             multiplier,
             example_input,
             base,

@@ -52,20 +52,20 @@ def _checked(family: Adapter) -> Adapter:
 
 
 def as_adapter(
-    adapter: AdapterLike | None, model: nn.Module | None = None
+    given: AdapterLike | None, model: nn.Module | None = None
 ) -> Adapter | None:
     """An Adapter from an Adapter, a family name, a dict of its fields, or the model."""
-    if isinstance(adapter, Adapter):
-        return adapter if adapter in ADAPTERS else _checked(adapter)
-    if isinstance(adapter, str):
+    if isinstance(given, Adapter):
+        return given if given in ADAPTERS else _checked(given)
+    if isinstance(given, str):
         for known in ADAPTERS:
-            if known.name == adapter:
+            if known.name == given:
                 return known
         raise ConfigError(
-            f"no adapter {adapter!r}; known: {', '.join(a.name for a in ADAPTERS)}"
+            f"no adapter {given!r}; known: {', '.join(a.name for a in ADAPTERS)}"
         )
-    if isinstance(adapter, Mapping):
-        fields = dict(adapter)
+    if isinstance(given, Mapping):
+        fields = dict(given)
         fields.setdefault("name", "custom")
         fields.setdefault("detect", "")
         for key in ("roles", "refuse"):
@@ -87,9 +87,9 @@ def as_adapter(
             return _checked(Adapter(**fields))
         except TypeError as exc:
             raise ConfigError(f"adapter: {exc}") from None
-    if adapter is not None:
+    if given is not None:
         raise ConfigTypeError(
-            f"adapter must be an Adapter, a name or a dict, got {type(adapter)}"
+            f"adapter must be an Adapter, a name or a dict, got {type(given)}"
         )
     if model is None:
         return None

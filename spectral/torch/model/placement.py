@@ -2,12 +2,18 @@
 
 :func:`place` reads a model the way every entry point needs it — the family (found by its
 module names, or the adapter given), every parameter's role (its name, then its shape), the
-ties the rules allow — and keeps the :class:`Placement` with the model, so that
+ties the rules allow — into a :class:`Placement`, and attaches it to the model as the
+attribute ``spectral_placement`` (as microsoft/mup writes ``p.infshape``), so that
 ``apply_multipliers``, ``init_``, ``param_groups``, ``build_optimizers``, ``check`` and
-``fold_multipliers`` on the same model read it once between them. A placement is reused
-while nothing it was read from has changed: the same ``patterns=``, adapter and rules, the
-same parameter objects under the same names, and no new record of which dimensions grow
-(``set_base_shapes``). Anything else places the model again.
+``fold_multipliers`` on the same model read it once between them. The public binding
+(:mod:`spectral.torch.config`) is the only code that places a model; every function below
+it takes the Placement as a value.
+
+Invalidation: the attribute is read again only while nothing it was read from has changed:
+the same ``patterns=``, adapter and rules, the same parameter objects under the same names
+and shapes, and no new record of which dimensions grow (``set_base_shapes``). Anything else
+places the model again and replaces the attribute. A deep copy or a pickle of the model
+carries no placement (the attribute becomes None): the copy is placed when first used.
 """
 
 from __future__ import annotations
@@ -53,7 +59,20 @@ class Placement:
     rules: Any
     """The config whose roles and ties the placement was read against (None: any)."""
     model_ref: weakref.ref[nn.Module]
-    """The (unwrapped) model, weakly: the placement is kept in a table keyed by it."""
+    """The (unwrapped) model, weakly: the model holds its placement as an attribute."""
+    given: Adapter | None = None
+    """The adapter the user gave (None: the family was found), to read twins alike."""
+    state: tuple[Any, ...] = ()
+    """What the placement was read from: the parameters under their names and shapes."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a deep copy or pickle of the model is another model: it is placed afresh
+        return (_stale, ())
+
+    @property
+    def model(self) -> nn.Module:
+        """The (unwrapped) model this placement reads."""
+        return self._model()
 
     @functools.cached_property
     def _entries(self) -> tuple[tuple[str, nn.Parameter, str, nn.Module | None], ...]:
@@ -101,10 +120,30 @@ class Placement:
         return {name: role for name, _, role, _ in self._entries}
 
 
-_PLACED: weakref.WeakKeyDictionary[
-    nn.Module, tuple[tuple[Any, ...], Adapter | None, Placement]
-] = weakref.WeakKeyDictionary()
-"""Model -> (its parameters and records when placed, the adapter given, the placement)."""
+ATTRIBUTE = "spectral_placement"
+"""The model attribute that holds its Placement (None after a copy: placed again)."""
+
+
+def _stale() -> None:
+    """What a copied placement becomes: nothing (the copy is placed when first used)."""
+    return None
+
+
+def placed_alike(placement: Placement, other: nn.Module) -> Placement:
+    """Another model (a twin at another width) placed as ``placement``'s was: the same
+    patterns, its family (given or found: the twin is not read anew), the same rules."""
+    given = placement.given
+    family = given if given is not None else placement.family
+    return place(other, placement.rules, patterns=placement.patterns, adapter=family)
+
+
+def placement_of(model: nn.Module) -> Placement | None:
+    """The placement attached to ``model`` (unwrapped) while it still holds, else None."""
+    model = unwrap_model(model)
+    kept = model.__dict__.get(ATTRIBUTE)
+    if not isinstance(kept, Placement) or kept.model_ref() is not model:
+        return None
+    return kept if kept.state == _state(model) else None
 
 
 def _state(model: nn.Module) -> tuple[Any, ...]:
@@ -142,21 +181,25 @@ def place(
     pairs = tuple(role_pairs(patterns))
     given = as_adapter(adapter)  # a name or a dict checked, without reading the model
     state = _state(model)
-    kept = _PLACED.get(model)
-    if kept is not None and kept[0] == state:
-        old = kept[2]
+    old = placement_of(model)
+    if old is not None:
         pairs = pairs or old.patterns
-        given = given if given is not None else kept[1]
+        given = given if given is not None else old.given
         same_rules = rules is None or rules == old.rules
         # the family the placement found, passed back by an entry point that read it
         # from the placement, is the same reading, not another adapter
-        same_family = given == kept[1] or given == old.family
+        same_family = given == old.given or given == old.family
         if pairs == old.patterns and same_family and same_rules:
             return old
         rules = old.rules if rules is None else rules
     family = given if given is not None else as_adapter(None, model)
     placement = Placement(
-        family=family, patterns=pairs, rules=rules, model_ref=weakref.ref(model)
+        family=family,
+        patterns=pairs,
+        rules=rules,
+        model_ref=weakref.ref(model),
+        given=given,
+        state=state,
     )
-    _PLACED[model] = (state, given, placement)
+    model.__dict__[ATTRIBUTE] = placement
     return placement

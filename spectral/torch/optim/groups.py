@@ -11,12 +11,10 @@ from torch import nn
 
 from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.optimizers.entry import TorchImpl
-from spectral.patterns import Patterns
 from spectral.scaling import BaseValues
 from spectral.torch.apply.absorb import absorbed_values, carriers_of, scales_in_forward
 from spectral.torch.apply.hooks import multipliers_applied
-from spectral.torch.model.classify import AdapterLike, unwrap_model
-from spectral.torch.model.placement import place
+from spectral.torch.model.placement import Placement
 from spectral.torch.model.shapes import fans
 from spectral.torch.model.ties import tied_to_output, tied_values_agree
 from spectral.torch.optim.composite import CompositeOptimizer
@@ -62,31 +60,15 @@ def _whole_matrix(rules: TorchRules, opt_name: str) -> bool:
 
 def role_param_groups(
     rules: TorchRules,
-    model: nn.Module,
+    placement: Placement,
     width: float,
     depth: float,
-    *,
-    patterns: Patterns | None = None,
-    adapter: AdapterLike | None = None,
     **base: Any,
 ) -> list[dict[str, Any]]:
-    """Torch param groups, one per (optimizer, role, compensation), with scaled HPs.
-
-    Each group carries "lr", "weight_decay", the optimizer's eps where it has one, and
-    "role" / "optimizer" for bookkeeping. An eps that lives inside a tuple-valued key
-    (rules.eps_places) is carried as "spectral_eps" and put in place by build_optimizers, once
-    the implementation has filled in the tuple's other entries. init_std is accepted
-    (and ignored) so one dict of base values serves every function; multiplier only matters
-    in the hook-free form.
-    Frozen parameters are left out. Each group is named "role/optimizer" (what loggers show),
-    with the lr factor of a shape compensation or "experts" after it where a role has
-    several groups. A one-element tensor lr (torch's recipe for a compiled optimizer step,
-    which then does not recompile as the lr changes) gives every group a tensor lr of its
-    own, of that dtype and device. In the hook-free form the parameters of each module a
-    multiplier scaled get groups of their own, with the numbers that carry it
-    (spectral.torch.apply.absorb).
-    """
-    model = unwrap_model(model)
+    """Torch param groups of the placed model, one per (optimizer, role, compensation),
+    with scaled HPs (the public ``param_groups`` in spectral.torch.config says what each
+    group carries)."""
+    model = placement.model
     values = BaseValues.of(base, "param_groups")
     lr, multiplier = values.lr, values.multiplier
     lr_tensor = _tensor_lr(lr)
@@ -95,11 +77,9 @@ def role_param_groups(
         depth,
         **{**values.given(), "lr": lr if lr_tensor is None else float(lr_tensor)},
     )
-    factors = carriers_of(rules, model, width, depth, multiplier, adapter)
+    factors = carriers_of(rules, placement, width, depth, multiplier)
     groups: dict[tuple[str, str, float, str | None, float], dict[str, Any]] = {}
-    for name, p, role, module in place(
-        model, rules, patterns=patterns, adapter=adapter
-    ):
+    for name, p, role, module in placement:
         if not p.requires_grad:
             continue
         rules.covered(role, f"parameter {name!r}")
@@ -202,26 +182,18 @@ def _place_eps(
 
 def build_composite(
     rules: TorchRules,
-    model: nn.Module,
+    placement: Placement,
     width: float,
     depth: float,
     *,
     factories: Mapping[str, Callable[..., torch.optim.Optimizer]] | None = None,
     optimizer_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
-    patterns: Patterns | None = None,
-    adapter: AdapterLike | None = None,
     multipliers_in_forward: bool | None = None,
     **base: Any,
 ) -> CompositeOptimizer:
-    """One torch optimizer over param_groups(model, width, depth, **base).
-
-    The model's forward pass must carry the block multipliers (apply_multipliers, or a
-    model that applies them itself: pass multipliers_in_forward=True, or give the model an
-    attribute applies_mup_multipliers = True as spectral.models does); without them the
-    rules do not hold, so this refuses. optimizer_kwargs = {"adamw": {"betas": (0.9,
-    0.95)}} passes extra arguments to one implementation; factories = {"name": fn}
-    replaces or adds one (fn(groups, **kwargs) returning a torch optimizer).
-    """
+    """One torch optimizer over the placed model's param groups (the public
+    ``build_optimizers`` in spectral.torch.config says what it refuses)."""
+    model = placement.model
     _check_options(rules, factories, optimizer_kwargs, multipliers_in_forward)
     if rules.absorbed is not None:
         if multipliers_in_forward or scales_in_forward(model):
@@ -236,9 +208,7 @@ def build_composite(
             "apply_multipliers(model, width, depth) first, or pass "
             "multipliers_in_forward=True if the model applies them itself"
         )
-    groups = role_param_groups(
-        rules, model, width, depth, patterns=patterns, adapter=adapter, **base
-    )
+    groups = role_param_groups(rules, placement, width, depth, **base)
     by_optimizer: dict[str, list[dict[str, Any]]] = {}
     for group in groups:
         by_optimizer.setdefault(group["optimizer"], []).append(group)

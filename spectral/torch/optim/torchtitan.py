@@ -14,45 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import torch
-from torch import nn
 
 from spectral.errors import ConfigError
-from spectral.scaling import BaseValue, BaseValues
+from spectral.scaling import BaseValues
 from spectral.torch.apply.absorb import absorbed_values
-from spectral.torch.apply.init import init_by_role
 from spectral.torch.rules import TorchRules
 
 GroupPattern = tuple[str, str, str | None]
 """(parameter-name pattern, role, layer whose multiplier it carries or None)."""
-
-
-@torch.no_grad()
-def titan_init(
-    rules: TorchRules,
-    model: nn.Module,
-    width: float,
-    depth: float,
-    init_std: BaseValue | None = None,
-    *,
-    multiplier: BaseValue = 1.0,
-    adapter: Any = "torchtitan",
-) -> None:
-    """init_ for torchtitan's Llama3, called after its own ``init_weights``.
-
-    With no ``init_std``, torchtitan's init is the base (spectral.torch.apply.init): at the
-    base width and depth every parameter is left bit for bit as torchtitan drew it; away
-    from it each is multiplied by its role's std ratio and by the multiplier it carries.
-    A parameter whose own std already moves with the width (the torchtitan adapter's
-    own_width_exponents: lm_head at dim**-0.5) also gets that move divided out,
-    (width / base_width)**0.5 for lm_head, so it starts at the std torchtitan gives it at
-    the base width times the rule, as the rule means; without this the readout would
-    start sqrt(base_width / width) smaller. ``init_std`` given: every parameter drawn by
-    its role, as init_by_role does.
-    """
-    init_by_role(
-        rules, model, width, depth, init_std, adapter=adapter, multiplier=multiplier
-    )
 
 
 def titan_group_values(
