@@ -132,6 +132,7 @@ LAYER_OF: dict[str, str] = {
     "outer_weight": "outer",
     "outer_bias": "outer",
     "rank_down_weight": "hidden",
+    "normed_rank_down_weight": "hidden",
     "rank_up_weight": "hidden",
     "hidden_vector": "hidden",
 }
@@ -140,21 +141,26 @@ block: a mixture of experts' router, a gate) has its own, on its logits: Theta(1
 derivation (docs/router.md), so only a base value given for it changes anything; so has
 a width -> width map outside the residual stream (outer_weight, a pooler; its bias
 outer_bias). The readout's bias shares alpha_out (the hook scales the readout's whole
-output), fixed-rank factors (rank_down_weight, rank_up_weight) and per-channel vectors
-(hidden_vector) a block's (docs/roles.md)."""
+output), fixed-rank factors (rank_down_weight, normed_rank_down_weight, rank_up_weight)
+and per-channel vectors (hidden_vector) a block's (docs/roles.md)."""
 
 EXTRA_ROLES = (
     "output_bias",
     "outer_weight",
     "outer_bias",
     "rank_down_weight",
+    "normed_rank_down_weight",
     "rank_up_weight",
     "hidden_vector",
 )
 """The roles placed by their dimensions (docs/roles.md): a config has them only when
 generated with --all-roles (load_generated(..., all_roles=True))."""
 
-MIN_K: dict[str, int] = {"rank_down_weight": 2, "rank_up_weight": 2}
+MIN_K: dict[str, int] = {
+    "rank_down_weight": 2,
+    "normed_rank_down_weight": 2,
+    "rank_up_weight": 2,
+}
 """Roles that only blocks of k >= 2 maps hold: a fixed-rank factor is one of at least two
 maps of its branch (n -> r -> n), so a k = 1 config has no rule for it."""
 
