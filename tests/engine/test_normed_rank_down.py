@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from spectral import derive
+from spectral.catalog import catalog
 from spectral.engine.conditions import chains, chain_terms
 from spectral.engine.result import Derivation, Exponent
 from spectral.engine.roles import ALL_ROLES
@@ -55,7 +56,7 @@ def _with(d: Derivation, hp: str, exponent: Exponent) -> Derivation:
     return Derivation(**{**d.__dict__, "entries": entries})
 
 
-@pytest.mark.parametrize("name", ["adamw", "muon-kimi", "sgd", "shampoo"])
+@pytest.mark.parametrize("name", sorted(catalog()))
 def test_the_plain_rank_down_init_fails_under_a_norm(name):
     """The plain rank-down map's init (1/n²) with the normed role's other rules: the norm's
     input is n^-1/2 (N1.1) and its relative change √n, every chain term through it √n too
