@@ -26,11 +26,11 @@ Horizon and batch (issue 49). ``steps`` or ``tokens`` and ``batch`` name the run
 values were tuned at ``base_steps`` or ``base_tokens`` and ``base_batch`` (a generated
 config records the ones it was generated with). Each role's lr, weight decay and eps is then
 also multiplied by ``r_D**d * r_B**b`` (``ALONG`` of the config, by the optimizer that
-trains it: ``r_D`` the ratio of
-training tokens, ``r_B`` of batch sizes; steps count as ``steps * batch`` tokens). Weight
-decay follows the timescale ``B / (lr * wd * D)``, so ``lr * wd * D / B`` is the base's. A
-run that names neither is the base's, and every number is exactly what it was without them;
-a batch given without a horizon keeps the token horizon (fewer steps).
+trains it: ``r_D`` the ratio of training tokens, ``r_B`` of batch sizes; steps count as
+``steps * batch`` tokens). Weight decay follows the timescale ``B / (lr * wd * D)``, so
+``lr * wd * D / B`` is the base's. A run that names neither is the base's, and every
+number is exactly what it was without them; a batch given without a horizon keeps the
+token horizon (fewer steps).
 
 A dense input layer (not an embedding) is drawn with ``init_std / sqrt(d_in)``: its input
 variance is ``σ²/d_0`` (App. C), ``σ²`` for one-hot inputs. Give ``d_in`` to get that number
@@ -132,31 +132,31 @@ LAYER_OF: dict[str, str] = {
     "outer_weight": "outer",
     "outer_bias": "outer",
     "rank_down_weight": "hidden",
+    "normed_rank_down_weight": "hidden",
     "rank_up_weight": "hidden",
     "hidden_vector": "hidden",
 }
-"""Role -> the layer whose block multiplier it shares. A router (an E x n map inside a
-block: a mixture of experts' router, a gate) has its own, on its logits: Theta(1) in every
-derivation (docs/router.md), so only a base value given for it changes anything; so has
-a width -> width map outside the residual stream (outer_weight, a pooler; its bias
-outer_bias). The readout's bias shares alpha_out (the hook scales the readout's whole
-output), fixed-rank factors (rank_down_weight, rank_up_weight) and per-channel vectors
-(hidden_vector) a block's (docs/roles.md)."""
+"""Role -> the layer whose block multiplier it shares. A router (an E x n gate in a block)
+has its own, on its logits, and so has a width -> width map outside the stream
+(outer_weight, a pooler; its bias outer_bias): Theta(1) in every derivation, so only a
+base value given for them changes anything (docs/router.md). The readout's bias shares
+alpha_out (the hook scales its whole output); rank factors and vectors a block's."""
 
 EXTRA_ROLES = (
     "output_bias",
     "outer_weight",
     "outer_bias",
     "rank_down_weight",
+    "normed_rank_down_weight",
     "rank_up_weight",
     "hidden_vector",
 )
 """The roles placed by their dimensions (docs/roles.md): a config has them only when
 generated with --all-roles (load_generated(..., all_roles=True))."""
 
-MIN_K: dict[str, int] = {"rank_down_weight": 2, "rank_up_weight": 2}
-"""Roles that only blocks of k >= 2 maps hold: a fixed-rank factor is one of at least two
-maps of its branch (n -> r -> n), so a k = 1 config has no rule for it."""
+MIN_K: dict[str, int] = {role: 2 for role in EXTRA_ROLES if "rank_" in role}
+"""Roles only blocks of k >= 2 maps hold: a fixed-rank factor (the rank_ roles) is one of at
+least two maps of its branch (n -> r -> n), so a k = 1 config has no rule for it."""
 
 
 def unknown_role(pattern: object, role: object) -> str | None:

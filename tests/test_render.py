@@ -69,6 +69,15 @@ def test_golden(optimizer, k, fmt):
     check_golden(f"{optimizer}-k{k}.{fmt}", FORMATS[fmt](d))
 
 
+@pytest.mark.parametrize("fmt", ["md", "explain.md"])
+def test_golden_all_roles(fmt):
+    """`spectral derive adamw --all-roles`: every role's rules as people read them, the
+    rank-down map a norm reads (normed_rank_down_weight) beside the plain one."""
+    text = FORMATS[fmt](derive("adamw", k=2, all_roles=True))
+    assert "Normed rank-down weights" in text
+    check_golden(f"adamw-k2.all-roles.{fmt}", text)
+
+
 def test_golden_input_kinds():
     d = derive("muon", k=2)
     check_golden("muon-k2-image.md", render.markdown(d, input_kind="image"))

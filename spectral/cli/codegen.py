@@ -71,8 +71,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "--all-roles",
         action="store_true",
         help="also give rules to the roles placed by their dimensions: output_bias, "
-        "outer_weight, outer_bias, rank_down_weight, rank_up_weight, hidden_vector "
-        "(docs/roles.md)",
+        "outer_weight, outer_bias, rank_down_weight, normed_rank_down_weight, "
+        "rank_up_weight, hidden_vector (docs/roles.md)",
     )
     p.add_argument("--base-width", type=_positive_int, required=True, metavar="N")
     p.add_argument("--base-depth", type=_positive_int, required=True, metavar="L")

@@ -65,8 +65,8 @@ def configure_derive(p: argparse.ArgumentParser) -> None:
         "--all-roles",
         action="store_true",
         help="table, markdown, latex: also derive the roles placed by their dimensions: "
-        "output_bias, outer_weight, outer_bias, rank_down_weight, rank_up_weight, "
-        "hidden_vector (docs/roles.md); --format json always lists them (a no-op there)",
+        "output_bias, outer_weight, outer_bias, rank_down_weight, normed_rank_down_weight, "
+        "rank_up_weight, hidden_vector (docs/roles.md); --format json always lists them (a no-op there)",
     )
     p.add_argument(
         "--horizon",

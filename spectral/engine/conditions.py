@@ -29,6 +29,18 @@ multiplier of the layer the parameters sit in.
   a per-channel vector starts chains like a bias. A product commutes, so one chain per
   role covers every position it may take.
 
+* A rank-down map a scale-invariant norm reads (``normed_rank_down_weight`` ``D_N``,
+  ``docs/roles.md``) takes a hidden matrix's place like a rank-down map, but what the rest
+  of the block sees is the norm's output ``N(D_N h) = D_N h / rms(D_N h)``: its factor in the
+  block's chains is ``‖N(D_N)‖ = Θ(1)`` at init whatever ``D_N``'s scale, and its update
+  factor is the relative change ``‖ΔN(D_N)‖ = ‖ΔD_N h‖/‖D_N h‖ = ‖ΔD_N‖/g`` (an update is
+  aligned with the input it was computed on, ``‖ΔD_N h‖ = ‖ΔD_N‖‖h‖``; the init is not,
+  ``‖D_N h‖ = g‖h‖`` with the gain ``g = σ√n_in``, ``Θ(n^{-1/2})‖D_N‖`` for r × n).
+  Scale invariance holds while the norm's ε is negligible against ``mean (D_N h)²``, so the
+  norm's input gets a chain of its own (layer ``norm``, no multiplier), labelled N:
+  ``‖D_N h‖ = Θ(1)`` at init (N1.1, which fixes ``σ² = 1/n_in``) and ``‖ΔD_N h‖ = Θ(1)``
+  (N2.1).
+
 The number of terms grows as ``2^k`` (:func:`term_formula`: ``4 + 3·2^k`` over the paper's
 roles, ``3 + 6·2^k`` with the router).
 Nothing in the engine enumerates them: a chain's terms differ only in *which* factors are
@@ -77,7 +89,9 @@ MULTIPLIER_SYMBOL = {
     "output": "α_{L+1}",
     "router": "α_r",
     "outer": "α_o",
+    "norm": "",
 }
+"""The multiplier of each layer's terms as written; a norm's input (layer ``norm``) has none."""
 
 _SUP = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
@@ -90,11 +104,19 @@ class Factor:
     position: int
     """Index ``i`` of the map inside a block (1..k); 0 outside blocks."""
     delta: bool
+    view: Literal["", "norm", "input"] = ""
+    """What of a normed role's map the term holds: ``norm``, the norm's output ``N(p h)``
+    (in the block's chains); ``input``, the norm's input ``p h`` (layer ``norm``); ``""``
+    the map itself (every other role)."""
 
     def __str__(self) -> str:
         sym = role(self.role).symbol
         if self.position:
             sym = f"{sym}⁽{str(self.position).translate(_SUP)}⁾"
+        if self.view == "norm":
+            sym = f"N({sym})"
+        elif self.view == "input":
+            sym = f"{sym} h"
         return f"‖{'Δ' if self.delta else ''}{sym}‖"
 
 
@@ -140,7 +162,10 @@ class Condition(NamedTuple):
 
     @property
     def factors(self) -> tuple[Factor, ...]:
-        return tuple(Factor(r, i, p in self.updated) for p, (r, i) in enumerate(self.chain.params))
+        return tuple(
+            Factor(r, i, p in self.updated, factor_view(self.chain, r))
+            for p, (r, i) in enumerate(self.chain.params)
+        )
 
     @property
     def kind(self) -> str:
@@ -151,19 +176,31 @@ class Condition(NamedTuple):
         return len(self.updated)
 
     def __str__(self) -> str:
-        # a factor from another layer (a router's gate in a block) carries its own multiplier
-        own = {f.role: role(f.role).layer for f in self.factors}
+        # a factor from another layer (a router's gate in a block) carries its own
+        # multiplier; a norm's input (layer norm) is the map's output, before any multiplier
+        own: dict[str, str] = {f.role: role(f.role).layer for f in self.factors}
+        if self.layer == "norm":
+            own = dict.fromkeys(own, "norm")
         factors = [
             f"{MULTIPLIER_SYMBOL[own[f.role]]}{f}" if own[f.role] != self.layer else str(f)
             for f in self.factors
         ]
-        lhs = " ".join([MULTIPLIER_SYMBOL[self.layer], *factors])
+        lhs = " ".join(x for x in (MULTIPLIER_SYMBOL[self.layer], *factors) if x)
         rhs = "Θ" if self.relation == "=" else "O"
         return f"{lhs} = {rhs}({format_monomial(*self.target.exponents)})"
 
 
+def factor_view(chain: Chain, role_name: str) -> Literal["", "norm", "input"]:
+    """What a factor of ``role_name`` in ``chain`` holds (:attr:`Factor.view`)."""
+    if not role(role_name).normed:
+        return ""
+    return "input" if chain.layer == "norm" else "norm"
+
+
 def _label(chain: Chain, order: int) -> str:
     """Paper label of the terms of ``chain`` with ``order`` factors updated (0: init)."""
+    if chain.layer == "norm":
+        return f"N{1 if order == 0 else 2}.1"
     if chain.gated or chain.layer == "router":
         return f"R{1 if order == 0 else 2}.{1 if order == 0 else order + 1}"
     head = "B" if chain.is_bias else "C"
@@ -176,8 +213,8 @@ def _label(chain: Chain, order: int) -> str:
 def init_term(chain: Chain) -> Condition:
     """The chain with no factor updated: ``Θ(1/L)`` for a hidden chain of ``m ≥ 2`` factors
     (Condition C), ``O(1/√L)`` for ``m = 1`` (Condition "one-layer"), ``Θ(1)`` outside blocks
-    (a router's logits included). A gated chain has none: it is the chain's own, times
-    ``‖g‖ = Θ(1)``."""
+    (a router's logits included) and for a norm's input (N1.1). A gated chain has none: it
+    is the chain's own, times ``‖g‖ = Θ(1)``."""
     if chain.gated:
         raise ValueError("a gated chain has no init term of its own")
     rel: Relation
@@ -190,7 +227,8 @@ def init_term(chain: Chain) -> Condition:
 
 
 def update_target(chain: Chain) -> Theta:
-    """The target every update term of ``chain`` must equal: ``Θ(1/L)`` in a block, else ``Θ(1)``."""
+    """The target every update term of ``chain`` must equal: ``Θ(1/L)`` in a block, else
+    ``Θ(1)`` (a norm's input, N2.1, included)."""
     return _INV_L if chain.layer == "hidden" else _ONE
 
 
@@ -252,9 +290,11 @@ def term_counts(chain: Chain) -> dict[str, int]:
 def first_order_term(chain_list: Iterable[Chain], role_name: str) -> Condition:
     """The first term, in :func:`generate` order, in which ``role_name`` alone is updated:
     its first factor in the first chain that holds it (a router: its gate, alone updated,
-    in the first gated chain). It fixes the role's update size."""
+    in the first gated chain). It fixes the role's update size and the loss change one
+    step of it causes (App. C.4), so a norm's input (N2.1, a size, not a loss change) is
+    never it."""
     for chain in chain_list:
-        if not chain.has_updates:
+        if not chain.has_updates or chain.layer == "norm":
             continue
         for p, (r, _) in enumerate(chain.params):
             if r == role_name and (p == 0 or not chain.gated):
@@ -271,6 +311,7 @@ def term_formula(roles: tuple[Role, ...] = ROLES) -> tuple[int, int]:
     ``Σ_{m=1..k} 2^m = 2^{k+1} − 2``. With the paper's roles: ``4 + 3·2^k``. A router adds
     its init term (1) and a gated twin of each block chain with the gate always updated
     (as many terms as the chain), so ``3 + 6·2^k`` with the paper's roles and the router.
+    A normed role adds its norm's input (2: N1.1, N2.1).
     """
     names = {r.name for r in roles}
     outside = sum(1 for r in roles if not r.in_block)
@@ -279,7 +320,9 @@ def term_formula(roles: tuple[Role, ...] = ROLES) -> tuple[int, int]:
     factors = weights * sum(1 for r in roles if _in_weight_chain(r))
     vectors = sum(1 for r in roles if r.layer == "hidden" and r.is_bias)
     twins = 1 + routers
-    return 2 * outside + routers - 2 * vectors * twins, (weights + factors + 2 * vectors) * twins
+    normed = 2 * sum(1 for r in roles if r.normed and weights)
+    outer = 2 * outside + routers - 2 * vectors * twins + normed
+    return outer, (weights + factors + 2 * vectors) * twins
 
 
 def _in_weight_chain(r: Role) -> bool:
@@ -321,6 +364,11 @@ def chains(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Chain]:
         if r.gate:
             for c in block:
                 yield Chain("hidden", ((r.name, 0), *c.params), c.is_bias, True, cross)
+    # the input of the norm that reads a normed factor (one per role, where the block's
+    # weight chain holds it), after the block's chains: those fix its update size
+    for r in roles:
+        if r.normed and "hidden_weight" in names:
+            yield Chain("norm", ((r.name, _place(r, k)),), False)
 
 
 def generate(k: int, roles: tuple[Role, ...] = ROLES) -> Iterator[Condition]:

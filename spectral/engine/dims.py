@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-__all__ = ["GROWS", "WIDTH_TO_FIXED", "fan_in_grows", "fan_out_grows"]
+__all__ = ["GROWS", "WIDTH_TO_FIXED", "NORM_READ", "fan_in_grows", "fan_out_grows"]
 
 GROWS = MappingProxyType(
     {
@@ -27,6 +27,7 @@ GROWS = MappingProxyType(
         "outer_weight": (True, True),
         "outer_bias": (True, False),
         "rank_down_weight": (False, True),
+        "normed_rank_down_weight": (False, True),
         "rank_up_weight": (True, False),
         "hidden_vector": (True, False),
     }
@@ -38,6 +39,13 @@ WIDTH_TO_FIXED = ("rank_down_weight", "router_weight")
 """Roles of a width -> fixed map inside a block (the readout, also width -> fixed, ends
 the network): their rules' init variance is 1/n^2, so their output at init is
 Theta(n^-1/2) (docs/roles.md)."""
+
+NORM_READ = ("normed_rank_down_weight",)
+"""Roles of a width -> fixed map inside a block whose output a scale-invariant norm reads
+(DeepSeek's q_a_proj / kv_a_proj_with_mqa under q_a_layernorm / kv_a_layernorm, Jamba's
+x_proj under its dt, B and C norms): their rules' init variance is 1/n, so the norm's
+input is Theta(1) at init and its epsilon needs no scaling; not in WIDTH_TO_FIXED
+(docs/roles.md, "Rank-down maps a norm reads")."""
 
 
 def fan_in_grows(role: str) -> bool:

@@ -29,6 +29,12 @@ the readout. Each is derived and verified like the rest (``docs/roles.md``):
   branch: a fixed-rank factorisation (DeepSeek's ``q_a_proj``/``kv_a_proj_with_mqa`` and
   ``q_b_proj``/``kv_b_proj``, Mamba's ``x_proj`` and ``dt_proj``, bottleneck adapters; an up
   projection may end the branch). Blocks of ``k ≥ 2`` maps only: a factorised map is two maps.
+* ``normed_rank_down_weight`` (``D_N``, r × n): a rank-down map whose output a scale-invariant
+  norm reads (DeepSeek's ``q_a_proj``/``kv_a_proj_with_mqa`` under ``q_a_layernorm``/
+  ``kv_a_layernorm``, Jamba's ``x_proj`` under its dt, B and C norms). The chains see the
+  norm's output ``N(D_N h)``: Θ(1) whatever ``D_N``'s scale, moving by the *relative* change
+  ``‖ΔD_N h‖/‖D_N h‖``; the terms N1.1/N2.1 ask the norm's input to be Θ(1) at init (so a
+  fixed ε stays negligible) and to move by Θ(1) (``spectral.engine.conditions``).
 * ``hidden_vector`` (``v``, n × 1): a per-channel vector inside a branch that is neither a bias
   nor a norm gain (SSM ``A_log``, ``D``, ``dt_bias``, layer-scale γ, a depthwise conv kernel
   whose fan-in is its receptive field, Θ(1)). Vector-like: the rules of ``hidden_bias``; the
@@ -77,6 +83,9 @@ class Role:
     """Smallest block depth ``k`` whose blocks can hold it (a factorised map is two maps)."""
     why_min_k: str = ""
     """Why it needs ``k ≥ min_k``: the note a derivation at a smaller ``k`` carries."""
+    normed: bool = False
+    """Its output is read by a scale-invariant norm (RMSNorm, LayerNorm): the block's chains
+    hold the norm's output ``N(p h)``, not ``p`` (``spectral.engine.conditions``)."""
 
     @property
     def readout(self) -> bool:
@@ -102,11 +111,12 @@ def _role(
     symbol: str,
     min_k: int = 1,
     why_min_k: str = "",
+    normed: bool = False,
 ) -> Role:
     """A role whose dimensions are read from :data:`spectral.engine.dims.GROWS`."""
     out_grows, in_grows = GROWS[name]
     n_in, n_out = (_N if in_grows else _ONE), (_N if out_grows else _ONE)
-    return Role(name, label, layer, is_bias, n_in, n_out, symbol, min_k, why_min_k)
+    return Role(name, label, layer, is_bias, n_in, n_out, symbol, min_k, why_min_k, normed)
 
 
 ROLES: tuple[Role, ...] = (
@@ -130,6 +140,10 @@ EXTRA_ROLES: tuple[Role, ...] = (
     _role("outer_weight", "Outer weights", "outer", False, "W_o"),
     _role("outer_bias", "Outer biases", "outer", True, "b_o"),
     _role("rank_down_weight", "Rank-down weights", "hidden", False, "D", 2, _FACTORISED),
+    _role(
+        "normed_rank_down_weight", "Normed rank-down weights", "hidden", False, "D_N", 2,
+        _FACTORISED, normed=True,
+    ),
     _role("rank_up_weight", "Rank-up weights", "hidden", False, "U", 2, _FACTORISED),
     _role("hidden_vector", "Hidden vectors", "hidden", True, "v"),
 )
@@ -175,7 +189,13 @@ _BY_SHAPE: dict[tuple[str, str, bool, bool], str] = {
 }
 
 
-def role_for(where: Where, kind: Kind, in_grows: bool, out_grows: bool) -> str:
+_NORMED = {"rank_down_weight": "normed_rank_down_weight"}
+"""A role whose rules change when a norm reads its output -> the role it then has."""
+
+
+def role_for(
+    where: Where, kind: Kind, in_grows: bool, out_grows: bool, *, normed: bool = False
+) -> str:
     """The role of a parameter from where it sits and which of its dimensions grow with the
     width (``docs/roles.md``); one-line ``ValueError`` for a combination no role holds.
 
@@ -185,16 +205,22 @@ def role_for(where: Where, kind: Kind, in_grows: bool, out_grows: bool) -> str:
     norm gain) or ``vector`` (another per-channel parameter: SSM ``A_log``, a depthwise
     kernel). ``in_grows``/``out_grows``: whether the fan-in (a conv kernel's counts its
     receptive field, ``in_channels/groups × kernel size``) and the fan-out are Θ(n); a
-    vector's fan-in is Θ(1).
+    vector's fan-in is Θ(1). ``normed``: a scale-invariant norm reads the map's output
+    (DeepSeek's ``q_a_layernorm`` after ``q_a_proj``). Only a rank-down map's rules change
+    with it: every other matrix's output is Θ(1) at init already, so the norm leaves its
+    rules as they are.
 
     >>> role_for("branch", "matrix", True, False)
     'rank_down_weight'
+    >>> role_for("branch", "matrix", True, False, normed=True)
+    'normed_rank_down_weight'
     >>> role_for("readout", "bias", False, False)
     'output_bias'
     """
     key = (where, kind, in_grows, out_grows)
     if key in _BY_SHAPE:
-        return _BY_SHAPE[key]
+        found = _BY_SHAPE[key]
+        return _NORMED.get(found, found) if normed else found
     shape = f"{'n' if out_grows else 'r'} × {'n' if in_grows else 'r'}"
     raise ValueError(
         f"no role for a {kind} of shape {shape} (n: grows with the width, r: fixed) in "

@@ -32,7 +32,7 @@ from .roles import ALL_ROLES, HPS, ROLES, Role, role
 from ..spec import OptimizerSpec, show
 from ..symbols import G, L, n_in, n_out
 from .theta import Theta
-from .verify import verify, weight_norm
+from .verify import factor_norm, output_gain, verify, weight_norm
 
 __all__ = ["derive_spec", "MAX_K", "init_variance", "show"]
 
@@ -53,7 +53,11 @@ def init_variance(r: Role) -> Theta:
     For a bias (``n_in = 1``) this is ``Θ(1)``, so ``‖b‖_R = Θ(1)`` as App. B.3 asks. The
     readout's bias shares ``α_{L+1}`` with the readout (the multiplier scales the layer's
     whole output), so B1.1 ``α_{L+1}‖b_{L+1}‖ = Θ(1)`` needs ``‖b_{L+1}‖ = ‖W_{L+1}‖``.
+    A map a norm reads (``r.normed``) has N1.1 instead: the norm's input
+    ``‖W h‖ = σ√n_in ‖h‖ = Θ(1)``, so ``σ² = 1/n_in``.
     """
+    if r.normed:
+        return Theta.one() / r.n_in
     if r.readout:
         return Theta.one()
     if r.layer == "output":  # the readout's bias
@@ -63,6 +67,12 @@ def init_variance(r: Role) -> Theta:
 
 
 def _init_why(r: Role, norm: Theta) -> str:
+    if r.normed:
+        return (
+            f"N1.1 ‖{r.symbol} h‖ = σ√n_in ‖h‖ = Θ(1): the input of the norm that reads it is "
+            "Θ(1) at init, so the norm's ε stays negligible at every width (its output is "
+            f"Θ(1) whatever σ); σ² = 1/n_in with n_in = Θ({r.n_in}); ‖{r.symbol}‖ = Θ({norm})"
+        )
     if r.readout:
         return "μP-aligned init (Sec. 4.1): σ² = Θ(1) for the output layer"
     if r.layer == "output":
@@ -131,6 +141,21 @@ def _gated_scales(c: Condition, alpha: dict[str, Theta], norm: dict[str, Theta])
     return ", ".join(parts)
 
 
+def _normed_scales(r: Role, c: Condition, s: _Solved) -> str:
+    """``α_l = Θ(1/L), ‖W‖ = Θ(1), ‖N(D_N)‖ = Θ(1) ⇒ ‖ΔN(D_N)‖ = Θ(1), ‖D_N h‖ = Θ(1)``: the
+    scales in a normed role's first-order term, and its norm's input (N1.1)."""
+    others = dict.fromkeys(f.role for f in c.factors if f.role != r.name)
+    parts = [f"α = Θ({s.alpha[c.layer]})"]
+    parts += [f"‖{role(o).symbol}‖ = Θ({s.factor[o]})" for o in others]
+    gain = output_gain(r, s.var[r.name])
+    return (
+        ", ".join(parts)
+        + f", ‖N({r.symbol})‖ = Θ(1) (the norm's output) ⇒ ‖ΔN({r.symbol})‖ = "
+        f"Θ({s.target[r.name] / gain}) = ‖Δ{r.symbol} h‖/‖{r.symbol} h‖ with N1.1 "
+        f"‖{r.symbol} h‖ = Θ({gain})"
+    )
+
+
 @dataclass(frozen=True)
 class _Solved:
     """What steps 1-3 fix for every role: its init variance and weight norm, each layer's
@@ -138,6 +163,9 @@ class _Solved:
 
     var: dict[str, Theta]
     norm: dict[str, Theta]
+    """``‖W‖_R`` at init."""
+    factor: dict[str, Theta]
+    """The init scale of the role's factor in a block's chains (``verify.factor_norm``)."""
     alpha: dict[str, Theta]
     alpha_cond: dict[str, Condition]
     target: dict[str, Theta]
@@ -150,19 +178,22 @@ def _solve(k: int, roles: tuple[Role, ...]) -> _Solved:
     chain_list = list(chains(k, roles))
     var = {r.name: init_variance(r) for r in roles}
     norm = {r.name: weight_norm(r, var[r.name]) for r in roles}
+    factor = {r.name: factor_norm(r, var[r.name]) for r in roles}
+    # a normed factor's step is relative to its norm's input: ‖ΔW‖ = g · ‖ΔN(W)‖
+    relative = {r.name: output_gain(r, var[r.name]) if r.normed else Theta.one() for r in roles}
 
     def product(c: Condition, skip_delta: bool) -> Theta:
         out = Theta.one()
         for f in c.factors:
             if not (skip_delta and f.delta):
-                out = out * norm[f.role]
+                out = out * factor[f.role]
         return out
 
     # 2. multipliers from the init term of each layer's first chain
     alpha: dict[str, Theta] = {}
     alpha_cond: dict[str, Condition] = {}
     for chain in chain_list:
-        if chain.layer not in alpha and not chain.gated:
+        if chain.layer not in alpha and not chain.gated and chain.layer != "norm":
             c = init_term(chain)
             alpha[c.layer] = c.target / product(c, False)
             alpha_cond[c.layer] = c
@@ -173,9 +204,9 @@ def _solve(k: int, roles: tuple[Role, ...]) -> _Solved:
     for r in roles:
         c = first_order_term(chain_list, r.name)
         gain = alpha[r.layer] if r.layer != c.layer else Theta.one()
-        target[r.name] = c.target / (alpha[c.layer] * gain * product(c, True))
+        target[r.name] = c.target / (alpha[c.layer] * gain * product(c, True)) * relative[r.name]
         target_cond[r.name] = c
-    return _Solved(var, norm, alpha, alpha_cond, target, target_cond)
+    return _Solved(var, norm, factor, alpha, alpha_cond, target, target_cond)
 
 
 def _why(
@@ -195,14 +226,16 @@ def _why(
                 else ""
             ),
         ),
-        "init_var": ("init", _init_why(r, s.norm[name])),
+        "init_var": ("N1.1" if r.normed else "init", _init_why(r, s.norm[name])),
         "lr": (
             c.label,
             f"{c.label} {c} with "
             + (
                 f"α = Θ({s.alpha[r.layer]}), ‖W‖ = Θ({s.norm[name]})"
-                if c.layer == r.layer
-                else _gated_scales(c, s.alpha, s.norm)
+                if c.layer == r.layer and not r.normed
+                else _normed_scales(r, c, s)
+                if r.normed
+                else _gated_scales(c, s.alpha, s.factor)
             )
             + f" ⇒ ‖Δ{r.symbol}‖ = Θ({s.target[name]}); ‖A‖ = Θ({direction}) from "
             f"update_norm = {show(spec.update_norm)} with G = Θ({grad})",

@@ -61,6 +61,9 @@ __all__ = [
     "summary",
     "Tally",
     "weight_norm",
+    "output_gain",
+    "factor_norm",
+    "factor_step",
     "GROUP_DESCRIPTIONS",
     "MAX_ENUMERATED_K",
 ]
@@ -82,6 +85,8 @@ GROUP_DESCRIPTIONS = {
     "C.4": "loss-sensitivity fixed point ‖ΔW‖₂‖∇W‖₂ = ΔL",
     "α": "biases share their layer's multiplier",
     "R1.1": "router logits at init",
+    "N1.1": "the input of a norm reading a rank-down map, at init",
+    "N2.1": "the input of a norm reading a rank-down map, updates",
 }
 
 
@@ -118,6 +123,31 @@ def weight_norm(r: Role, variance: Theta) -> Theta:
     return (r.n_in / r.n_out) ** _HALF * sigma * Theta.maximum(r.n_in**_HALF, r.n_out**_HALF)
 
 
+def output_gain(r: Role, variance: Theta) -> Theta:
+    """``‖W h‖/‖h‖ = σ√n_in`` at init, for an input ``h`` the i.i.d. init is not aligned with
+    (each output entry sums ``n_in`` independent terms): ``‖W‖_R`` for a square map,
+    ``Θ(n^{-1/2})‖W‖_R`` for a width → fixed one. The input of the norm reading a normed
+    role (N1.1)."""
+    return variance**_HALF * r.n_in**_HALF
+
+
+def factor_norm(r: Role, variance: Theta) -> Theta:
+    """The init scale of ``r``'s factor in a block's chains: ``‖W‖_R``, or for a normed role
+    the norm's output ``‖N(W h)‖/‖h‖ = Θ(1)`` whatever ``W``'s scale."""
+    return Theta.one() if r.normed else weight_norm(r, variance)
+
+
+def factor_step(r: Role, variance: Theta, step: Theta) -> Theta:
+    """The one-step scale of ``r``'s factor in a block's chains given ``‖ΔW‖_R = step``:
+    ``step``, or for a normed role the norm's relative change ``‖ΔW h‖/‖W h‖ = step/g``
+    (the update aligned with its input, the init not: :func:`output_gain` ``g``)."""
+    return step / output_gain(r, variance) if r.normed else step
+
+
+INPUT = "@input"
+"""Suffix of the scale key of a norm's input (the factor of a ``norm`` chain, N1.1/N2.1)."""
+
+
 @dataclass
 class Tally:
     """What a check found: terms per label, failing terms per label, a few failures spelled out."""
@@ -144,11 +174,16 @@ class _Scales:
     step: dict[str, Theta]
 
 
-def _substitute(result: Derivation, roles: tuple[Role, ...], tally: Tally) -> _Scales:
-    """Turn the rules into scales, checking the α and Δ2 conventions on the way."""
-    alpha: dict[str, Theta] = {}
+def _substitute(
+    result: Derivation, roles: tuple[Role, ...], tally: Tally
+) -> tuple[_Scales, dict[str, Theta]]:
+    """Turn the rules into scales, checking the α and Δ2 conventions on the way: the chain
+    factors' (keyed by role, a norm's input by role + :data:`INPUT`) and each role's own
+    realised step ``‖ΔW‖_R``."""
+    alpha: dict[str, Theta] = {"norm": Theta.one()}
     norm: dict[str, Theta] = {}
     step: dict[str, Theta] = {}
+    own: dict[str, Theta] = {}
     scales = {s.role: s for s in result.scales}
     for r in roles:
         rule = result.rules[r.name]
@@ -158,16 +193,21 @@ def _substitute(result: Derivation, roles: tuple[Role, ...], tally: Tally) -> _S
             if a != alpha[r.layer]:
                 tally.fail("α", 1, f"{r.name} multiplier Θ({a}) ≠ Θ({alpha[r.layer]})")
         alpha.setdefault(r.layer, a)
-        norm[r.name] = weight_norm(r, rule["init_var"].theta)
+        variance = rule["init_var"].theta
         grad = scales[r.name].gradient
         env = ((n_in, r.n_in), (n_out, r.n_out), (L, Theta.monomial(0, 1)), (G, grad))
         direction = theta_of(result.spec.update_norm, env)
-        decay = rule["weight_decay"].theta * norm[r.name]
+        decay = rule["weight_decay"].theta * weight_norm(r, variance)
         tally.record("Δ2")
         if decay != direction:
             tally.fail("Δ2", 1, f"{r.name}: ‖λW‖ = Θ({decay}) but ‖A‖ = Θ({direction})")
-        step[r.name] = rule["lr"].theta * Theta.maximum(direction, decay)
-    return _Scales(alpha, norm, step)
+        own[r.name] = rule["lr"].theta * Theta.maximum(direction, decay)
+        norm[r.name] = factor_norm(r, variance)
+        step[r.name] = factor_step(r, variance, own[r.name])
+        if r.normed:
+            norm[r.name + INPUT] = output_gain(r, variance)
+            step[r.name + INPUT] = own[r.name]
+    return _Scales(alpha, norm, step), own
 
 
 def _holds(value: Theta, relation: str, target: Theta) -> bool:
@@ -184,8 +224,10 @@ def _groups(keys: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
 
 def role_keys(chain: Chain) -> tuple[str, ...]:
     """The scale key of each factor of ``chain``: its role (every factor of a role shares
-    its scales). :mod:`spectral.engine.absorb` keys some factors apart."""
-    return tuple(r for r, _ in chain.params)
+    its scales); a norm's input (layer ``norm``) its role with :data:`INPUT` appended.
+    :mod:`spectral.engine.absorb` keys some factors apart."""
+    suffix = INPUT if chain.layer == "norm" else ""
+    return tuple(r + suffix for r, _ in chain.params)
 
 
 def _local(chain: Chain, s: _Scales) -> _Scales:
@@ -306,7 +348,7 @@ def check_terms(result: Derivation, *, enumerate_subsets: bool = False) -> Tally
         raise ValueError(f"enumerating 3 + 6·2^k terms is for k ≤ {MAX_ENUMERATED_K}, got {k}")
     roles = tuple(r for r in ALL_ROLES if r.name in result.roles)
     tally = Tally()
-    s = _substitute(result, roles, tally)
+    s, own = _substitute(result, roles, tally)
     chain_list = list(chains(k, roles))
     check = _enumerate_chain if enumerate_subsets else _check_chain
     for chain in chain_list:
@@ -315,7 +357,7 @@ def check_terms(result: Derivation, *, enumerate_subsets: bool = False) -> Tally
     scales = {x.role: x for x in result.scales}
     for r in roles:
         c = first_order_term(chain_list, r.name)
-        change = (r.n_out / r.n_in) ** _HALF * s.step[r.name] * scales[r.name].gradient
+        change = (r.n_out / r.n_in) ** _HALF * own[r.name] * scales[r.name].gradient
         tally.record("C.4")
         if change != c.target:
             tally.fail("C.4", 1, f"{r.name}: ‖ΔW‖₂‖∇W‖₂ = Θ({change}) but ΔL = Θ({c.target})")
@@ -334,6 +376,6 @@ def verify(result: Derivation) -> tuple[CheckGroup, ...]:
             f"{shown}" + (f"; … {more} more" if more > 0 else "")
         )
     counts = tally.counts
-    order = sorted(counts, key=lambda s: (s[0] not in "CBR", s[0], len(s), s))
+    order = sorted(counts, key=lambda s: (s[0] not in "CBRN", s[0], len(s), s))
     extended = not set(result.roles) <= set(ROLE_NAMES)
     return tuple(CheckGroup(label, _describe(label, extended), counts[label], True) for label in order)

@@ -87,7 +87,21 @@ def independent_check(d) -> None:
             change = (a_out - a_in) * float(u) / 2 + step[name] + float(scales[name].gradient(u))
             target = -(1 - float(u)) if r.layer in ("hidden", "router") else 0.0
             assert abs(change - target) < TOL, ("C.4", name, u)
-        check_chains(d, u, alpha, norm, step)
+        check_chains(d, u, alpha, *normed_factors(d, u, norm, step))
+
+
+def normed_factors(d, u: Fraction, norm: dict, step: dict) -> tuple[dict, dict]:
+    """The chains' factors of a map a norm reads (docs/roles.md): the norm's output, Θ(1)
+    whatever the map's scale, and its relative change ‖ΔW h‖/‖W h‖, with ‖W h‖ = σ√n_in
+    ‖h‖ at init; the norm's input itself Θ(1) at init (N1.1) and moving by Θ(1) (N2.1)."""
+    norm, step = dict(norm), dict(step)
+    for name in d.roles:
+        if role(name).normed:
+            gain = line(d.rules[name]["init_var"], u) / 2 + float(role(name).n_in.exponents[0] * u) / 2
+            assert abs(gain) < TOL, ("N1.1", name, u)
+            assert abs(step[name]) < TOL, ("N2.1", name, u)
+            norm[name], step[name] = 0.0, step[name] - gain
+    return norm, step
 
 
 def check_chains(d, u, alpha, norm, step) -> None:
@@ -96,11 +110,12 @@ def check_chains(d, u, alpha, norm, step) -> None:
     block = [("hidden_weight", ["hidden_weight"] * d.k)]
     # a fixed-rank factor in every hidden matrix's place, and a down-up pair (docs/roles.md):
     # more chains than the engine lists, which lists one per role (a product commutes)
-    rank = [r for r in ("rank_down_weight", "rank_up_weight") if r in d.roles]
+    rank = [r for r in ("rank_down_weight", "normed_rank_down_weight", "rank_up_weight") if r in d.roles]
     for r in rank:
         block += [(r, ["hidden_weight"] * i + [r] + ["hidden_weight"] * (d.k - 1 - i)) for i in range(d.k)]
-    if len(rank) == 2:
-        block.append(("rank_down_weight", [*rank, *["hidden_weight"] * (d.k - 2)]))
+    for down in ("rank_down_weight", "normed_rank_down_weight"):
+        if down in rank and "rank_up_weight" in rank:
+            block.append((down, [down, "rank_up_weight", *["hidden_weight"] * (d.k - 2)]))
     for b in ("hidden_bias", "hidden_vector"):
         if b in d.roles:
             block += [(b, [b] + ["hidden_weight"] * (d.k - i)) for i in range(1, d.k + 1)]

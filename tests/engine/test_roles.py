@@ -6,6 +6,11 @@ Hand derivation (k ≥ 2; every factor of a block has ‖·‖_R = Θ(1) at init
 * ``rank_down_weight`` D (r × n): σ² = min(1, r/n)/n = 1/n²; ‖ΔD‖ = 1 (C2.2); ΔL = 1/L, so
   G = ΔL·sqrt(n_in/n_out)/‖ΔD‖ = √n/L. AdamW ‖A‖_R = n_in = n: lr 1/n, wd n, ε = G/√(n·1)
   = 1/L. Muon-Kimi ‖A‖_R = 0.2·√n·√n: lr 1/n, wd n.
+* ``normed_rank_down_weight`` D_N (r × n) under a norm: the block sees N(D_N h), Θ(1) at
+  init; N1.1 ‖D_N h‖ = σ√n = Θ(1), so σ² = 1/n and ‖D_N‖_R = σ·n = √n. The first-order
+  term α_l ‖ΔN(D_N)‖ ‖W‖ = 1/L gives ‖ΔN(D_N)‖ = ‖ΔD_N h‖/‖D_N h‖ = 1, so ‖ΔD_N‖ = 1
+  (N2.1) and G = √n/L, as for D: the same lr and ε; wd = ‖A‖/‖D_N‖ is √n smaller. AdamW:
+  lr 1/n, wd √n, ε 1/L. Muon-Kimi: lr 1/n, wd √n.
 * ``rank_up_weight`` U (n × r): σ² = min(1, n)/1 = 1; ‖ΔU‖ = 1; G = (1/L)/√n. AdamW ‖A‖_R = 1:
   lr 1, wd 1, ε = G/√n = 1/(nL). Muon-Kimi ‖A‖_R = 0.2·√n·sqrt(1/n) = 0.2: lr 1, wd 1.
 * ``outer_weight`` W_o (n × n, outside the blocks, α_o = 1): σ² = 1/n, ‖ΔW_o‖ = 1, ΔL = 1,
@@ -41,12 +46,14 @@ HAND: dict[str, dict[str, dict[str, tuple[F | int, F | int]]]] = {
         "outer_weight": dict(multiplier=(0, 0), init_var=(-1, 0), lr=(-1, 0), weight_decay=(1, 0), eps=(-1, 0)),
         "outer_bias": dict(multiplier=(0, 0), init_var=(0, 0), lr=(0, 0), weight_decay=(0, 0), eps=(-1, 0)),
         "rank_down_weight": dict(multiplier=(0, -1), init_var=(-2, 0), lr=(-1, 0), weight_decay=(1, 0), eps=(0, -1)),
+        "normed_rank_down_weight": dict(multiplier=(0, -1), init_var=(-1, 0), lr=(-1, 0), weight_decay=(H, 0), eps=(0, -1)),
         "rank_up_weight": dict(multiplier=(0, -1), init_var=(0, 0), lr=(0, 0), weight_decay=(0, 0), eps=(-1, -1)),
         "hidden_vector": dict(multiplier=(0, -1), init_var=(0, 0), lr=(0, 0), weight_decay=(0, 0), eps=(-1, -1)),
     },
     "muon-kimi": {
         "outer_weight": dict(multiplier=(0, 0), init_var=(-1, 0), lr=(-H, 0), weight_decay=(H, 0)),
         "rank_down_weight": dict(multiplier=(0, -1), init_var=(-2, 0), lr=(-1, 0), weight_decay=(1, 0)),
+        "normed_rank_down_weight": dict(multiplier=(0, -1), init_var=(-1, 0), lr=(-1, 0), weight_decay=(H, 0)),
         "rank_up_weight": dict(multiplier=(0, -1), init_var=(0, 0), lr=(0, 0), weight_decay=(0, 0)),
     },
 }
@@ -113,6 +120,14 @@ def test_laws_between_roles(name, k):
         assert rules["rank_down_weight"]["multiplier"] == rules["hidden_weight"]["multiplier"]
         assert rules["rank_up_weight"]["multiplier"] == rules["hidden_weight"]["multiplier"]
         assert derive(name, 3, all_roles=True).rules["rank_up_weight"] == d.rules["rank_up_weight"]
+        # a norm reading it: the init variance 1/n (N1.1: the norm's input Θ(1)) instead of
+        # 1/n², so ‖D_N‖ is √n larger and the weight decay (Δ2) √n smaller; the step, the
+        # gradient and so the lr and ε are the rank-down map's, whatever the optimizer
+        normed, plain = rules["normed_rank_down_weight"], rules["rank_down_weight"]
+        shift = {"init_var": (F(1), F(0)), "weight_decay": (-H, F(0))}
+        for hp, (a, b) in plain.items():
+            da, db = shift.get(hp, (F(0), F(0)))
+            assert normed[hp] == (a + da, b + db), (name, hp)
 
 
 def test_the_default_set_is_unchanged():
@@ -140,7 +155,7 @@ def test_cli_json_lists_the_new_roles_and_what_it_omits(capsys):
     assert main(["derive", "muon-kimi", "--k", "1", "--all-roles", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert "rank_up_weight" not in data["rules"]
-    assert set(data["omitted"]) == {"rank_down_weight", "rank_up_weight"}
+    assert set(data["omitted"]) == {"rank_down_weight", "normed_rank_down_weight", "rank_up_weight"}
     assert "derive with k ≥ 2" in data["omitted"]["rank_up_weight"]
 
 
@@ -211,9 +226,9 @@ def test_roles_are_described_by_their_dimensions():
 def test_role_for_places_every_role_by_its_dimensions():
     """role_for is the table of docs/roles.md: each role once, with the dimensions and
     the kind its own declaration has; a shape no role holds is one line."""
-    from spectral.engine.roles import _BY_SHAPE, role_for
+    from spectral.engine.roles import _BY_SHAPE, _NORMED, role_for
 
-    assert sorted(_BY_SHAPE.values()) == sorted(r.name for r in ALL_ROLES)
+    assert sorted([*_BY_SHAPE.values(), *_NORMED.values()]) == sorted(r.name for r in ALL_ROLES)
     n = role("hidden_weight").n_in
     for (where, kind, in_grows, out_grows), name in _BY_SHAPE.items():
         r = role(name)
@@ -221,6 +236,11 @@ def test_role_for_places_every_role_by_its_dimensions():
         assert (r.n_in == n, r.n_out == n) == (in_grows, out_grows), name
         assert r.is_bias == (kind != "matrix"), name
         assert r.in_block == (where in ("branch", "router")), name
+        # a norm reading the output changes the rules of a rank-down map only: every other
+        # map's output is Θ(1) at init already
+        normed = role_for(where, kind, in_grows, out_grows, normed=True)
+        assert normed == _NORMED.get(name, name) and role(normed).normed == (name in _NORMED)
+        assert (role(normed).n_in, role(normed).n_out) == (r.n_in, r.n_out)
     with pytest.raises(ValueError, match=r"^no role for a matrix of shape r × r .* in the branch;"):
         role_for("branch", "matrix", False, False)
     with pytest.raises(ValueError, match="r × n"):

@@ -181,6 +181,7 @@ def test_plan_assigns_the_new_roles_like_the_paper_assigns_its_own():
         "outer_weight": "adamw",
         "outer_bias": "adamw",
         "rank_down_weight": "muon-kimi",
+        "normed_rank_down_weight": "muon-kimi",
         "rank_up_weight": "muon-kimi",
         "hidden_vector": "adamw",
     }
@@ -189,7 +190,8 @@ def test_plan_assigns_the_new_roles_like_the_paper_assigns_its_own():
     alone = plan("muon", all_roles=True)  # matrix-only: the vectors are left uncovered
     assert alone.uncovered == ("input_bias", "hidden_bias", "output_bias", "outer_bias", "hidden_vector")
     k1 = plan("muon-kimi", "adamw", k=1, all_roles=True)
-    assert set(k1.omitted) == {"rank_down_weight", "rank_up_weight"} and k1.uncovered == ()
+    assert set(k1.omitted) == {"rank_down_weight", "normed_rank_down_weight", "rank_up_weight"}
+    assert k1.uncovered == ()
     assert "derive with k ≥ 2" in k1.omitted["rank_up_weight"]
 
 

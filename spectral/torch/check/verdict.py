@@ -27,6 +27,7 @@ _WEIGHT_ROLES = (
     "router_weight",
     "outer_weight",
     "rank_down_weight",
+    "normed_rank_down_weight",
     "rank_up_weight",
 )
 FAN_IN_GROWS = {role: fan_in_grows(role) for role in _WEIGHT_ROLES}
