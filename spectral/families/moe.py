@@ -45,4 +45,16 @@ MOE = make_adapter(
     ),
     output=(r"lm_head$",),
     final=r"norm$",
+    # DeepSeek-V3's latent maps (width -> a fixed rank) are read by an RMSNorm: the normed
+    # rank-down role (docs/roles.md), the norm's output Theta(1) and its step too
+    normed=(
+        (
+            r"layers\.\d+\.self_attn\.q_a_layernorm$",
+            r"layers\.\d+\.self_attn\.q_a_proj$",
+        ),
+        (
+            r"layers\.\d+\.self_attn\.kv_a_layernorm$",
+            r"layers\.\d+\.self_attn\.kv_a_proj_with_mqa$",
+        ),
+    ),
 )

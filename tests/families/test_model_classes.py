@@ -238,8 +238,9 @@ def roles_of(cfg, model: nn.Module) -> dict[str, str]:
 def test_deepseek_v3_fixed_ranks_get_the_rank_roles(cfg):
     roles = roles_of(cfg, deepseek_v3(64, 2))
     attn = "model.layers.0.self_attn."
-    assert roles[attn + "q_a_proj.weight"] == "rank_down_weight"
-    assert roles[attn + "kv_a_proj_with_mqa.weight"] == "rank_down_weight"
+    # read by q_a_layernorm / kv_a_layernorm: the normed rank-down role (issue 47 item 6)
+    assert roles[attn + "q_a_proj.weight"] == "normed_rank_down_weight"
+    assert roles[attn + "kv_a_proj_with_mqa.weight"] == "normed_rank_down_weight"
     assert roles[attn + "q_b_proj.weight"] == "rank_up_weight"
     assert roles[attn + "kv_b_proj.weight"] == "rank_up_weight"
     assert roles[attn + "o_proj.weight"] == "hidden_weight"

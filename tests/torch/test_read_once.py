@@ -228,3 +228,34 @@ def test_a_vit_key_bias_is_not_judged(tmp_path):
     for i in range(DEPTH):
         assert f"vit.layers.{i}.attention.k_proj.bias" not in biases
         assert {f"vit.layers.{i}.attention.{m}.bias" for m in ("q_proj", "v_proj")} <= biases
+
+
+@pytest.mark.slow  # twins at three widths, two seeds: about 30 s
+def test_deepseek_latent_maps_read_by_norms_take_the_normed_role(tmp_path):
+    """DeepSeek-V3 at fixed latent ranks (q 48, kv 32 at every width): q_a_proj and
+    kv_a_proj_with_mqa are read by RMSNorms (the moe family's normed pairs), so they take
+    the normed rank-down role (variance 1/n, not 1/n^2): their output at init stays
+    Theta(1) (slope 0; the plain rank-down role's is -0.5, which the norm then undid,
+    amplifying the step as n^+0.25) and the check across widths finds nothing."""
+    from spectral.torch import check_widths
+    from tests.families.test_model_classes import deepseek_v3
+
+    cfg = load_generated(
+        "muon-kimi", "adamw", base_width=BASE, base_depth=DEPTH, folder=tmp_path, all_roles=True
+    )
+    torch.manual_seed(0)
+    model = deepseek_v3(BASE, DEPTH)
+    roles = place(model, cfg.CONFIG).roles()
+    attn = "model.layers.0.self_attn."
+    assert roles[attn + "q_a_proj.weight"] == roles[attn + "kv_a_proj_with_mqa.weight"] == "normed_rank_down_weight"
+    cfg.apply_multipliers(model, BASE, DEPTH)
+    cfg.init_(model, BASE, DEPTH)
+    report = check_widths(
+        cfg.CONFIG, model, [64, 128, 256], factory=lambda w: deepseek_v3(w, DEPTH),
+        base={"lr": LR}, seeds=2, timeout=None,
+    )
+    assert report.problems == []
+    latent = [r for r in report.rows if r.role == "normed_rank_down_weight"]
+    assert len(latent) == 2 * DEPTH
+    for row in latent:
+        assert abs(row.init_slope) <= 0.1 and abs(row.step_slope) <= 0.1, row

@@ -57,7 +57,7 @@ control is off")."""
 BATCH_NOTE_ROLE = "hidden_weight"
 """The role whose lines :func:`batch_note` explains."""
 
-_READ_FROM_SHAPE = ("rank_down_weight", "rank_up_weight")
+_READ_FROM_SHAPE = ("rank_down_weight", "normed_rank_down_weight", "rank_up_weight")
 """Roles the runtime reads from which dimensions grow (model/shapes.py), over any name."""
 
 

@@ -299,6 +299,19 @@ def classify(
     return role_of(name, (*pairs, *DEFAULT_PATTERNS), param)
 
 
+def normed_sources(model: nn.Module, family: Adapter | None) -> set[int]:
+    """id() of every module whose output a norm reads, by the family's ``normed`` pairs
+    (the trace's, or a family's annotation: DeepSeek-V3's q_a_layernorm on q_a_proj)."""
+    if family is None or not family.normed:
+        return set()
+    modules = list(model.named_modules())
+    out = set()
+    for norm_pattern, source_pattern in family.normed:
+        if any(re.search(norm_pattern, name) for name, _ in modules):
+            out |= {id(m) for name, m in modules if re.search(source_pattern, name)}
+    return out
+
+
 def classify_parameters(
     model: nn.Module,
     pairs: list[tuple[str, str]],
@@ -327,6 +340,7 @@ def classify_parameters(
     out: list[tuple[str, nn.Parameter, str, nn.Module]] = []
     unplaced = []
     dims = width_dims(model)  # which dims grow, from a twin at another width
+    read_by_norm = normed_sources(model, family)
     fused = fused_blocks(model)
     if fused:
         names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
@@ -346,7 +360,8 @@ def classify_parameters(
             continue
         if id(p) not in seen:  # names place it, its shape says which dims grow
             module = model.get_submodule(name.rpartition(".")[0])
-            role = shaped_role(name, p, module, role, dims.get(id(p)), rules)
+            normed = id(module) in read_by_norm
+            role = shaped_role(name, p, module, role, dims.get(id(p)), rules, normed)
         if id(p) in seen:
             first, first_role, index = seen[id(p)]
             if model.get_submodule(first.rpartition(".")[0]) is model.get_submodule(

@@ -269,6 +269,10 @@ def _by_id(module: nn.Module, dims: dict[str, Dims]) -> dict[int, Dims]:
 # that is neither a bias nor a norm gain (SSM A_log, D, dt_bias; a depthwise kernel).
 FIXED_DOWN = "rank_down_weight"
 """width -> fixed size, inside a branch (DeepSeek-V3's q_a_proj, Mamba's x_proj)."""
+NORMED_DOWN = "normed_rank_down_weight"
+"""width -> fixed size whose output a norm reads (DeepSeek-V3's q_a_proj under
+q_a_layernorm, Jamba's x_proj under its dt, B and C norms): the norm's output is what the
+block sees, so its init keeps the output Theta(1) (docs/roles.md)."""
 FIXED_UP = "rank_up_weight"
 """fixed size -> width, inside a branch (DeepSeek-V3's q_b_proj, Mamba's dt_proj)."""
 VECTOR = "hidden_vector"
@@ -361,9 +365,12 @@ def shaped_role(
     role: str,
     dims: Dims | None,
     known: Any,
+    normed: bool = False,
 ) -> str:
     """The role of parameter ``name`` from where its name places it (``role``) and which
     of its dimensions grow (``dims``; None: no reading, the name's role stands).
+    ``normed``: a norm reads the module's output (a width -> fixed map then takes the
+    normed rank-down role).
 
     A matrix inside a branch (hidden_weight by name) whose fan-in or fan-out stays fixed
     takes the fixed-rank down- or up-projection role; a depthwise kernel is vector-like.
@@ -411,7 +418,8 @@ def shaped_role(
         if grows_in:
             # the gated case of width -> fixed: a router (GPT-OSS's mlp.router, a gate)
             gated = _ROUTER.search(name) is not None
-            return _available(ROUTER if gated else FIXED_DOWN, name, known)
+            down = NORMED_DOWN if normed else FIXED_DOWN
+            return _available(ROUTER if gated else down, name, known)
         if grows_out:
             return _available(FIXED_UP, name, known)
         raise refuse("fixed -> fixed (nothing grows with the width)")
