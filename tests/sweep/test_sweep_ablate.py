@@ -303,3 +303,21 @@ def test_variants_only_plans_and_tables_mup_and_the_variants(tmp_path: Path):
     assert lo == pytest.approx(-0.35 / 3 - 4.302652729911275 * 0.07637626158259733 / math.sqrt(3))
     assert hi == pytest.approx(-0.35 / 3 + 4.302652729911275 * 0.07637626158259733 / math.sqrt(3))
     assert pairs[1].ratio == 1.0  # the same base runs are each arm's cost
+
+
+def test_estimate_with_variants_only_counts_mup_and_the_variants(tmp_path: Path, capsys):
+    """--variants-only --estimate: the base grid, then at the target μP and each variant only."""
+    import json
+
+    from spectral.cli import main
+
+    args = ["sweep", "--device", "cpu", "--out", str(tmp_path / "o"), "-O", "adamw", "--widths", "16,32",
+            "--depths", "2", "--width", "16", "--base-width", "16", "--head-dim", "16", "--log2-lrs=-6,-5",
+            "--steps", "2", "--batch-size", "2", "--block-size", "8", "--eval-batches", "1", "--n-bytes", "65536",
+            "--seeds", "0,1", "--ablate", "--variants-only", "--ablate-variant", "lr.input_weight=-0.5",
+            "--ablate-variant", "init.hidden_weight=0", "--estimate"]
+    assert main(args) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    sizes = {s["width"]: s["runs"] for s in json.loads(line)["estimate"]["sizes"]}
+    assert sizes == {16: 4, 32: 3 * 2}  # μP and two variants, two seeds
+    assert not (tmp_path / "o").exists()
