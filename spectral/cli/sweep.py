@@ -129,6 +129,9 @@ def configure_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ablate-variant", action="append", type=parse_variant, default=[], metavar="KIND.ROLE=EXP",
                    help="with --ablate: also a named variant, the role's width exponent set to EXP, e.g. "
                         "lr.input_weight=-0.5 (KIND: lr, init (the std's exponent), multiplier, wd, eps); repeatable")
+    p.add_argument("--variants-only", action="store_true",
+                   help="with --ablate and --ablate-variant: train μP and the named variants only (no swap to "
+                        "SP's rules, no SP run); comparison.md pairs each variant with μP")
     p.add_argument("--estimate", action="store_true",
                    help="train nothing: time a few steps at each size on --device and print the plan "
                         "(runs × steps) with its estimated wall time")
@@ -343,7 +346,7 @@ def _run_sweep(args: argparse.Namespace, argv: Iterable[str] | None, workers: An
     if args.estimate:
         return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, fit_keys, _log2_factors(args),
                                 _sp_retune(args), list(args.ablate_variant) if args.ablate else None,
-                                jobs=args.jobs)
+                                jobs=args.jobs, swaps=not args.variants_only)
     _make_dirs(dirs)
     warn = _warner()
     for cfg in cfgs:
@@ -357,7 +360,8 @@ def _run_sweep(args: argparse.Namespace, argv: Iterable[str] | None, workers: An
 
         if args.ablate:
             for pth in sweep_ablate.run_ablation(cfg, _variants(args, cfg, out), tune, seeds, out, train,
-                                                 warn=warn, command=command, rule=args.base_optimum):
+                                                 warn=warn, command=command, rule=args.base_optimum,
+                                                 swaps=not args.variants_only):
                 wrote(pth)
             continue
         if fit_keys:
@@ -430,6 +434,8 @@ def _check_ablate_args(args: argparse.Namespace, fit_keys: list[FitKey]) -> None
     """``--ablate`` runs μP and SP itself, at one η per seed: no --param, --fit-exponent."""
     if args.ablate_variant and not args.ablate:
         raise SpecError("--ablate-variant is a row of --ablate's table; give --ablate too")
+    if args.variants_only and not args.ablate_variant:
+        raise SpecError("--variants-only trains μP and the --ablate-variant rows; give --ablate and --ablate-variant")
     if not args.ablate:
         return
     if fit_keys:
@@ -508,7 +514,7 @@ class _StepBar:
 def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float, ...]]], seeds: tuple[int, ...],
                      out_root: Path, corpus: Any, command: str, fit_keys: list[FitKey],
                      log2_factors: tuple[int, ...], sp_retune: bool = True,
-                     ablate: list[Any] | None = None, jobs: int = 1) -> int:
+                     ablate: list[Any] | None = None, jobs: int = 1, swaps: bool = True) -> int:
     """``--estimate``: the plan of each optimizer (stage 1 and 2 as the sweep would run them;
     the first ``--tune`` candidate stands in for the winner, and with ``--ablate`` the grid's
     smallest η for the base optimum: a run's cost does not depend on its η) and its measured
@@ -529,7 +535,7 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
                       for _, _, c in fit_configs(apply(cfg, winner) if cands else cfg, key, log2_factors, seeds, mid)]
         if ablate is not None:  # the swaps at the target width, every seed (no-op swaps reuse μP's)
             stage1 = stage1 or base_configs(cfg, {}, seeds)
-            stage2 = _ablation_plan(apply(cfg, winner) if cands else cfg, ablate, seeds)
+            stage2 = _ablation_plan(apply(cfg, winner) if cands else cfg, ablate, seeds, swaps=swaps)
         pilot = out_root / cfg.optimizer / "exponents.json"
         if fit_keys and pilot.is_file():  # the power of each fit, from the pilot's seed noise
             _print_power(cfg, pilot, fit_keys, len(seeds))
@@ -546,7 +552,8 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
     return 0
 
 
-def _ablation_plan(cfg: SweepConfig, variants: list[Any], seeds: tuple[int, ...]) -> list[SweepConfig]:
+def _ablation_plan(cfg: SweepConfig, variants: list[Any], seeds: tuple[int, ...], *,
+                   swaps: bool = True) -> list[SweepConfig]:
     """``--ablate``'s runs at the target width for ``--estimate`` (the config modules go to a
     temporary folder: an estimate writes nothing)."""
     import tempfile
@@ -559,8 +566,8 @@ def _ablation_plan(cfg: SweepConfig, variants: list[Any], seeds: tuple[int, ...]
         rules = derived_rules(cfg, tmp)  # once: deriving writes and loads a config module
         for v in variants:
             check_variant(rules, v)
-        swaps = ablations_for(cfg, variants, Path(tmp))
-    return ablation_configs(cfg, swaps, max(cfg.widths), min(cfg.log2_lrs), seeds)
+        rows = ablations_for(cfg, variants, Path(tmp), swaps=swaps)
+    return ablation_configs(cfg, rows, max(cfg.widths), min(cfg.log2_lrs), seeds, sp=swaps)
 
 
 def _print_power(cfg: SweepConfig, pilot: Path, fit_keys: list[FitKey], n_seeds: int) -> None:

@@ -128,10 +128,11 @@ def target_config(cfg: Any, target: int) -> Any:
 
 
 def ablation_configs(cfg: Any, ablations: Sequence[Ablation], target: int, log2_lr: int,
-                     seeds: Sequence[int]) -> list[Any]:
-    """Stage 2: μP and SP at ``target`` and η = 2^``log2_lr``, then μP with each swap, every seed."""
+                     seeds: Sequence[int], *, sp: bool = True) -> list[Any]:
+    """Stage 2: μP and SP (``sp=False``: μP alone) at ``target`` and η = 2^``log2_lr``, then μP
+    with each swap, every seed."""
     one = replace(target_config(cfg, target), log2_lrs=(log2_lr,))
-    out = [replace(one, parameterizations=("mup", "sp"), seed=s) for s in seeds]
+    out = [replace(one, parameterizations=("mup", "sp") if sp else ("mup",), seed=s) for s in seeds]
     for ab in ablations:
         out += [replace(one, parameterizations=("mup",), ablation=ab.overrides, ablation_name=ab.name, seed=s)
                 for s in seeds]
@@ -172,8 +173,9 @@ def _change_text(ch: list[tuple[str, str, float, float]]) -> str:
 
 def ablation_rows(records: Iterable[dict[str, Any]], cfg: Any, ablations: Sequence[Ablation],
                   rules: Mapping[str, Mapping[str, tuple[float, float]]], target: int, log2_lr: int,
-                  seeds: Sequence[int]) -> list[AblationRow]:
-    """The table from recorded runs: μP, then each swap, then SP (every rule swapped)."""
+                  seeds: Sequence[int], *, sp: bool = True) -> list[AblationRow]:
+    """The table from recorded runs: μP, then each swap, then SP (every rule swapped; not with
+    ``sp=False``)."""
     records = list(records)
     one = replace(target_config(cfg, target), log2_lrs=(log2_lr,))
     index: dict[tuple, dict[str, Any]] = {}
@@ -212,7 +214,8 @@ def ablation_rows(records: Iterable[dict[str, Any]], cfg: Any, ablations: Sequen
         c = replace(one, ablation=ab.overrides, ablation_name=ab.name)
         out.append(row(ab.name + (" (variant)" if ab.variant else ""), _change_text(ch) if ch else "none: μP's rule is SP's",
                        runs(c, "mup"), not ch))
-    out.append(row("SP (every rule swapped)", "", runs(one, "sp"), False))
+    if sp:
+        out.append(row("SP (every rule swapped)", "", runs(one, "sp"), False))
     return out
 
 

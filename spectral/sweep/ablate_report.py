@@ -32,8 +32,12 @@ __all__ = ["ABLATION_FILE", "ablations_for", "render_ablation", "run_ablation"]
 ABLATION_FILE = "ablation.json"
 
 
-def ablations_for(cfg: SweepConfig, variants: Sequence[Ablation], folder: Path) -> list[Ablation]:
-    """Every SP swap of :data:`~spectral.sweep.ablate.ROLE_RULES` for ``cfg``'s rules, then the variants."""
+def ablations_for(cfg: SweepConfig, variants: Sequence[Ablation], folder: Path, *,
+                  swaps: bool = True) -> list[Ablation]:
+    """Every SP swap of :data:`~spectral.sweep.ablate.ROLE_RULES` for ``cfg``'s rules (none with
+    ``swaps=False``: ``--variants-only``), then the variants."""
+    if not swaps:
+        return list(variants)
     rules = dict(derived_rules(cfg, folder))
     if not cfg.experts:  # a dense model has no router: its rules change nothing
         rules.pop("router_weight", None)
@@ -43,8 +47,11 @@ def ablations_for(cfg: SweepConfig, variants: Sequence[Ablation], folder: Path) 
 def run_ablation(cfg: SweepConfig, variants: Sequence[Ablation], tune: Sequence[tuple[str, tuple[float, ...]]],
                  seeds: Sequence[int], out: Path, train: Callable[[SweepConfig], None], *,
                  warn: Callable[[str], None] | None = None, command: str | None = None,
-                 rule: str = "fit") -> list[Path]:
-    """Train what is missing (base tuning, then every swap at the largest width) and write the table."""
+                 rule: str = "fit", swaps: bool = True) -> list[Path]:
+    """Train what is missing (base tuning, then every swap at the largest width) and write the table.
+
+    ``swaps=False`` (``--variants-only``): μP and the named variants only, no swap to SP's rules
+    and no SP run; the comparison then pairs each variant with μP."""
     target = max(cfg.widths)
     if target <= cfg.base_width:
         raise SpecError(f"--ablate: the target width (the largest of --widths, {target}) must exceed "
@@ -57,10 +64,11 @@ def run_ablation(cfg: SweepConfig, variants: Sequence[Ablation], tune: Sequence[
     assert col is not None
     log2_lr = choice.log2_lrs[col]
     rules = derived_rules(cfg, out / "generated")
-    ablations = ablations_for(cfg, variants, out / "generated")
-    for c in ablation_configs(cfg, ablations, target, log2_lr, seeds):
+    ablations = ablations_for(cfg, variants, out / "generated", swaps=swaps)
+    for c in ablation_configs(cfg, ablations, target, log2_lr, seeds, sp=swaps):
         train(c)
-    rows = ablation_rows(read_runs(out / RUNS_FILE, warn=warn), cfg, ablations, rules, target, log2_lr, seeds)
+    rows = ablation_rows(read_runs(out / RUNS_FILE, warn=warn), cfg, ablations, rules, target, log2_lr, seeds,
+                         sp=swaps)
     meta = read_meta(out / META_FILE, warn)
     base = {
         "log2_lr": log2_lr,
@@ -80,7 +88,8 @@ def run_ablation(cfg: SweepConfig, variants: Sequence[Ablation], tune: Sequence[
         write_atomic(out / ABLATION_FILE, json.dumps(payload, indent=2, ensure_ascii=False) + "\n", force=True),
         write_atomic(out / "tuning.json", json.dumps(choice.as_json(), indent=2) + "\n", force=True),
         *write_ablation_comparison(out, before, cfg, choice, seeds, target, log2_lr,
-                                   command=meta.get("command") or command, warn=warn),
+                                   command=meta.get("command") or command, warn=warn,
+                                   variants=() if swaps else variants),
     ]
 
 

@@ -34,7 +34,7 @@ from .report import read_meta
 from .tune import apply, base_configs, freeze
 
 __all__ = ["COMPARISON_FILE", "ablation_arms", "default_pairs", "read_spec", "render_comparison",
-           "spec_arms", "sweep_arms", "write_ablation_comparison",
+           "spec_arms", "sweep_arms", "variant_pairs", "write_ablation_comparison",
            "write_comparison", "write_sweep_comparison"]
 
 COMPARISON_FILE = "comparison.md"
@@ -173,9 +173,10 @@ def _lr_edges(cfg: Any, log2_lr: int) -> list[str]:
 
 
 def ablation_arms(records: list[dict[str, Any]], before: Any, cfg: Any, choice: Any, seeds: Sequence[int],
-                  target: int, log2_lr: int) -> list[Arm]:
+                  target: int, log2_lr: int, variants: Sequence[Any] = ()) -> list[Arm]:
     """``--ablate``'s μP and SP (every rule SP's) at the target at μP's base-optimal η, each
-    with the base tuning's runs as its cost."""
+    with the base tuning's runs as its cost; then each named variant in ``variants`` (an
+    :class:`~spectral.sweep.ablate.Ablation`: μP with that exponent, the same base and cost)."""
     one = replace(cfg, widths=(target,), depth=cfg.base_depth, depths=(cfg.base_depth,), width=target)
     stage1: set[Any] = set()
     for c in choice.candidates:
@@ -190,7 +191,22 @@ def ablation_arms(records: list[dict[str, Any]], before: Any, cfg: Any, choice: 
             out.append(arm(name, base_runs, tgt, seeds, edges))
         except ValueError:
             continue
+    for v in variants:
+        sel = _settings_of(replace(one, ablation=v.overrides, ablation_name=v.name), seeds)
+        tgt = _select(records, cfg.optimizer, sel, width=target, depth=cfg.base_depth, param="mup", log2_lr=log2_lr)
+        try:
+            out.append(arm(f"variant {v.name}", base_runs, tgt, seeds, edges))
+        except ValueError:
+            continue
     return out
+
+
+def variant_pairs(arms: Sequence[Arm]) -> list[Pair]:
+    """Each named variant (an arm named ``variant …``) against μP transferred (the derived rules)."""
+    by = {a.name: a for a in arms}
+    if MUP_T not in by:
+        return []
+    return [compare(a, by[MUP_T]) for a in arms if a.name.startswith("variant ")]
 
 
 def default_pairs(arms: Sequence[Arm]) -> list[Pair]:
@@ -276,9 +292,15 @@ def write_sweep_comparison(out: Path, before: Any, cfg: Any, choice: Any, seeds:
 
 def write_ablation_comparison(out: Path, before: Any, cfg: Any, choice: Any, seeds: Sequence[int], target: int,
                               log2_lr: int, *, command: str | None = None,
-                              warn: Callable[[str], None] | None = None) -> list[Path]:
-    """``out/comparison.md`` of ``--ablate``'s μP and SP transferred (:func:`ablation_arms`)."""
-    arms = ablation_arms(read_runs(Path(out) / RUNS_FILE, warn=warn), before, cfg, choice, seeds, target, log2_lr)
+                              warn: Callable[[str], None] | None = None, variants: Sequence[Any] = ()) -> list[Path]:
+    """``out/comparison.md`` of ``--ablate``'s μP and SP transferred (:func:`ablation_arms`); with
+    ``variants`` (``--variants-only``), each variant against μP (:func:`variant_pairs`)."""
+    arms = ablation_arms(read_runs(Path(out) / RUNS_FILE, warn=warn), before, cfg, choice, seeds, target, log2_lr,
+                         variants)
+    if variants:
+        title = (f"{cfg.optimizer}: declared variants against the derived rules, transferred from "
+                 f"{cfg.base_width} × {cfg.base_depth} to n = {target}")
+        return write_comparison(Path(out), title, arms, command=command, pairs=variant_pairs(arms))
     title = f"{cfg.optimizer}: μP and SP transferred from {cfg.base_width} × {cfg.base_depth} to n = {target}"
     return write_comparison(Path(out), title, arms, command=command)
 

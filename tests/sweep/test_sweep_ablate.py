@@ -210,6 +210,7 @@ def test_settings_keys_stay_without_an_ablation():
     (["--ablate", "--param", "mup"], "drop --param"),
     (["--ablate", "--fit-exponent", "lr.hidden_weight"], "exclude each other"),
     (["--ablate", "--widths", "32", "--base-width", "32"], "must exceed --base-width 32"),
+    (["--ablate", "--variants-only"], "give --ablate and --ablate-variant"),
 ])
 def test_cli_refuses(tmp_path: Path, argv: list[str], message: str, capsys):
     from spectral.cli import main
@@ -261,4 +262,62 @@ def test_estimate_counts_the_ablation_runs_and_writes_nothing(tmp_path: Path, ca
     sizes = {s["width"]: s["runs"] for s in json.loads(line)["estimate"]["sizes"]}
     # base: 2 η × 2 seeds; target: μP, SP, hidden init, output multiplier, hidden η, ε, the variant
     assert sizes == {16: 4, 32: 7 * 2}
+    assert not (tmp_path / "o").exists()
+
+
+def test_variants_only_plans_and_tables_mup_and_the_variants(tmp_path: Path):
+    """--variants-only: μP and each named variant, every seed, no SP run and no SP row; the
+    comparison pairs each variant with μP (paired by seed, the same base runs as cost)."""
+    from spectral.sweep.compare_arms import ablation_arms, variant_pairs
+    from spectral.sweep.tune import base_configs, candidates, choose
+
+    cfg = SweepConfig(optimizer="adamw", widths=(16, 128), base_width=16, head_dim=16, log2_lrs=(-6,))
+    emb, sigma = parse_variant("lr.input_weight=-0.5"), parse_variant("init.hidden_weight=0")
+    cfgs = ablation_configs(cfg, [emb, sigma], 128, -6, (0, 1, 2), sp=False)
+    assert [(c.parameterizations, c.ablation_name, c.seed) for c in cfgs] == [
+        (("mup",), "", 0), (("mup",), "", 1), (("mup",), "", 2),
+        *[(("mup",), "lr.input_weight ∝ r_n^-0.5", s) for s in (0, 1, 2)],
+        *[(("mup",), "init.hidden_weight ∝ r_n^0", s) for s in (0, 1, 2)],
+    ]
+    loss = {"": (3.0, 3.2, 3.1), emb.name: (3.1, 3.3, 3.3), sigma.name: (2.9, 3.0, 3.05)}
+    records = [{"optimizer": "adamw", "width": 128, "depth": 2, "log2_lr": -6, "parameterization": "mup",
+                "settings": c.settings(), "val_loss": loss[c.ablation_name][c.seed], "diverged": False,
+                "n_params": 1000, "seconds": 1.0, "device": "cpu", "steps_done": 120,
+                "fingerprint": f"t{c.ablation_name}{c.seed}"} for c in cfgs]
+    base = [{"optimizer": "adamw", "width": 16, "depth": 2, "log2_lr": -6, "parameterization": "mup",
+             "settings": c.settings(), "val_loss": 3.5, "diverged": False, "n_params": 100,
+             "seconds": 0.5, "device": "cpu", "steps_done": 120, "fingerprint": f"b{c.seed}"}
+            for c in base_configs(cfg, cfg.multiplier, (0, 1, 2))]
+    rules = derived_rules(cfg, tmp_path)
+    rows = ablation_rows(records, cfg, [emb, sigma], rules, 128, -6, (0, 1, 2), sp=False)
+    assert [r.name for r in rows] == ["μP (derived rules)", f"{emb.name} (variant)", f"{sigma.name} (variant)"]
+    assert rows[1].delta == pytest.approx(0.4 / 3) and rows[2].delta == pytest.approx(-0.35 / 3)
+    assert rows[2].change == "hidden_weight init_var r_n^-1 → r_n^0" and rows[2].lower == 3
+    choice = choose(base, cfg, candidates(cfg.multiplier, []), (0, 1, 2), ())
+    arms = ablation_arms(base + records, cfg, cfg, choice, (0, 1, 2), 128, -6, [emb, sigma])
+    assert [a.name for a in arms] == ["μP transferred", f"variant {emb.name}", f"variant {sigma.name}"]
+    pairs = variant_pairs(arms)
+    assert [(p.a.name, p.b.name) for p in pairs] == [(arms[1].name, arms[0].name), (arms[2].name, arms[0].name)]
+    assert [d for _, d in pairs[1].diffs] == pytest.approx([-0.1, -0.2, -0.05])
+    lo, hi = pairs[1].interval  # mean -0.117, sd 0.076, t(2) = 4.303: [-0.306, +0.073]
+    assert lo == pytest.approx(-0.35 / 3 - 4.302652729911275 * 0.07637626158259733 / math.sqrt(3))
+    assert hi == pytest.approx(-0.35 / 3 + 4.302652729911275 * 0.07637626158259733 / math.sqrt(3))
+    assert pairs[1].ratio == 1.0  # the same base runs are each arm's cost
+
+
+def test_estimate_with_variants_only_counts_mup_and_the_variants(tmp_path: Path, capsys):
+    """--variants-only --estimate: the base grid, then at the target μP and each variant only."""
+    import json
+
+    from spectral.cli import main
+
+    args = ["sweep", "--device", "cpu", "--out", str(tmp_path / "o"), "-O", "adamw", "--widths", "16,32",
+            "--depths", "2", "--width", "16", "--base-width", "16", "--head-dim", "16", "--log2-lrs=-6,-5",
+            "--steps", "2", "--batch-size", "2", "--block-size", "8", "--eval-batches", "1", "--n-bytes", "65536",
+            "--seeds", "0,1", "--ablate", "--variants-only", "--ablate-variant", "lr.input_weight=-0.5",
+            "--ablate-variant", "init.hidden_weight=0", "--estimate"]
+    assert main(args) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    sizes = {s["width"]: s["runs"] for s in json.loads(line)["estimate"]["sizes"]}
+    assert sizes == {16: 4, 32: 3 * 2}  # μP and two variants, two seeds
     assert not (tmp_path / "o").exists()

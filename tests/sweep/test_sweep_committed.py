@@ -310,6 +310,19 @@ ABLATION_CASES = {  # docs/sweep/ablate: one role-rule at a time swapped to SP's
 
 ABLATION_CASES["ablate/cpu-16-128/muon-kimi+adamw"] += ARGMIN
 
+VARIANTS = ["--ablate", "--variants-only", "--ablate-variant", "lr.input_weight=-0.5",
+            "--ablate-variant", "init.hidden_weight=0"]
+GPT16 = ["--widths", "16,128", "--depths", "2", "--width", "16", "--base-width", "16", "--head-dim", "16"]
+ABLATION_CASES |= {  # docs/sweep/variants: u-μP's embedding η and σ_hidden held constant against the rule (issue 46)
+    "variants/gpt-adamw-16-128/adamw": ["-O", "adamw", *GPT16, "--log2-lrs=-6", "--multiplier", "output=16",
+                                        "--seeds", "0,1,2,3,4,5,6,7", *VARIANTS],
+    "variants/gpt-muon-kimi-16-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", *GPT16, "--log2-lrs=-5", "--multiplier",
+                                                      "output=4", "--seeds", "0,1,2,3,4", *VARIANTS],
+    "variants/llama-adamw-32-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA[:-2], "--seeds", "0,1,2,3,4",
+                                          "--widths", "32,256", "--width", "32", "--base-width", "32", "--log2-lrs=-5",
+                                          "--multiplier", "output=4", *VARIANTS],
+}
+
 @pytest.mark.parametrize("folder", sorted(ABLATION_CASES))
 def test_committed_ablations_come_from_the_raw_runs(tmp_path: Path, folder: str, capsys):
     """docs/sweep/ablate: each table (and its JSON and base tuning) re-renders byte for byte from its runs.jsonl."""
