@@ -259,3 +259,41 @@ def test_deepseek_latent_maps_read_by_norms_take_the_normed_role(tmp_path):
     assert len(latent) == 2 * DEPTH
     for row in latent:
         assert abs(row.init_slope) <= 0.1 and abs(row.step_slope) <= 0.1, row
+
+
+def falcon_h1(width: int = BASE) -> torch.nn.Module:
+    config = transformers.FalconH1Config(
+        vocab_size=128, hidden_size=width, intermediate_size=2 * width, num_hidden_layers=DEPTH,
+        num_attention_heads=width // 16, num_key_value_heads=width // 16, head_dim=16,
+        mamba_d_ssm=width, mamba_n_heads=width // 16, mamba_d_head=16, mamba_d_state=16,
+        mamba_n_groups=1, tie_word_embeddings=False,
+    )
+    return transformers.FalconH1ForCausalLM(config)
+
+
+@pytest.mark.slow  # twins at three widths, twice: tens of seconds
+@pytest.mark.parametrize("factory", [None, falcon_h1], ids=["rebuilt-config", "factory"])
+def test_falcon_h1_mamba_follows_the_width(tmp_path, factory):
+    """Falcon-H1's mamba_d_ssm and mamba_n_heads grow with the width (the twin reading
+    rebuilt the config without them: in_proj read as width -> fixed, out_proj as fixed ->
+    width); with set_base_shapes(factory=) the twins of check(widths=) are built by the
+    same factory, and the anchor does not re-run a module whose call held a cache its first
+    run wrote (the mixer read it back: "0.944x the checked twin's")."""
+    cfg = load_generated(
+        "muon-kimi", "adamw", base_width=BASE, base_depth=DEPTH, folder=tmp_path, all_roles=True
+    )
+    torch.manual_seed(0)
+    model = falcon_h1()
+    if factory is not None:
+        cfg.set_base_shapes(model, factory=factory)
+    roles = place(model, cfg.CONFIG).roles()
+    mixer = "model.layers.0.mamba."
+    assert roles[mixer + "in_proj.weight"] == roles[mixer + "out_proj.weight"] == "hidden_weight"
+    opt = _set_up(cfg, model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = cfg.check(
+            model, BASE, DEPTH, opt, widths=[64, 128, 256], factory=factory, lr=LR,
+            timeout=None,
+        )
+    assert report == []

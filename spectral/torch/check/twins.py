@@ -28,8 +28,9 @@ from spectral.torch.model.shapes import head_dims
 _WIDTH_KEYS = ("hidden_size", "n_embd", "d_model")
 _HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads")
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
-_INTERMEDIATE_KEYS = ("n_inner", "ffn_dim", "d_ff")
-"""Besides every ``*intermediate_size`` attribute: the MLP widths of GPT-2, OPT and T5."""
+_INTERMEDIATE_KEYS = ("n_inner", "ffn_dim", "d_ff", "mamba_d_ssm", "mamba_n_heads")
+"""Besides every ``*intermediate_size`` attribute: the MLP widths of GPT-2, OPT and T5,
+and Falcon-H1's SSM width and head count (its head size stays)."""
 
 TWIN_LAYERS = 2
 """Layers of a twin rebuilt from a config: enough for a first and a last block."""

@@ -55,7 +55,7 @@ _WIDTH_FIELDS = re.compile(
     r"^(hidden_size|(\w+_)?intermediate_size|n_inner|(\w+_)?ffn_dim|d_ff|"
     r"num_attention_heads|num_key_value_heads|num_kv_heads|num_heads|"
     r"(encoder|decoder)_attention_heads|"
-    r"attention_hidden_size|word_embed_proj_dim)$"
+    r"attention_hidden_size|word_embed_proj_dim|mamba_d_ssm|mamba_n_heads)$"
 )
 
 
