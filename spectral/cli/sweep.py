@@ -359,9 +359,8 @@ def _run_sweep(args: argparse.Namespace, argv: Iterable[str] | None, workers: An
                                       workers=workers)
 
         if args.ablate:
-            for pth in sweep_ablate.run_ablation(cfg, _variants(args, cfg, out), tune, seeds, out, train,
-                                                 warn=warn, command=command, rule=args.base_optimum,
-                                                 swaps=not args.variants_only):
+            for pth in sweep_ablate.run_ablation(cfg, _variants(args, cfg, out), tune, seeds, out, train, warn=warn,
+                                                 command=command, rule=args.base_optimum, swaps=not args.variants_only):
                 wrote(pth)
             continue
         if fit_keys:
@@ -552,8 +551,7 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
     return 0
 
 
-def _ablation_plan(cfg: SweepConfig, variants: list[Any], seeds: tuple[int, ...], *,
-                   swaps: bool = True) -> list[SweepConfig]:
+def _ablation_plan(cfg: SweepConfig, variants: list[Any], seeds: tuple[int, ...], *, swaps: bool = True) -> list[SweepConfig]:
     """``--ablate``'s runs at the target width for ``--estimate`` (the config modules go to a
     temporary folder: an estimate writes nothing)."""
     import tempfile

@@ -56,7 +56,7 @@ __all__ = ["FAMILIES", "FAMILY_PATTERNS"]
 # * An output bias (lm_head.bias in Phi-2 and GPT-J, a classifier's bias): output_bias.
 #   alpha_out scales the readout's whole output, bias included (docs/roles.md).
 # Tied input/output embeddings are accepted where the config's rules allow them (every HP
-# but the multiplier equal: spectral.torch.model.ties); the tied matrix has the role input_weight
+# but the multiplier equal: spectral.engine.ties); the tied matrix has the role input_weight
 # and alpha_out stays a hook on the logits. Any other shared parameter is refused.
 
 FAMILIES: tuple[Adapter, ...] = (

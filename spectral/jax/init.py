@@ -60,7 +60,7 @@ def init_params(
     keeps its leaf as given unless its role is named in init_std. With flax nnx:
     nnx.update(model, init(nnx.state(model, nnx.Param), key, width, depth)).
     """
-    leaves = placed(params, patterns, adapter)
+    leaves = placed(params, patterns, adapter, rules)
     if init_std is None:
         new = {
             path: _own(rules, path, leaf, role, width, depth)

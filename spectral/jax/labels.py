@@ -9,10 +9,10 @@ trees (``jax.eval_shape``) work.
 
 Parameters the paper does not cover get the roles the PyTorch runtime gives them: norm
 gains and biases inside a block are ``hidden_bias``, the final norm is ``input_bias``,
-position embeddings are ``input_weight``. Input and output embeddings must not be tied
-(flax ``Embed.attend`` as the readout): the two roles have different multipliers,
-initialisations and learning rates, so a model with an ``input_weight`` and no
-``output_weight`` is refused, and so is one array used twice.
+position embeddings are ``input_weight``. A readout tied to the input table (flax
+``Embed.attend``: an ``input_weight`` and no ``output_weight``) is allowed exactly where
+torch allows it (spectral.engine.ties: the config's two rules agree but for the multiplier,
+which the model's own forward applies); one array under two paths is refused.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 import jax
 
+from spectral.engine.ties import tie_differences
 from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.families.adapter import Adapter
 from spectral.families.registry import FAMILIES, FAMILY_PATTERNS
@@ -156,10 +157,15 @@ def classify(
 
 
 def placed(
-    params: Any, patterns: Patterns | None, adapter: AdapterLike | None
+    params: Any,
+    patterns: Patterns | None,
+    adapter: AdapterLike | None,
+    rules: Any = None,
 ) -> list[tuple[str, Any, str]]:
     """(path, leaf, role) of every leaf, in pytree order; one error names every leaf that
-    no pattern places, and tied input/output embeddings are refused."""
+    no pattern places. A readout tied to the input table (flax Embed.attend: an
+    input_weight and no output_weight) is allowed where ``rules`` (the config) allow the
+    tie, as in torch (spectral.engine.ties); one array under two paths is refused."""
     leaves = [
         (path_name(kp), leaf)
         for kp, leaf in jax.tree_util.tree_flatten_with_path(params)[0]
@@ -181,11 +187,11 @@ def placed(
         out.append((path, leaf, role))
     if unplaced:
         raise unplaced_error(unplaced)
-    _refuse_ties(out)
+    _refuse_ties(out, rules)
     return out
 
 
-def _refuse_ties(out: list[tuple[str, Any, str]]) -> None:
+def _refuse_ties(out: list[tuple[str, Any, str]], rules: Any) -> None:
     seen: dict[int, str] = {}
     for path, leaf, role in out:
         if role in BIAS_ROLES:
@@ -198,17 +204,27 @@ def _refuse_ties(out: list[tuple[str, Any, str]]) -> None:
             )
         seen[id(leaf)] = path
     roles = {role for _, _, role in out}
-    if "input_weight" in roles and "output_weight" not in roles:
+    if "input_weight" not in roles or "output_weight" in roles:
+        return
+    differences = (
+        ["no config's rules given"] if rules is None else tie_differences(rules)
+    )
+    if differences:
         raise UnsupportedModelError(
             "the model has an input_weight but no output_weight: a readout tied to the "
-            "input embedding (flax Embed.attend) is refused, since muP gives the two "
-            "different multipliers, initialisations and learning rates; add an untied "
-            "output layer (nnx.Linear / nn.Dense), or map it with patterns="
+            "input embedding (flax Embed.attend) needs one rule for both roles (the "
+            f"multiplier aside), and here {'; '.join(differences)}; add an untied output "
+            "layer (nnx.Linear / nn.Dense), train the embeddings with an optimizer whose "
+            "rules agree (docs/ties.md), or map it with patterns="
         )
 
 
 def labels(
-    params: Any, *, patterns: Patterns | None = None, adapter: AdapterLike | None = None
+    params: Any,
+    *,
+    patterns: Patterns | None = None,
+    adapter: AdapterLike | None = None,
+    rules: Any = None,
 ) -> Any:
     """A pytree like params whose leaves are role names (optax.multi_transform labels).
 
@@ -216,7 +232,7 @@ def labels(
     recognised by its paths (ADAPTERS), or give adapter= / patterns= (see classify). One
     error names every leaf without a role.
     """
-    roles = {path: role for path, _, role in placed(params, patterns, adapter)}
+    roles = {path: role for path, _, role in placed(params, patterns, adapter, rules)}
     return jax.tree_util.tree_map_with_path(lambda kp, _: roles[path_name(kp)], params)
 
 

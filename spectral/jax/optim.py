@@ -83,7 +83,7 @@ def build_optimizer(
     **kwargs) returning an optax transformation. init_std is accepted (and ignored) so
     that one dict of base values serves every function.
     """
-    leaves = placed(params, patterns, adapter)
+    leaves = placed(params, patterns, adapter, rules)
     # the family found from these paths labels every tree tx is later handed
     family = as_adapter(adapter, (path for path, _, _ in leaves))
     known = {**rules.transforms(), **(transforms or {})}
@@ -117,6 +117,6 @@ def build_optimizer(
         parts[role] = known[kind](**values, **kwargs)
 
     def role_labels(tree: Any) -> Any:
-        return labels(tree, patterns=patterns, adapter=family)
+        return labels(tree, patterns=patterns, adapter=family, rules=rules)
 
     return optax.multi_transform(parts, role_labels)

@@ -47,6 +47,7 @@ class Config(TorchRules):
         multiplier: BaseValue = 1.0,
         adapter: AdapterLike | None = None,
         patterns: Patterns | None = None,
+        example_input: Any = None,
     ) -> MultiplierHandle:
         """Install the block multipliers on any nn.Module without editing its source.
 
@@ -58,8 +59,13 @@ class Config(TorchRules):
         the model's traced structure and module names, or given as adapter=Adapter(...) /
         a dict of its fields. Calling it again replaces the hooks (never scales twice).
         Every parameter must have a role: one error names each one that has none.
+        ``example_input``: what the model's forward takes, for the one traced forward
+        pass where no family's names place it and no batch can be built for it (the first
+        call that reads the model needs it; the placement is kept on the model).
         """
-        placement = place(model, self, patterns=patterns, adapter=adapter)
+        placement = place(
+            model, self, patterns=patterns, adapter=adapter, example_input=example_input
+        )
         return install_multipliers(self, placement, width, depth, multiplier=multiplier)
 
     def init_(
@@ -71,6 +77,7 @@ class Config(TorchRules):
         *,
         patterns: Patterns | None = None,
         adapter: AdapterLike | None = None,
+        example_input: Any = None,
         multiplier: BaseValue = 1.0,
     ) -> None:
         """Initialise every parameter by its role, keeping the model's own base by default.
@@ -102,7 +109,9 @@ class Config(TorchRules):
         with --absorb-multipliers) the parameters of each module a multiplier scaled carry it:
         their values times the multiplier, a norm's included (spectral.torch.apply.absorb).
         """
-        placement = place(model, self, patterns=patterns, adapter=adapter)
+        placement = place(
+            model, self, patterns=patterns, adapter=adapter, example_input=example_input
+        )
         init_by_role(self, placement, width, depth, init_std, multiplier=multiplier)
 
     def init_factors(
@@ -113,13 +122,16 @@ class Config(TorchRules):
         *,
         patterns: Patterns | None = None,
         adapter: AdapterLike | None = None,
+        example_input: Any = None,
         multiplier: BaseValue = 1.0,
     ) -> dict[str, float]:
         """Parameter name -> the factor ``init_`` (with no ``init_std``) multiplies it by:
         its role's init_ratio times its carrier factor (hook-free form); a norm's
         parameters only the carrier factor (1.0 outside the carriers); 1.0 for a vector
         that keeps its own values."""
-        placement = place(model, self, patterns=patterns, adapter=adapter)
+        placement = place(
+            model, self, patterns=patterns, adapter=adapter, example_input=example_input
+        )
         return init_factors(self, placement, width, depth, multiplier=multiplier)
 
     def param_groups(
@@ -130,6 +142,7 @@ class Config(TorchRules):
         *,
         patterns: Patterns | None = None,
         adapter: AdapterLike | None = None,
+        example_input: Any = None,
         **base: Any,
     ) -> list[dict[str, Any]]:
         """Torch param groups, one per (optimizer, role, compensation), with scaled HPs.
@@ -148,7 +161,9 @@ class Config(TorchRules):
         multiplier scaled get groups of their own, with the numbers that carry it
         (spectral.torch.apply.absorb).
         """
-        placement = place(model, self, patterns=patterns, adapter=adapter)
+        placement = place(
+            model, self, patterns=patterns, adapter=adapter, example_input=example_input
+        )
         return role_param_groups(self, placement, width, depth, **base)
 
     def build_optimizers(
@@ -161,6 +176,7 @@ class Config(TorchRules):
         optimizer_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
         patterns: Patterns | None = None,
         adapter: AdapterLike | None = None,
+        example_input: Any = None,
         multipliers_in_forward: bool | None = None,
         **base: Any,
     ) -> CompositeOptimizer:
@@ -173,7 +189,9 @@ class Config(TorchRules):
         0.95)}} passes extra arguments to one implementation; factories = {"name": fn}
         replaces or adds one (fn(groups, **kwargs) returning a torch optimizer).
         """
-        placement = place(model, self, patterns=patterns, adapter=adapter)
+        placement = place(
+            model, self, patterns=patterns, adapter=adapter, example_input=example_input
+        )
         return build_composite(
             self,
             placement,
@@ -216,7 +234,13 @@ class Config(TorchRules):
             )
         placed: Placement | str
         try:
-            placed = place(model, self, patterns=patterns, adapter=adapter)
+            placed = place(
+                model,
+                self,
+                patterns=patterns,
+                adapter=adapter,
+                example_input=example_input,
+            )
             placed.roles()  # every parameter placed, ties allowed
         except UnsupportedModelError as exc:  # found on the model: one line
             placed = str(exc)
@@ -317,7 +341,9 @@ def check_widths(
     ConfigError."""
     checked_sizes(widths, seeds, base or {})  # a bad argument raises before any work
     checked_timeout(timeout)
-    placement = place(model, rules, patterns=patterns, adapter=adapter)
+    placement = place(
+        model, rules, patterns=patterns, adapter=adapter, example_input=example_input
+    )
     return widths_report(
         rules,
         placement,

@@ -25,7 +25,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from spectral.models import GPT, ResidualMLP  # noqa: E402
-from spectral.torch.model.ties import tie_differences  # noqa: E402
+from spectral.engine.ties import tie_differences  # noqa: E402
 
 pytestmark = pytest.mark.generated  # also run on the --vendor form
 

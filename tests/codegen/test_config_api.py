@@ -88,8 +88,9 @@ def test_every_config_function_is_the_runtime_function(framework, tmp_path):
             continue
         assert bound.__func__.__qualname__ == f"Config.{name}"
         assert parameters[1].name in ("placement", "placed") and mine[0].name == "model"
-        reading = {p.name for p in mine} & {"patterns", "adapter"}
+        reading = {p.name for p in mine} & {"patterns", "adapter", "example_input"}
         assert "adapter" in reading, name
+        reading -= {p.name for p in parameters}  # check's example_input runs the model
         rest = [p for p in mine[1:] if p.name not in reading and p.name != "given"]
         theirs = [p for p in parameters[2:] if p.name != "given"]
         assert shape(rest) == shape(theirs), name

@@ -414,7 +414,7 @@ def test_tied_embedding_and_head(cfg, one_process, monkeypatch) -> None:
     embedding's numbers (carrying alpha_in), and the head's forward multiplies the logits
     by alpha_out / alpha_in: alpha_out on the unscaled matrix, as the hooked form."""
     from spectral.torch.apply.absorb import absorbed_values
-    from spectral.torch.model.ties import tie_differences
+    from spectral.engine.ties import tie_differences
 
     assert tie_differences(cfg.CONFIG) == []
     model = _model(cfg, tied=True)

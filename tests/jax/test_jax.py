@@ -470,12 +470,21 @@ def test_labels_patterns_route_and_one_error_for_every_unplaced_leaf(hybrid):
         hybrid.labels(params, patterns={".*": "hiden_weight"})
 
 
-def test_tied_embeddings_are_refused(hybrid):
+def test_tied_embeddings_follow_the_rules_as_in_torch(hybrid):
+    """A readout through wte.attend (an input_weight and no output_weight) is one matrix
+    read both ways: allowed where the config's rules for the two roles agree but for the
+    multiplier (spectral.engine.ties, torch's policy; AdamW's do), refused without a
+    config to decide; one array under two paths is refused."""
+    from spectral.engine.ties import tie_differences
+
     gpt = nnx.eval_shape(lambda: JaxGPT(64, 1, block_size=8, rngs=nnx.Rngs(0)))
     state = nnx.to_pure_dict(nnx.state(gpt, nnx.Param))
     del state["lm_head"]  # readout through wte.attend: tied
-    with pytest.raises(ValueError, match="input_weight but no output_weight.*Embed.attend"):
+    with pytest.raises(ValueError, match="input_weight but no output_weight.*no config's rules given"):
         hybrid.labels(state)
+    assert tie_differences(hybrid.CONFIG) == []
+    tied = flat(hybrid.labels(state, rules=hybrid.CONFIG))
+    assert tied["wte.embedding"] == "input_weight" and "output_weight" not in tied.values()
     table = jnp.ones((16, 8))
     with pytest.raises(ValueError, match="'input.kernel' and 'output.kernel' are one array"):
         hybrid.labels({"input": {"kernel": table}, "output": {"kernel": table}})

@@ -297,3 +297,114 @@ def test_falcon_h1_mamba_follows_the_width(tmp_path, factory):
             timeout=None,
         )
     assert report == []
+
+
+class _DiTBlock(torch.nn.Module):
+    """adaLN-Zero: the conditioning gives each block its shift, scale and gate."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        nn = torch.nn
+        self.norm1 = nn.LayerNorm(width, elementwise_affine=False)
+        self.attn = nn.MultiheadAttention(width, width // 16, batch_first=True)
+        self.norm2 = nn.LayerNorm(width, elementwise_affine=False)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.ada = nn.Sequential(nn.SiLU(), nn.Linear(width, 6 * width))
+
+    def forward(self, x, c):
+        s1, g1, a1, s2, g2, a2 = self.ada(c).unsqueeze(1).chunk(6, dim=-1)
+        h = self.norm1(x) * (1 + g1) + s1
+        x = x + a1 * self.attn(h, h, h, need_weights=False)[0]
+        return x + a2 * self.mlp(self.norm2(x) * (1 + g2) + s2)
+
+
+class DiT(torch.nn.Module):
+    """A DiT-like model: patches, a fixed positional table (a buffer), a timestep MLP and
+    a label table for the conditioning, gated branches; forward(x, t, y)."""
+
+    def __init__(self, width: int = BASE, patch: int = 4, freq: int = 32):
+        super().__init__()
+        nn = torch.nn
+        self.patch, self.freq = patch, freq
+        self.x_embed = nn.Linear(3 * patch * patch, width)
+        self.register_buffer("pos", torch.randn(1, (16 // patch) ** 2, width))
+        self.t_embed = nn.Sequential(nn.Linear(freq, width), nn.SiLU(), nn.Linear(width, width))
+        self.y_embed = nn.Embedding(10, width)
+        self.blocks = nn.ModuleList(_DiTBlock(width) for _ in range(DEPTH))
+        self.norm = nn.LayerNorm(width, elementwise_affine=False)
+        self.out = nn.Linear(width, 3 * patch * patch, bias=False)
+
+    def forward(self, x, t, y):
+        p = self.patch
+        x = x.unfold(2, p, p).unfold(3, p, p).permute(0, 2, 3, 1, 4, 5).flatten(3).flatten(1, 2)
+        x = self.x_embed(x) + self.pos
+        f = torch.exp(-torch.arange(self.freq // 2) / (self.freq // 2) * 9.21)
+        c = self.t_embed(torch.cat([torch.cos(t[:, None] * f), torch.sin(t[:, None] * f)], -1))
+        c = c + self.y_embed(y)
+        for block in self.blocks:
+            x = block(x, c)
+        return self.out(self.norm(x))
+
+
+def test_a_dit_is_placed_with_its_example_and_its_gated_branches(cfg):
+    """The forward takes (x, t, y): apply_multipliers says to pass example_input= (one of
+    its arguments; before, it named an argument it does not take) and, given it, places
+    the model: the constant positional table is not "the model's input itself", each
+    gated branch end (gate * proj(a)) carries alpha_hidden on its map, and
+    nn.MultiheadAttention's packed in_proj_weight is a hidden matrix (was a vector). The
+    one-width check (a branch end halved moves its block by half of switching it off, a
+    gate's product too) finds nothing."""
+    torch.manual_seed(0)
+    model = DiT()
+    with pytest.raises(UnsupportedModelError, match=r"pass example_input= or adapter="):
+        cfg.apply_multipliers(model, BASE, DEPTH)
+    batch = (torch.randn(2, 3, 16, 16), torch.rand(2) * 1000, torch.randint(0, 10, (2,)))
+    cfg.apply_multipliers(model, BASE, DEPTH, example_input=batch)
+    placement = place(model, cfg.CONFIG)
+    hooked = {n for n, m in model.named_modules() if any(__import__("re").search(p, n) for p in placement.family.branches)}
+    assert hooked == {f"blocks.{i}.{m}" for i in range(DEPTH) for m in ("attn", "mlp.2")}
+    roles = placement.roles()
+    assert roles["blocks.0.attn.in_proj_weight"] == "hidden_weight"
+    assert roles["blocks.0.attn.out_proj.bias"] == "hidden_bias"
+    cfg.init_(model, BASE, DEPTH)
+    opt = cfg.build_optimizers(model, BASE, DEPTH, lr=LR)
+    assert cfg.check(model, BASE, DEPTH, opt, lr=LR, example_input=batch) == []
+
+
+def cohere(width: int = BASE, tie: bool = True) -> torch.nn.Module:
+    config = transformers.CohereConfig(
+        vocab_size=128, hidden_size=width, intermediate_size=2 * width, num_hidden_layers=DEPTH,
+        num_attention_heads=width // 16, num_key_value_heads=width // 16,
+        tie_word_embeddings=tie, use_cache=False, bos_token_id=0, eos_token_id=0, pad_token_id=0,
+    )
+    return transformers.CohereForCausalLM(config)
+
+
+def qwen3_moe(width: int = BASE) -> torch.nn.Module:
+    config = transformers.Qwen3MoeConfig(
+        vocab_size=128, hidden_size=width, intermediate_size=2 * width,
+        moe_intermediate_size=width, num_experts=4, num_experts_per_tok=2,
+        num_hidden_layers=DEPTH, num_attention_heads=width // 16,
+        num_key_value_heads=width // 16, head_dim=16, tie_word_embeddings=False, use_cache=False,
+    )
+    return transformers.Qwen3MoeForCausalLM(config)
+
+
+@pytest.mark.slow  # twins at three widths: tens of seconds each
+@pytest.mark.parametrize(
+    "build",
+    [cohere, lambda w=BASE: cohere(w, tie=False), qwen3_moe],
+    ids=["cohere-tied", "cohere-untied", "qwen3-moe"],
+)
+def test_classes_accepted_across_widths_at_the_default_seeds(cfg, build):
+    """Cohere (its default ties the embedding to the readout: the tied matrix is judged as
+    the readout, not named as an input weight whose fan-in grows) and untied, and Qwen3-MoE
+    at the default seeds=1 (its router was named with a sign that flipped between runs):
+    the check across widths finds nothing."""
+    torch.manual_seed(0)
+    model = build(BASE)
+    opt = _set_up(cfg, model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = cfg.check(model, BASE, DEPTH, opt, widths=[64, 128, 256], factory=build, lr=LR)
+    assert report == []

@@ -333,9 +333,10 @@ def _branch_problems(
     base: dict[str, Any],
     measured: list[str],
 ) -> list[str]:
-    """Halving one branch end's multiplier moves its block's output by half the branch's
-    output: its contribution reaches the residual stream. A norm after the hooked module
-    (Gemma2's post-norms) leaves the block's output unchanged instead. The branches after
+    """Halving one branch end's multiplier moves its block's output by half of what
+    switching it off moves it: its contribution reaches the residual stream linearly (a
+    gate's product too). A norm after the hooked module (Gemma2's post-norms) leaves the
+    block's output unchanged by the halving instead. The branches after
     it in the block are switched off (multiplier 0) while it is measured, so that they do
     not answer its change through their inputs. A branch end whose output has other
     features than its block's (it is not on the residual stream) is named; what was
@@ -367,8 +368,12 @@ def _branch_problems(
                 continue  # the same features otherwise laid out (an MoE's flat tokens)
             with _scaled(later, 0.0), _scaled([hook], 0.5):
                 half = rec.run(model, example).get(f"block:{block_name}")
-            expected = rms(0.5 * branch) * hook.outside
-            if half is None or expected == 0.0:
+            with _scaled(later, 0.0), _scaled([hook], 0.0):
+                off = rec.run(model, example).get(f"block:{block_name}")
+            # half of what switching it off moves (a gate's product in it; a zero gate,
+            # adaLN-Zero's at init, moves nothing: not judged)
+            expected = 0.0 if half is None or off is None else 0.5 * rms(full - off)
+            if expected == 0.0:
                 continue
             measured.append(end_name)
             ratio = rms(full - half) / expected

@@ -29,7 +29,7 @@ from spectral.patterns import (
 from spectral.scaling import unknown_role
 from spectral.torch.model.norm_offset import measured_norm_offset
 from spectral.torch.model.shapes import fused_blocks, shaped_role, width_dims
-from spectral.torch.model.ties import tie_problem
+from spectral.engine.ties import tie_problem
 from spectral.torch.model.trace import (
     structure_adapter,
     structure_disagreements,
@@ -52,9 +52,10 @@ def _checked(family: Adapter) -> Adapter:
 
 
 def as_adapter(
-    given: AdapterLike | None, model: nn.Module | None = None
+    given: AdapterLike | None, model: nn.Module | None = None, example: Any = None
 ) -> Adapter | None:
-    """An Adapter from an Adapter, a family name, a dict of its fields, or the model."""
+    """An Adapter from an Adapter, a family name, a dict of its fields, or the model (its
+    names and its structure traced on ``example``, built from the model when None)."""
     if isinstance(given, Adapter):
         return given if given in ADAPTERS else _checked(given)
     if isinstance(given, str):
@@ -103,7 +104,7 @@ def as_adapter(
             found = known
             break
     missing = _unnamed(found, model) if found is not None else []
-    return _traced_or(found, missing, model)
+    return _traced_or(found, missing, model, example)
 
 
 _ANNOTATIONS = (
@@ -119,7 +120,7 @@ on top of a traced structure that places the sites instead."""
 
 
 def _traced_or(
-    found: Adapter | None, missing: list[str], model: nn.Module
+    found: Adapter | None, missing: list[str], model: nn.Module, example: Any = None
 ) -> Adapter | None:
     """The one arbiter between a family's names and the model's structure from one traced
     forward pass (a user's adapter or patterns come before both). Where the trace agrees
@@ -138,7 +139,7 @@ def _traced_or(
         # sharded, or on the meta device): the names, without a forward pass
         return _measured(found, model) or found
     try:
-        structure = traced_structure(model)
+        structure = traced_structure(model, example)
     except UnsupportedModelError:
         return _measured(found, model)
     if found is None:

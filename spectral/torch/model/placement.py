@@ -162,6 +162,7 @@ def place(
     *,
     patterns: Patterns | None = None,
     adapter: AdapterLike | None = None,
+    example_input: Any = None,
 ) -> Placement:
     """The model's :class:`Placement`: read once, kept with the model while it holds.
 
@@ -169,6 +170,9 @@ def place(
     family name or a dict of its fields; found from the module names when None) say where
     the rules meet the model; ``rules`` (the config) decides which roles and ties it
     covers. Reading the roles raises one error naming every parameter nothing places.
+    ``example_input``: what the model's forward takes (a tensor, a tuple of positional
+    arguments or a dict of keyword arguments), for the one traced forward pass when no
+    family's names place the model and no batch can be built for it.
 
     What one call gives is remembered for the model: a later call without ``patterns``,
     ``adapter`` or ``rules`` reads the model as the earlier one did, so ``patterns=``
@@ -182,6 +186,8 @@ def place(
     given = as_adapter(adapter)  # a name or a dict checked, without reading the model
     state = _state(model)
     old = placement_of(model)
+    if old is not None and old.family is None and example_input is not None:
+        old = None  # found no family without an example: read again with the one given
     if old is not None:
         pairs = pairs or old.patterns
         given = given if given is not None else old.given
@@ -192,7 +198,7 @@ def place(
         if pairs == old.patterns and same_family and same_rules:
             return old
         rules = old.rules if rules is None else rules
-    family = given if given is not None else as_adapter(None, model)
+    family = given if given is not None else as_adapter(None, model, example_input)
     placement = Placement(
         family=family,
         patterns=pairs,

@@ -109,7 +109,8 @@ def _trace_role(
         return "hidden_bias"
     if matrix:
         return "hidden_weight"
-    return "hidden_bias" if ran and name.endswith("bias") else "hidden_vector"
+    used = ran or bool(ops & TRACE_MATMUL)  # nn.MultiheadAttention's out_proj.bias
+    return "hidden_bias" if used and name.endswith("bias") else "hidden_vector"
 
 
 def _trace_roles(
@@ -393,17 +394,20 @@ _TRACED: weakref.WeakKeyDictionary[nn.Module, tuple[Any, Structure | Exception]]
 """Model -> (its parameters when traced, the structure or the refusal)."""
 
 
-def traced_structure(model: nn.Module) -> Structure:
-    """:func:`trace_structure` on the batch built from the model, once per model while
-    its parameters stay the same objects."""
+def traced_structure(model: nn.Module, example: Any = None) -> Structure:
+    """:func:`trace_structure` on ``example`` (None: the batch built from the model), once
+    per model while its parameters stay the same objects (an example given later traces
+    again where the first trace could not run)."""
     state = tuple((n, id(p)) for n, p in model.named_parameters(remove_duplicate=False))
     kept = _TRACED.get(model)
-    if kept is None or kept[0] != state:
+    failed = kept is not None and isinstance(kept[1], Exception)
+    if kept is None or kept[0] != state or (example is not None and failed):
         try:
-            kept = state, trace_structure(model)
+            kept = state, trace_structure(model, example)
         except UnsupportedModelError as exc:
             kept = state, exc
         _TRACED[model] = kept
+    assert kept is not None
     if isinstance(kept[1], Exception):
         raise kept[1]
     return kept[1]

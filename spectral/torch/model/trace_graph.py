@@ -73,6 +73,7 @@ TRACE_MATMUL = frozenset(
         "embedding",
         "_grouped_mm",
         "grouped_mm",
+        "multi_head_attention_forward",  # nn.MultiheadAttention's packed in_proj_weight
     }
 )
 
@@ -149,6 +150,7 @@ class TraceGraph:
         self.sizes: dict[TraceKey, int] = {}
         self.names = {id(m): n for n, m in model.named_modules()}
         self.params = {id(p) for p in model.parameters()}
+        self.buffers = {id(b) for b in model.buffers()}
 
     def key(self, t: torch.Tensor) -> TraceKey:
         self.alive.append(t)

@@ -338,6 +338,8 @@ class TraceReader:
         for term in self.terms(branch):
             name, factor, every = self.site(term)
             if name is None:
+                name, factor, every = self.gated(term)
+            if name is None:
                 last = self.strip(term)[-1]
                 node = self.g.nodes.get(last)
                 op = node.op if node is not None else "an input"
@@ -349,6 +351,19 @@ class TraceReader:
             found.append((name, factor, every))
         return found
 
+    def gated(self, k: TraceKey) -> tuple[str | None, float, tuple[str, ...]]:
+        """A branch that ends in ``gate * proj(a)`` (DiT's adaLN-Zero gate, broadcast over
+        the tokens): the site of the map's output, the larger operand, which can carry
+        alpha_hidden as well (the product is linear in it); no site when the operands are
+        as large (which one is the gate cannot be told)."""
+        node = self.g.nodes.get(self.strip(k)[-1])
+        if node is None or node.op not in TRACE_MUL or len(node.parents) != 2:
+            return None, 1.0, ()
+        sized = sorted(node.parents, key=lambda p: self.g.sizes.get(p, 0))
+        if self.g.sizes.get(sized[0], 0) >= self.g.sizes.get(sized[1], 0):
+            return None, 1.0, ()
+        return self.site(sized[1])
+
     def inputs(self, st: TraceStream) -> list[tuple[str, float, tuple[str, ...]]]:
         """The site of h_0 (or of each of its parts): where alpha_in goes."""
         h0 = st.adds[-1][1]
@@ -358,6 +373,8 @@ class TraceReader:
         found: list[tuple[str, float, tuple[str, ...]]] = []
         for term in self.terms(h0):
             name, factor, _ = self.site(term)
+            if name is None and self.strip(term)[-1][0] in self.g.buffers:
+                continue  # a constant table (DiT's sin-cos positions): not the input
             if name is None:
                 stem = self.stem(term)
                 if not stem:

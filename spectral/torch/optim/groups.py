@@ -16,7 +16,7 @@ from spectral.torch.apply.absorb import absorbed_values, carriers_of, scales_in_
 from spectral.torch.apply.hooks import multipliers_applied
 from spectral.torch.model.placement import Placement
 from spectral.torch.model.shapes import fans
-from spectral.torch.model.ties import tied_to_output, tied_values_agree
+from spectral.engine.ties import tied_to_output, tied_values_agree
 from spectral.torch.optim.composite import CompositeOptimizer
 from spectral.torch.optim.experts import SlicedFactory, expert_fans, expert_layout
 from spectral.torch.optim.sharded import build_part

@@ -28,7 +28,7 @@ from torch import nn
 from spectral.errors import ConfigError, ConfigTypeError
 from spectral.scaling import BaseValue, BaseValues
 from spectral.torch.apply.absorb import absorbed_values
-from spectral.torch.model.ties import tie_differences, tied_values_agree
+from spectral.engine.ties import tie_differences, tied_values_agree
 from spectral.torch.rules import TorchRules
 
 MegatronGroup = tuple[tuple[str, ...], str, str | None]
@@ -53,7 +53,7 @@ UNTIE = "--untie-embeddings-and-output-weights"
 
 
 def _tie_refusal(rules: TorchRules) -> str | None:
-    """Why the rules forbid a tied embedding and head (model/ties.py decides), or None."""
+    """Why the rules forbid a tied embedding and head (spectral.engine.ties decides), or None."""
     differences = tie_differences(rules)
     if not differences:
         return None
@@ -144,7 +144,7 @@ def megatron_overrides(
     ``share_embeddings_and_output_weights``: as given to GPTModel (Megatron-LM's default
     unless ``--untie-embeddings-and-output-weights``). True puts the head's name in the
     embeddings' key (a last pipeline stage's copy of the shared matrix gets its numbers),
-    and refuses, in one line, rules under which the two roles differ (model/ties.py).
+    and refuses, in one line, rules under which the two roles differ (spectral.engine.ties).
     """
     from megatron.core.optimizer import ParamKey
 
