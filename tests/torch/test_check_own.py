@@ -213,6 +213,18 @@ def test_an_instance_hook_is_named_against_the_twin(cfg):
     assert notes == []
 
 
+def test_a_hook_on_one_layer_is_named_by_its_own_name(cfg):
+    """One layer's hook is that layer's, not "layers.N" (issue 47 item 7)."""
+    model, _ = _hooked(cfg, depth=4)
+    model.model.layers[0].self_attn.o_proj.register_forward_hook(_shrink)
+    problems, _ = _anchor(cfg, model, depth=4)
+    assert problems == [
+        "your model's model.layers.0.self_attn.o_proj output is 0.5x the checked twin's on "
+        "the same input and weights: a hook the twins do not have (_shrink); the check "
+        "across widths certifies the twins, not this model"
+    ]
+
+
 def test_a_hook_without_effect_is_listed_as_a_note(cfg):
     model, _ = _hooked(cfg)
     model.model.layers[1].mlp.register_forward_hook(lambda m, a, o: None)

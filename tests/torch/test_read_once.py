@@ -408,3 +408,36 @@ def test_classes_accepted_across_widths_at_the_default_seeds(cfg, build):
         warnings.simplefilter("ignore")
         report = cfg.check(model, BASE, DEPTH, opt, widths=[64, 128, 256], factory=build, lr=LR)
     assert report == []
+
+
+def test_a_fixed_to_fixed_matrix_is_named_without_advice_that_cannot_work(tmp_path):
+    """A matrix in a block whose sizes both stay fixed: no role fits (each role's shape
+    has a dimension that grows), so the line does not send the user to patterns=."""
+    nn = torch.nn
+
+    class Bottleneck(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.embed, self.head = nn.Embedding(16, width), nn.Linear(width, 16)
+            self.blocks = nn.ModuleList(
+                nn.Sequential(nn.Linear(width, 8), nn.Linear(8, 8), nn.Linear(8, width))
+                for _ in range(DEPTH)
+            )
+
+        def forward(self, x):
+            h = self.embed(x)
+            for block in self.blocks:
+                h = h + block(h)
+            return self.head(h)
+
+    cfg = load_generated("adamw", base_width=32, base_depth=DEPTH, folder=tmp_path, all_roles=True)
+    model = Bottleneck(32)
+    cfg.set_base_shapes(model, factory=Bottleneck)
+    with pytest.raises(ValueError) as caught:
+        cfg.apply_multipliers(model, 32, DEPTH)
+    assert str(caught.value) == (
+        "parameter 'blocks.0.1.weight' (8, 8): a matrix inside a block whose dimensions do "
+        "not grow with the width (fixed -> fixed); every role's rules are about a matrix with "
+        "a dimension that grows, so none fits it (patterns= cannot help): make one of its "
+        "sizes follow the width"
+    )

@@ -231,15 +231,18 @@ def _forward_lines(
         if ratio is not None:
             flagged[name] = ratio
     lines: dict[str, str] = {}
+    groups = [group_name(name) for name in flagged]
     for name in common:
         if name in flagged:
             why = _why(name, mine_factors, twin_factors, foreign)
+            # layers.N where several layers differ; the module itself where one does
+            label = group_name(name) if groups.count(group_name(name)) > 1 else name
             text = (
-                f"your model's {group_name(name)} output is {flagged[name]:.4g}x the "
+                f"your model's {label} output is {flagged[name]:.4g}x the "
                 f"checked twin's on the same input and weights: {why}; the check across "
                 "widths certifies the twins, not this model"
             )
-            lines.setdefault(f"{group_name(name)} {text}", text)
+            lines.setdefault(f"{label} {text}", text)
     return list(lines.values()), set(mine)
 
 
