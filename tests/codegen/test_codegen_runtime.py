@@ -82,6 +82,7 @@ def test_the_torch_list_holds_the_packages_and_the_family_registry_last_of_famil
     assert "spectral.families.registry" in families_jax and "spectral.families" not in JAX_RUNTIME
     assert families_jax == set(families) | {"spectral.families.registry"} - {"spectral.families"}
     assert set(JAX_RUNTIME) - families_jax == {
+        "spectral.engine.ties",
         "spectral.errors",
         "spectral.scaling",
         "spectral.patterns",

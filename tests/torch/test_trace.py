@@ -17,6 +17,7 @@ from torch import nn  # noqa: E402
 from spectral.codegen import load_generated  # noqa: E402
 from spectral.errors import UnsupportedModelError  # noqa: E402
 from spectral.torch.model.classify import as_adapter  # noqa: E402
+from spectral.torch.model.placement import place  # noqa: E402
 from spectral.torch.model.trace import (  # noqa: E402
     structure_adapter,
     structure_disagreements,
@@ -186,10 +187,11 @@ def test_a_stem_is_an_input_layer_and_outer_layers(cfg):
     assert cfg.check(model, 64, 2, opt) == []
 
 
-def test_a_norm_on_a_rank_down_output_gets_its_epsilon_scaled(cfg):
-    """The norm reads a width -> 8 map whose init output the rules make Theta(n^-1/2):
-    its epsilon times 1/r_n (at 4 x the base width 32: a quarter); the stream's norm
-    keeps its own."""
+def test_a_rank_down_map_a_norm_reads_takes_the_normed_role(cfg):
+    """The norm reads a width -> 8 map: the map takes the normed rank-down role (issue 47
+    item 6), whose init keeps its output Theta(1), so every norm keeps its own epsilon
+    (under the plain rank-down role the output shrank as n^-1/2 and the epsilon was scaled
+    by 1/r_n to follow it)."""
     structure = trace_structure(Bottleneck(32, 2))
     assert structure.normed == (
         ("code_norms.0", "downs.0"),
@@ -198,11 +200,14 @@ def test_a_norm_on_a_rank_down_output_gets_its_epsilon_scaled(cfg):
     model = Bottleneck(128, 2)
     cfg.set_base_shapes(model, factory=Bottleneck)  # which dimensions grow: 8 does not
     cfg.apply_multipliers(model, 128, 2)
+    roles = place(model, cfg.CONFIG).roles()
+    assert roles["downs.0.weight"] == roles["downs.1.weight"] == "normed_rank_down_weight"
     cfg.init_(model, 128, 2, init_std=0.02)
-    assert [n.eps for n in model.code_norms] == [1e-5 / 4, 1e-5 / 4]
+    assert [n.eps for n in model.code_norms] == [1e-5, 1e-5]
     assert model.norm.eps == 1e-5
-    cfg.init_(model, 128, 2)  # a second init_: from the model's own epsilon again
-    assert [n.eps for n in model.code_norms] == [1e-5 / 4, 1e-5 / 4]
+    x = torch.randn(64, 128)
+    # variance init_std^2 / r_n (the role's 1/n): each output entry has std 0.02 * sqrt(32)
+    assert float(model.downs[0](x).std()) == pytest.approx(0.02 * 32**0.5, rel=0.2)
 
 
 def test_the_readme_model_is_traced(cfg):

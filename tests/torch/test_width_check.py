@@ -288,7 +288,8 @@ def test_deepseek_v3_fixed_ranks_under_name_only_roles(cfg):
     report = check_widths(cfg.CONFIG, deepseek_v3(128), WIDTHS, base=BASE, patterns=forced)
     [line] = report.problems
     assert line.startswith("check across widths did not measure the model at width 64")
-    assert "'model.layers.0.self_attn.q_a_proj.weight' has role rank_down_weight" in line
+    # read by q_a_layernorm: the normed rank-down role (issue 47 item 6)
+    assert "'model.layers.0.self_attn.q_a_proj.weight' has role normed_rank_down_weight" in line
     assert "regenerate it with --all-roles" in line
 
 

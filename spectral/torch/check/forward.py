@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from spectral.errors import first_line
 from spectral.measure.fit import rms
 from spectral.torch.apply.hooks import (
     STALE_FIX,
@@ -333,10 +334,10 @@ def _branch_problems(
     base: dict[str, Any],
     measured: list[str],
 ) -> list[str]:
-    """Halving one branch end's multiplier moves its block's output by half of what
-    switching it off moves it: its contribution reaches the residual stream linearly (a
-    gate's product too). A norm after the hooked module (Gemma2's post-norms) leaves the
-    block's output unchanged by the halving instead. The branches after
+    """Halving one branch end's multiplier moves its block's output by half the branch's
+    output (or, behind a gate, by the same tensor as halving it again to 0):
+    its contribution reaches the residual stream. A norm after the hooked module
+    (Gemma2's post-norms) leaves the block's output unchanged instead. The branches after
     it in the block are switched off (multiplier 0) while it is measured, so that they do
     not answer its change through their inputs. A branch end whose output has other
     features than its block's (it is not on the residual stream) is named; what was
@@ -368,16 +369,20 @@ def _branch_problems(
                 continue  # the same features otherwise laid out (an MoE's flat tokens)
             with _scaled(later, 0.0), _scaled([hook], 0.5):
                 half = rec.run(model, example).get(f"block:{block_name}")
-            with _scaled(later, 0.0), _scaled([hook], 0.0):
-                off = rec.run(model, example).get(f"block:{block_name}")
-            # half of what switching it off moves (a gate's product in it; a zero gate,
-            # adaLN-Zero's at init, moves nothing: not judged)
-            expected = 0.0 if half is None or off is None else 0.5 * rms(full - off)
-            if expected == 0.0:
+            expected = rms(0.5 * branch) * hook.outside
+            if half is None or expected == 0.0:
                 continue
             measured.append(end_name)
             ratio = rms(full - half) / expected
             if abs(ratio - 1.0) > BRANCH_TOLERANCE:
+                with _scaled(later, 0.0), _scaled([hook], 0.0):
+                    off = rec.run(model, example).get(f"block:{block_name}")
+                # behind a gate (DiT's gate * proj(a)): linear (1 -> 1/2 moves it as
+                # 1/2 -> 0) but not a constant times the output (Granite's constant is)
+                step, const = full - half, ratio * 0.5 * hook.outside * branch
+                linear = off is not None and rms(step - half + off) <= 1e-3 * rms(step)
+                if linear and rms(step - const) > 1e-3 * rms(step):
+                    continue
                 problems.append(
                     f"{end_name}: halving alpha_hidden moved {block_name}'s output by "
                     f"{ratio:.3g} x half the branch's output, not 1 x: something after the "
@@ -587,14 +592,8 @@ def measured_problems(
 MEASURE_FIX = "pass example_input=... (what the model's forward takes) or measure=False"
 
 
-def _exception_line(exc: Exception) -> str:
-    """The user's exception in one line: its type and its message's first line."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}"
-
-
 def _could_not_run(exc: Exception) -> str:
     return (
-        f"check could not run the model on an example batch ({_exception_line(exc)}); "
+        f"check could not run the model on an example batch ({first_line(exc)}); "
         f"{MEASURE_FIX}"
     )

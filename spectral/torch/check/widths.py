@@ -38,11 +38,11 @@ from spectral.errors import (
     ConfigTypeError,
     NotFiniteError,
     UnsupportedModelError,
+    first_line,
 )
 from spectral.scaling import BaseValue
 from spectral.torch.check.anchor import anchor_problems
 from spectral.torch.check.forward import (
-    _exception_line,
     measured_problems,
 )
 from spectral.torch.check.twin_rows import SEED, measure_twin
@@ -327,7 +327,7 @@ def _anchored(
     except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
         line = (
             f"check across widths could not compare your model with the twin at its width "
-            f"{width} ({_exception_line(exc)}): what it certifies may not be your model"
+            f"{width} ({first_line(exc)}): what it certifies may not be your model"
         )
         return [line], []
 
@@ -399,7 +399,7 @@ def widths_report(
         return WidthReport(measured, [], problems + [str(exc)], notes)
     except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
         at = f" at width {sizes[len(measured)]}" if len(measured) < len(sizes) else ""
-        line = f"check across widths did not measure the model{at} ({_exception_line(exc)})"
+        line = f"check across widths did not measure the model{at} ({first_line(exc)})"
         return WidthReport(measured, [], problems + [line], notes)
     if len(measured) < MIN_WIDTHS:
         lines = problems or ["check across widths did not measure enough widths"]
