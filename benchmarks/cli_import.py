@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runs = max(20, args.runs)
 
+    load_before = os.getloadavg()[0]
     for cmd in (FLOOR, COMMAND):  # warm the OS file cache
         _once(cmd)
     wall: dict[str, list[float]] = {"floor": [], "command": []}
@@ -95,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m spectral derive adamw --format json",
     }
     width = max(map(len, labels.values()))
-    print(f"{runs} alternating runs of each, new processes; times in ms")
+    print(f"{runs} alternating runs of each, new processes; times in ms; 1-minute load average "
+          f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
     print(f"{'what':<{width}}  {'wall med':>9}  {'wall min':>9}  {'cpu med':>9}  {'cpu min':>9}")
     for key, label in labels.items():
         print(

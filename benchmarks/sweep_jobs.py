@@ -13,7 +13,11 @@ Run from the repository root::
     .venv/bin/python benchmarks/sweep_jobs.py --jobs 1 4 8 --device cuda --rounds 3
 
 Prints a table: per job count the wall time of each round, the median, runs per hour at the
-median and the speed-up over the first count. Not a test: it reports, it does not fail.
+median and the speed-up over the first count, and each round's 1-minute load average before
+and after it (on a shared machine, others' work: two OpenMP threads of ``--jobs 1`` on busy
+cores slow down far more than two one-thread workers do, so a loaded round flatters
+``--jobs N``; ``-- --threads 1`` gives every count one thread per run). Not a test: it
+reports, it does not fail.
 """
 
 from __future__ import annotations
@@ -60,17 +64,22 @@ def main(argv: list[str] | None = None) -> int:
     rounds = max(3, args.rounds)
 
     walls: dict[int, list[float]] = {n: [] for n in args.jobs}
+    loads: dict[int, list[tuple[float, float]]] = {n: [] for n in args.jobs}  # others' work shows here
     runs: dict[int, int] = {}
     with tempfile.TemporaryDirectory(prefix="spectral-bench-jobs-") as tmp:
         for r in range(rounds):
             order = args.jobs if r % 2 == 0 else list(reversed(args.jobs))
             for n in order:
+                load = os.getloadavg()[0]
                 wall, count = _once(n, args.device, args.extra, Path(tmp))
+                loads[n].append((round(load, 2), round(os.getloadavg()[0], 2)))
                 walls[n].append(wall)
                 runs.setdefault(n, count)
                 if count != runs[n]:
                     raise SystemExit(f"--jobs {n}: {count} runs, then {runs[n]}")
-                print(f"round {r + 1}: --jobs {n}: {count} runs in {wall:.1f} s", flush=True)
+                print(f"round {r + 1}: --jobs {n}: {count} runs in {wall:.1f} s "
+                      f"(1-minute load average {loads[n][-1][0]:.2f} before, {loads[n][-1][1]:.2f} after)",
+                      flush=True)
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"\nspectral sweep {' '.join(SWEEP)} --device {args.device} {' '.join(args.extra)}".rstrip())
@@ -83,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         per_hour = runs[n] / med * 3600
         rows.append({"jobs": n, "runs": runs[n], "walls_s": [round(w, 2) for w in walls[n]],
                      "median_s": round(med, 2), "runs_per_hour": round(per_hour, 1),
-                     "speedup": round(first / med, 3)})
+                     "speedup": round(first / med, 3), "load_before_after": loads[n]})
         shown = ", ".join(f"{w:.1f}" for w in walls[n])
         print(f"{n:>4}  {runs[n]:>4}  {shown:<24}  {med:>8.1f}  {per_hour:>9.0f}  {first / med:>7.2f}×")
     print(json.dumps({"sweep_jobs": rows, "device": args.device, "cores": cores}, sort_keys=True))

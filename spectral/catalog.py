@@ -60,6 +60,17 @@ def module_of(name: str) -> ModuleType | None:
     return None
 
 
+def _own_module_spec(key: str) -> OptimizerSpec | None:
+    """The declaration of catalog name ``key`` from its own module alone, or None."""
+    from spectral.optimizers import MODULES
+
+    module = key.replace("-", "_")
+    if module not in MODULES:
+        return None
+    spec: OptimizerSpec = importlib.import_module(f"spectral.optimizers.{module}").SPEC
+    return spec if spec.name == key else None
+
+
 def resolve(
     optimizer: str | OptimizerSpec, extra: Mapping[str, OptimizerSpec] | None = None
 ) -> OptimizerSpec:
@@ -70,8 +81,15 @@ def resolve(
         return optimizer
     if not isinstance(optimizer, str):
         raise SpecError(f"optimizer must be a name or an OptimizerSpec, got {type(optimizer).__name__}")
-    known = ChainMap(dict(extra or {}), dict(catalog()))
     key = optimizer.strip().lower()
+    if extra and key in extra:
+        return extra[key]
+    # one name, one module (``muon-kimi`` in ``muon_kimi.py``): import that declaration
+    # alone (``spectral derive adamw`` pays for one module, not the catalog's 21)
+    spec = _own_module_spec(key)
+    if spec is not None:
+        return spec
+    known = ChainMap(dict(extra or {}), dict(catalog()))
     if key not in known:
         names = ", ".join(sorted(known))
         raise UnknownOptimizerError(f"unknown optimizer {optimizer!r}; known optimizers: {names}")

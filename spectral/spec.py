@@ -29,6 +29,23 @@ MAX_EPS_INDEX = 15
 """Largest ``eps_index``: no optimizer reads a longer ε tuple (torch's Adafactor has 2)."""
 
 
+def _monomial_positive(expr: sp.Basic) -> bool:
+    """True when ``expr`` is a product of rational powers of positive symbols and positive
+    rationals (``G / sqrt(n_in n_out)``): positive, read off its tree. Most declarations are
+    such monomials; sympy's own query (``is_positive``, ``is_zero``) asks its facts in an
+    order that changes with the string hash seed, and in some orders builds a sum and so
+    imports sympy.tensor (about 50 ms of ``spectral derive``)."""
+    if expr.is_Rational:
+        return bool(expr.p > 0)
+    if expr.is_Symbol:
+        return expr.is_positive is True
+    if expr.is_Mul:
+        return all(_monomial_positive(a) for a in expr.args)
+    if expr.is_Pow:
+        return expr.exp.is_Rational and _monomial_positive(expr.base)
+    return False
+
+
 def show(expr: sp.Expr | None) -> str:
     """A declared expression as a user would write it: ``max``/``min`` in lower case."""
     return str(expr).replace("Max(", "max(").replace("Min(", "min(")
@@ -139,7 +156,7 @@ class OptimizerSpec:
                 raise SpecError(
                     f"{fname}: unknown symbols {names}; use {', '.join(SYMBOLS)}"
                 )
-            if expr.is_positive is False or expr.is_zero:
+            if not _monomial_positive(expr) and (expr.is_positive is False or expr.is_zero):
                 raise SpecError(
                     f"{fname}: {expr} is not positive; an update must have a size"
                 )

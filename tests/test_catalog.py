@@ -12,7 +12,7 @@ import sympy as sp
 
 import spectral
 from spectral import OptimizerSpec, SpecError, UnknownOptimizerError, catalog, derive
-from spectral.catalog import build_catalog
+from spectral.catalog import build_catalog, resolve
 from spectral.engine.roles import ROLE_NAMES, ROLES
 from spectral.symbols import SYMBOLS, n_in
 
@@ -82,6 +82,13 @@ def test_duplicate_names_are_refused():
     spec = catalog()["adamw"]
     with pytest.raises(ValueError, match="duplicate optimizer name 'adamw'"):
         build_catalog([spec, spec])
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_a_name_resolves_to_its_catalog_declaration(name):
+    """resolve() imports the one module a name lives in; it finds the catalog's own object."""
+    assert resolve(name) is catalog()[name]
+    assert resolve(f" {name.upper()} ") is catalog()[name]
 
 
 def test_unknown_names_list_the_known_ones():

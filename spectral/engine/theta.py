@@ -86,6 +86,16 @@ class Theta:
 
     points: tuple[Point, ...]
 
+    def __hash__(self) -> int:
+        # computed once per value: the products' cache hashes the same few Θ-values
+        # thousands of times, and a Fraction's hash is a modular inverse in Python
+        try:
+            return self.__dict__["_hash"]  # type: ignore[no-any-return]
+        except KeyError:
+            h = hash(self.points)
+            object.__setattr__(self, "_hash", h)
+            return h
+
     # -- construction -------------------------------------------------------------
     @classmethod
     def monomial(cls, a: int | Fraction = 0, b: int | Fraction = 0) -> Theta:

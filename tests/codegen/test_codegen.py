@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import math
@@ -137,8 +138,15 @@ print(json.dumps(out))
 """
 
 
+@functools.cache
+def _derived(opt: str):
+    """derive(opt, 2), once per optimizer: the test below asks for its rules thousands of
+    times (24 modules x 5 sizes x every role and hyperparameter; ~10 ms a derivation)."""
+    return derive(opt, 2)
+
+
 def _engine_value(opt: str, role: str, hp: str, w: int, d: int) -> float:
-    e = derive(opt, 2).rule(role, hp)
+    e = _derived(opt).rule(role, hp)
 
     def power(x: Fraction, ex: Fraction) -> float:
         return float(x**ex.numerator) ** (1 / ex.denominator)
@@ -177,7 +185,7 @@ def test_imports_without_sympy_and_matches_engine(generated):
                 )
                 std = 0.0 if bias else BASE["init_std"] * math.sqrt(f("init_var"))
                 assert math.isclose(g["init_std"], std, rel_tol=1e-12)
-                if derive(opt, 2).spec.has_eps:
+                if _derived(opt).spec.has_eps:
                     assert math.isclose(g["eps"], BASE["eps"] * f("eps"), rel_tol=1e-12)
                 else:
                     assert "eps" not in g

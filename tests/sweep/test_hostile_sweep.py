@@ -136,7 +136,7 @@ def test_read_runs_of_an_unreadable_file_names_it(tmp_path):
     [b"\xff\xfe", b'{"key": [1]}', b'{"key": "x", "val_loss": "oops"}', b'{"key": "z", "fingerprint": "f", "val_loss": "oops"}'],
 )
 @pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
-def test_resume_and_report_only_survive_a_damaged_line(line, swept, tmp_path, text, capsys):
+def test_resume_and_report_only_survive_a_damaged_line(line, swept, tmp_path, text, capsys, unplotted):
     out = _copy(swept, tmp_path)
     runs = out / "adamw" / RUNS_FILE
     before = runs.read_bytes()
@@ -254,7 +254,7 @@ def test_two_sweeps_on_one_out_record_every_run_once(tmp_path, text):
 def test_kill_9_in_the_middle_then_resume_loses_and_duplicates_nothing(tmp_path, text):
     out = tmp_path / "out"
     runs = out / "adamw" / RUNS_FILE
-    slow = ("--steps", "200")  # long enough runs that the kill lands inside the sweep
+    slow = ("--steps", "50")  # long enough runs (9 left after the 3rd) that the kill lands inside the sweep
     p = _sweep_process(out, text, *slow)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and (not runs.exists() or len(runs.read_bytes().splitlines()) < 3):

@@ -89,7 +89,10 @@ def test_gpt_trains_eager(tmp_path, hidden, others, width):
     shutil.which("gcc") is None and shutil.which("cc") is None, reason="no C compiler"
 )
 @pytest.mark.parametrize("hidden,others", [("muon-kimi", "adamw"), ("adamw", None)])
-@pytest.mark.parametrize("width", [64, 128])
+# one width: above the base (64), where every multiplier differs from 1; the eager test
+# trains both widths, and a second compile of the same graph at another shape (~60 s on
+# two cores) asserts nothing more
+@pytest.mark.parametrize("width", [128])
 def test_gpt_trains_under_torch_compile(tmp_path, hidden, others, width):
     """The same runs as eager, compiled with inductor (a cold compile takes ~40 s on CPU)."""
     cfg, _ = config(tmp_path, hidden, others)

@@ -514,7 +514,12 @@ def test_check_command_parses_without_torch():
 
 
 @pytest.mark.slow
-def test_check_command_on_a_config_file_and_a_factory(tmp_path):
+def test_check_command_on_a_config_file_and_a_factory(tmp_path, monkeypatch, capsys):
+    """spectral check on a config.json and on a factory file, in this process (the command's
+    main(); test_check_command_parses_without_torch starts a new one): a new process would
+    import torch and transformers again, twice (most of this test's time)."""
+    from spectral.cli import main
+
     config = llama(128).config.to_dict()
     config["architectures"] = ["LlamaForCausalLM"]
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -530,21 +535,17 @@ def test_check_command_on_a_config_file_and_a_factory(tmp_path):
         "        num_key_value_heads=width // 16, tie_word_embeddings=False,\n"
         "        logits_scaling=8.0 * width / 64))\n"
     )
-    spectral = [sys.executable, "-m", "spectral", "check", "muon-kimi", "--others", "adamw"]
-    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin"}
-    ok = subprocess.run(
-        [*spectral, "--hf-config", "config.json"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
-    )
-    assert ok.returncode == 0, ok.stderr
-    assert "every module within ±0.2 of its rules at widths 64,128,256" in ok.stdout
-    assert "model.layers.1.mlp.down_proj" in ok.stdout
-    off = subprocess.run(
-        [*spectral, "--model-factory", "models.py:granite", "--adapter", "models.py:LLAMA"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
-    )
-    assert off.returncode == 1, off.stderr
-    assert "\nlogits (output_weight): output at init ~ n^-1.50 (rules: n^-0.5)" in off.stdout
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "200")
+    spectral = ["check", "muon-kimi", "--others", "adamw"]
+    assert main([*spectral, "--hf-config", "config.json"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "every module within ±0.2 of its rules at widths 64,128,256" in out
+    assert "model.layers.1.mlp.down_proj" in out
+    code = main([*spectral, "--model-factory", "models.py:granite", "--adapter", "models.py:LLAMA"])
+    out, err = capsys.readouterr()
+    assert code == 1, err
+    assert "\nlogits (output_weight): output at init ~ n^-1.50 (rules: n^-0.5)" in out
 
 
 def test_twin_step_per_parameter_equals_one_step_and_drops_the_state(cfg, monkeypatch):
