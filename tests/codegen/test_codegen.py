@@ -304,7 +304,7 @@ def test_tied_embeddings_where_the_rules_allow_them(configs):
 
 
 def test_the_runtime_allows_ties_exactly_where_the_engine_does(configs):
-    """The runtime decides a tie from the config's numbers (spectral.torch.model.ties); the engine
+    """The runtime decides a tie from the config's numbers (spectral.engine.ties); the engine
     from the derivation (Derivation.tie_allowed, of the optimizer training both embeddings).
     They agree for every generated config."""
     for lab, cfg in configs.items():

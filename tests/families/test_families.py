@@ -23,7 +23,7 @@ transformers = pytest.importorskip("transformers")
 from torch import nn  # noqa: E402
 
 from spectral.codegen import load_generated  # noqa: E402
-from spectral.torch.model.ties import tie_differences  # noqa: E402
+from spectral.engine.ties import tie_differences  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 pytestmark = [

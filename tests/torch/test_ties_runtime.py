@@ -1,6 +1,6 @@
 """Tied input/output embeddings through the generated module, where the rules allow them.
 
-The config's RULES decide (spectral.torch.model.ties, the engine's Derivation.tie_differences):
+The config's RULES decide (spectral.engine.ties, the engine's Derivation.tie_differences):
 AdamW and Muon-Kimi+AdamW allow a tie, SSO, Scion and NorMuon do not. Hugging Face GPT-2
 with tie_word_embeddings=True and a nanoGPT-style model with its weight-tying line
 (tests/models.py's NanoGPT, tied here).
@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 from torch import nn  # noqa: E402
 
 from spectral.codegen import load_generated  # noqa: E402
-from spectral.torch.model.ties import tie_differences  # noqa: E402
+from spectral.engine.ties import tie_differences  # noqa: E402
 from models import VOCAB, NanoGPT, hf_gpt2  # noqa: E402
 
 transformers.logging.set_verbosity_error()

@@ -422,7 +422,7 @@ def shaped_role(
             return _available(ROUTER if gated else down, name, known)
         if grows_out:
             return _available(FIXED_UP, name, known)
-        raise ValueError(
+        raise UnsupportedModelError(
             f"parameter {name!r} {shape}: a matrix inside a block whose dimensions do not "
             "grow with the width (fixed -> fixed); every role's rules are about a matrix "
             "with a dimension that grows, so none fits it (patterns= cannot help): make "
