@@ -41,7 +41,7 @@ from torchtitan.tools.logging import logger
 
 from spectral.errors import ConfigError, UnsupportedModelError
 from spectral.scaling import BIAS_ROLES, BaseValue
-from spectral.torch.apply.init import init_factors, record_init
+from spectral.torch.apply.init import record_init, role_init_factors
 from spectral.torch.model.placement import place
 from spectral.torch.optim.torchtitan import (
     GroupPattern,
@@ -290,7 +290,7 @@ def titan_init_factors(
     may live on the meta device, so torchtitan's per-module ``param_init`` can be scaled
     before anything is allocated (install_init)."""
     placement = place(model, rules, adapter=adapter)
-    return init_factors(rules, placement, width, depth, multiplier=multiplier)
+    return role_init_factors(rules, placement, width, depth, multiplier=multiplier)
 
 
 class ScaledInit:

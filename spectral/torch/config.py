@@ -23,7 +23,7 @@ from spectral.scaling import BaseValue
 from spectral.torch.apply.absorb import clip_by_hooked_norm, hparams_by_parameter
 from spectral.torch.apply.export import fold_into_weights
 from spectral.torch.apply.hooks import MultiplierHandle, final_of, install_multipliers
-from spectral.torch.apply.init import init_by_role, init_factors
+from spectral.torch.apply.init import init_by_role, role_init_factors
 from spectral.torch.check.model import check_model
 from spectral.torch.check.verdict import WidthReport
 from spectral.torch.check.widths import checked_sizes, checked_timeout, widths_report
@@ -132,7 +132,7 @@ class Config(TorchRules):
         placement = place(
             model, self, patterns=patterns, adapter=adapter, example_input=example_input
         )
-        return init_factors(self, placement, width, depth, multiplier=multiplier)
+        return role_init_factors(self, placement, width, depth, multiplier=multiplier)
 
     def param_groups(
         self,

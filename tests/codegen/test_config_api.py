@@ -24,7 +24,7 @@ BOUND = {
     "torch": {
         "apply_multipliers": ("spectral.torch.apply.hooks", "install_multipliers"),
         "init_": ("spectral.torch.apply.init", "init_by_role"),
-        "init_factors": ("spectral.torch.apply.init", "init_factors"),
+        "init_factors": ("spectral.torch.apply.init", "role_init_factors"),
         "param_groups": ("spectral.torch.optim.groups", "role_param_groups"),
         "build_optimizers": ("spectral.torch.optim.groups", "build_composite"),
         "check": ("spectral.torch.check.model", "check_model"),

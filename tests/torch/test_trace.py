@@ -17,7 +17,6 @@ from torch import nn  # noqa: E402
 from spectral.codegen import load_generated  # noqa: E402
 from spectral.errors import UnsupportedModelError  # noqa: E402
 from spectral.torch.model.classify import as_adapter  # noqa: E402
-from spectral.torch.model.placement import place  # noqa: E402
 from spectral.torch.model.trace import (  # noqa: E402
     structure_adapter,
     structure_disagreements,
@@ -200,7 +199,7 @@ def test_a_rank_down_map_a_norm_reads_takes_the_normed_role(cfg):
     model = Bottleneck(128, 2)
     cfg.set_base_shapes(model, factory=Bottleneck)  # which dimensions grow: 8 does not
     cfg.apply_multipliers(model, 128, 2)
-    roles = place(model, cfg.CONFIG).roles()
+    roles = model.spectral_placement.roles()  # the config's own runtime (both forms)
     assert roles["downs.0.weight"] == roles["downs.1.weight"] == "normed_rank_down_weight"
     cfg.init_(model, 128, 2, init_std=0.02)
     assert [n.eps for n in model.code_norms] == [1e-5, 1e-5]

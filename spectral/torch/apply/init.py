@@ -135,7 +135,7 @@ def own_init_factors(
     return out
 
 
-def init_factors(
+def role_init_factors(
     rules: Rules,
     placement: Placement,
     width: float,
