@@ -301,12 +301,13 @@ def _own_lines(
         if carriers
         else ""
     )
-    return [
+    line = (
         f"init_ has not run on this model: {count} parameter(s) hold the model's own "
         f"init, where the rules at width {size[0]:g}, depth {size[1]:g} multiply it "
         f"({'; '.join(shown)}{more}{hint}); call init_(model, width, depth) once, after "
         "the model's own init"
-    ]
+    )
+    return [line]
 
 
 def _record_lines(

@@ -126,7 +126,6 @@ ATTRIBUTE = "spectral_placement"
 
 def _stale() -> None:
     """What a copied placement becomes: nothing (the copy is placed when first used)."""
-    return None
 
 
 def placed_alike(placement: Placement, other: nn.Module) -> Placement:
