@@ -300,15 +300,17 @@ class Config(TorchRules):
         """``torch.nn.utils.clip_grad_norm_`` as the hooked form clips: returns the total
         norm (spectral.torch.apply.absorb.clip_by_hooked_norm says how the hook-free form
         gets the hooked run's clip)."""
-        placement = place(model, self, adapter=adapter)
+        # the hooked form clips as torch does: no placement read on every step
+        placed = None if self.absorbed is None else place(model, self, adapter=adapter)
         return clip_by_hooked_norm(
             self,
-            placement,
+            placed,
             width,
             depth,
             max_norm,
             norm_type=norm_type,
             multiplier=multiplier,
+            given=model,
         )
 
 

@@ -237,13 +237,14 @@ def absorbed_problems(
 
 def clip_by_hooked_norm(
     rules: Rules,
-    placement: Placement,
+    placement: Placement | None,
     width: float,
     depth: float,
     max_norm: float,
     *,
     norm_type: float = 2.0,
     multiplier: BaseValue = 1.0,
+    given: nn.Module,
 ) -> torch.Tensor:
     """``torch.nn.utils.clip_grad_norm_`` as the hooked form clips: returns the total norm.
 
@@ -255,7 +256,7 @@ def clip_by_hooked_norm(
     would apply to the hooked ones, which moves the hook-free run exactly as the hooked run
     is moved. In the hooked form it is ``clip_grad_norm_`` itself.
     """
-    model = placement.model
+    model = given  # the hooked form needs no placement (None): called every step
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     if (
         not isinstance(max_norm, (int, float))
@@ -271,7 +272,11 @@ def clip_by_hooked_norm(
         raise ConfigError(
             f"norm_type must be a number > 0 (or inf, -inf), got {norm_type!r}"
         )
-    factors = carriers_of(rules, placement, width, depth, multiplier)
+    factors = (
+        {}
+        if placement is None
+        else carriers_of(rules, placement, width, depth, multiplier)
+    )
     if (
         not factors
     ):  # hooked form (or nothing carries): the gradients are the hooked ones

@@ -136,13 +136,13 @@ def placed_alike(placement: Placement, other: nn.Module) -> Placement:
     return place(other, placement.rules, patterns=placement.patterns, adapter=family)
 
 
-def placement_of(model: nn.Module) -> Placement | None:
-    """The placement attached to ``model`` (unwrapped) while it still holds, else None."""
-    model = unwrap_model(model)
+def _kept(model: nn.Module, state: tuple[Any, ...]) -> Placement | None:
+    """The placement attached to ``model`` (unwrapped) while it still holds (read from
+    the model's ``state`` now), else None."""
     kept = model.__dict__.get(ATTRIBUTE)
     if not isinstance(kept, Placement) or kept.model_ref() is not model:
         return None
-    return kept if kept.state == _state(model) else None
+    return kept if kept.state == state else None
 
 
 def _state(model: nn.Module) -> tuple[Any, ...]:
@@ -184,7 +184,7 @@ def place(
     pairs = tuple(role_pairs(patterns))
     given = as_adapter(adapter)  # a name or a dict checked, without reading the model
     state = _state(model)
-    old = placement_of(model)
+    old = _kept(model, state)
     if old is not None and old.family is None and example_input is not None:
         old = None  # found no family without an example: read again with the one given
     if old is not None:
