@@ -39,7 +39,7 @@ import sysconfig
 import threading
 import time
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, Self
 
 from ..errors import SpecError, TimeLimitExceeded, _Expired
 
@@ -58,10 +58,13 @@ _RETRY = 0.05
 
 
 def _can_alarm() -> bool:
-    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    return (
+        hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
 
 
-class user_code:  # noqa: N801 - used as a function: ``with user_code(what, timeout):``
+class user_code:  # lower case: used as a function, ``with user_code(what, timeout):``
     """Run the block as the user's code ``what`` (e.g. ``"torch.optim.AdamW.step()"``).
 
     ``timeout``: seconds, or ``None`` for no limit. An inner limit inside an outer one runs
@@ -70,10 +73,14 @@ class user_code:  # noqa: N801 - used as a function: ``with user_code(what, time
 
     def __init__(self, what: str, timeout: float | None = DEFAULT_TIMEOUT):
         if timeout is not None and not (
-            isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
-            and math.isfinite(timeout) and timeout > 0
+            isinstance(timeout, (int, float))
+            and not isinstance(timeout, bool)
+            and math.isfinite(timeout)
+            and timeout > 0
         ):
-            raise SpecError(f"timeout: expected a positive number of seconds, got {timeout!r}")
+            raise SpecError(
+                f"timeout: expected a positive number of seconds, got {timeout!r}"
+            )
         self.what, self.timeout = what, timeout
         self._armed = False
         self._stopped = False
@@ -82,33 +89,44 @@ class user_code:  # noqa: N801 - used as a function: ``with user_code(what, time
         self._started = 0.0
         self._waited = 0.0
 
-    def __enter__(self) -> user_code:
+    def __enter__(self) -> Self:
         if self.timeout is None or not _can_alarm():
             return self
         self._outer = signal.getitimer(signal.ITIMER_REAL)
-        if self._outer[0] and self._outer[0] < self.timeout:  # an outer limit ends first: it stays in charge
+        # an outer limit that ends first stays in charge
+        if self._outer[0] and self._outer[0] < self.timeout:
             return self
         self._armed = True
         self._started = time.monotonic()
         self._previous = signal.signal(signal.SIGALRM, self._fire)
-        signal.setitimer(signal.ITIMER_REAL, float(self.timeout))  # one shot: no interval
+        signal.setitimer(signal.ITIMER_REAL, float(self.timeout))  # one shot
         return self
 
-    def _fire(self, signum: int, frame: FrameType | None) -> None:  # noqa: ARG002 - a handler's signature
+    def _fire(self, signum: int, frame: FrameType | None) -> None:
         """The alarm: an interruption in the user's code, nothing once the block is left."""
         if self._stopped:  # an alarm that was on its way when the block was left
             return
-        if frame is not None and self._waited < IMPORT_GRACE and _importing_a_package(frame):
+        if (
+            frame is not None
+            and self._waited < IMPORT_GRACE
+            and _importing_a_package(frame)
+        ):
             self._waited += _RETRY
             signal.setitimer(signal.ITIMER_REAL, _RETRY)  # once the import is done
             return
-        signal.setitimer(signal.ITIMER_REAL, AGAIN)  # one more shot, should this one be swallowed
-        if frame is not None and frame.f_code in _OWN_CODE:  # the expiry is unwinding into the guard
+        # one more shot, should this one be swallowed
+        signal.setitimer(signal.ITIMER_REAL, AGAIN)
+        # the expiry is unwinding into the guard: nothing is raised there
+        if frame is not None and frame.f_code in _OWN_CODE:
             return
         raise _Expired
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> bool:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
         if self._armed:
             self._stop()
         if kind is not None and issubclass(kind, _Expired) and self._armed:
@@ -118,7 +136,9 @@ class user_code:  # noqa: N801 - used as a function: ``with user_code(what, time
             ) from None
         if kind is not None and issubclass(kind, SystemExit):
             code = exc.code if isinstance(exc, SystemExit) else None
-            raise SpecError(f"{self.what} called sys.exit({code!r}); a measurement must return") from None
+            raise SpecError(
+                f"{self.what} called sys.exit({code!r}); a measurement must return"
+            ) from None
         return False  # anything else (an outer limit's expiry too) goes on unchanged
 
     def _stop(self) -> None:
@@ -127,7 +147,10 @@ class user_code:  # noqa: N801 - used as a function: ``with user_code(what, time
         self._stopped = True
         signal.setitimer(signal.ITIMER_REAL, 0.0)
         _let_pending_signals_run()  # a SIGALRM delivered before the line above meets _stopped
-        signal.signal(signal.SIGALRM, self._previous if self._previous is not None else signal.SIG_DFL)
+        signal.signal(
+            signal.SIGALRM,
+            self._previous if self._previous is not None else signal.SIG_DFL,
+        )
         if self._outer[0]:
             left = max(self._outer[0] - (time.monotonic() - self._started), 1e-3)
             signal.setitimer(signal.ITIMER_REAL, left)
@@ -136,7 +159,11 @@ class user_code:  # noqa: N801 - used as a function: ``with user_code(what, time
 @functools.cache
 def _installed_folders() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
-    return tuple(os.path.join(paths[k], "") for k in ("purelib", "platlib", "stdlib") if k in paths)
+    return tuple(
+        os.path.join(paths[k], "")
+        for k in ("purelib", "platlib", "stdlib")
+        if k in paths
+    )
 
 
 def _importing_a_package(frame: FrameType) -> bool:
@@ -147,9 +174,12 @@ def _importing_a_package(frame: FrameType) -> bool:
     f: FrameType | None = frame
     while f is not None:
         back = f.f_back
-        if (f.f_code.co_name == "<module>" and back is not None
-                and back.f_code.co_filename.startswith("<frozen importlib")
-                and f.f_code.co_filename.startswith(folders)):
+        if (
+            f.f_code.co_name == "<module>"
+            and back is not None
+            and back.f_code.co_filename.startswith("<frozen importlib")
+            and f.f_code.co_filename.startswith(folders)
+        ):
             return True
         f = back
     return False
@@ -159,6 +189,12 @@ def _let_pending_signals_run() -> None:
     """A Python call: the interpreter runs the handlers of signals already delivered here."""
 
 
-_OWN_CODE = frozenset({user_code.__exit__.__code__, user_code._stop.__code__,
-                       user_code._fire.__code__, _let_pending_signals_run.__code__})
+_OWN_CODE = frozenset(
+    {
+        user_code.__exit__.__code__,
+        user_code._stop.__code__,
+        user_code._fire.__code__,
+        _let_pending_signals_run.__code__,
+    }
+)
 """The guard's own frames, into which the alarm never raises."""

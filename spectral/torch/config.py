@@ -332,9 +332,9 @@ def check_widths(
     """Twins of ``model`` at ``widths`` measured; the report's problems are [] only when
     every module was measured at every width and is within SLOPE_TOLERANCE_WIDTHS of its rules.
 
-    ``timeout``: seconds for the whole check, looked at before each twin of every seed (a
-    twin that would start after it is not built: the widths left are named as not
-    measured). ``seeds``: twins drawn per width (1 to MAX_SEEDS; init seeds 0, 1, ...);
+    ``timeout``: seconds for the whole check; the anchor and each twin run under an alarm
+    for the time left (a slow forward pass or factory is interrupted, in the main thread),
+    and the widths left are named as not measured. ``seeds``: twins drawn per width (1 to MAX_SEEDS; init seeds 0, 1, ...);
     each RMS is their mean before the slope is fitted. At a few heads of width one draw's
     branch slopes scatter by about 0.1 from seed to seed, so a check near the tolerance
     wants several (the cost grows with them). ``anchor``: the user's (width, depth); the

@@ -166,3 +166,36 @@ def test_a_block_run_twice_is_named_by_the_trace(cfg, depth):
     torch.manual_seed(0)
     with pytest.raises(UnsupportedModelError, match=r"^the branch end `blocks\.0\.3` runs 2 times in one forward pass \(a shared block applied in a loop\)"):
         cfg.apply_multipliers(Looped(WIDTH, depth), WIDTH, depth)
+
+
+class _SlowAtWidth(TinyLM):
+    """A TinyLM whose forward pass takes a minute at widths above the base: the time
+    limit must interrupt the twin, not wait for it to end."""
+
+    def forward(self, ids):
+        if self.embed.weight.shape[1] > WIDTH:
+            import time
+
+            time.sleep(60)
+        return super().forward(ids)
+
+
+@pytest.mark.parametrize("form", ["hooked", "free"])
+def test_the_time_limit_interrupts_a_slow_twin(cfg, free, form):
+    import time
+
+    config = cfg if form == "hooked" else free
+    model = _model(config)
+    started = time.monotonic()
+    lines = config.check(
+        model, WIDTH, DEPTH, lr=1e-3, widths=[64, 128, 256], timeout=6,
+        factory=lambda w: _SlowAtWidth(w, DEPTH),
+    )
+    took = time.monotonic() - started
+    assert took < 30, took  # the twin at 128 sleeps 60 s: interrupted, not waited for
+    # (on a loaded machine the anchor and width 64 may not fit either: 64 is then named too)
+    assert any(
+        line.startswith("check across widths did not measure widths ")
+        and line.endswith("128, 256: the time limit of 6 s was reached")
+        for line in lines
+    ), lines

@@ -37,9 +37,11 @@ from spectral.errors import (
     ConfigError,
     ConfigTypeError,
     NotFiniteError,
+    TimeLimitExceeded,
     UnsupportedModelError,
     first_line,
 )
+from spectral.measure.guard import user_code
 from spectral.scaling import BaseValue
 from spectral.torch.check.anchor import anchor_problems
 from spectral.torch.check.forward import (
@@ -231,17 +233,35 @@ class _Progress:
     problems: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
+    def left(self) -> float | None:
+        """Seconds left before the time limit (None: no limit)."""
+        if self.timeout is None:
+            return None
+        return self.started + self.timeout - time.monotonic()
+
     def late(self) -> bool:
         """The time limit reached (looked at before each twin, of every seed): the widths
         left are named as not measured."""
-        if self.timeout is None or time.monotonic() <= self.started + self.timeout:
+        left = self.left()
+        if left is None or left > 0:
             return False
+        self.expired()
+        return True
+
+    def expired(self) -> None:
+        """Name the widths not measured: the time limit was reached before them or while
+        one of their twins was built or measured (its alarm interrupts the work)."""
         left = ", ".join(str(w) for w in self.sizes if w not in self.measured)
         self.problems.append(
             f"check across widths did not measure widths {left}: the time limit of "
             f"{self.timeout:g} s was reached"
         )
-        return True
+
+    def bounded(self, what: str) -> user_code:
+        """The time left, as a limit on one piece of the user's code (a twin built and
+        measured, the anchor): the limit bounds the work, not only the gaps between."""
+        left = self.left()
+        return user_code(what, None if left is None else max(left, 1e-3))
 
 
 def _measure_widths(
@@ -267,17 +287,22 @@ def _measure_widths(
             if progress.late():
                 break
             torch.manual_seed(SEED + seed)
-            twin = _built(build, width, sizes_built if seed == 0 else None)
-            twin_placement = placed_alike(placement, twin)
-            twin_family = twin_placement.family
-            if twin_family is None:
-                raise UnsupportedModelError(
-                    f"{untraced_reason(twin)} (no family adapter claims the model "
-                    "either: pass adapter=...)"
-                )
-            rows, batch = measure_twin(
-                rules, twin_placement, width, multiplier, example_input, base
-            )
+            try:
+                with progress.bounded(f"the twin at width {width}"):
+                    twin = _built(build, width, sizes_built if seed == 0 else None)
+                    twin_placement = placed_alike(placement, twin)
+                    twin_family = twin_placement.family
+                    if twin_family is None:
+                        raise UnsupportedModelError(
+                            f"{untraced_reason(twin)} (no family adapter claims the "
+                            "model either: pass adapter=...)"
+                        )
+                    rows, batch = measure_twin(
+                        rules, twin_placement, width, multiplier, example_input, base
+                    )
+            except TimeLimitExceeded:
+                progress.expired()
+                break
             if seed == 0 and width == sizes[len(sizes) // 2]:
                 problems += [
                     f"at width {width}: {line}"
@@ -378,9 +403,21 @@ def widths_report(
     measured, problems = progress.measured, progress.problems
     notes: list[str] = []
     if anchor is not None:
-        found, notes = _anchored(
-            rules, model, anchor, factory, placement, multiplier, example_input, base
-        )
+        try:
+            with progress.bounded("the comparison of your model with its twin"):
+                found, notes = _anchored(
+                    rules,
+                    model,
+                    anchor,
+                    factory,
+                    placement,
+                    multiplier,
+                    example_input,
+                    base,
+                )
+        except TimeLimitExceeded:
+            progress.expired()
+            return WidthReport(measured, [], problems, notes)
         problems += found
     try:
         per_width = _measure_widths(
