@@ -39,7 +39,7 @@ import sysconfig
 import threading
 import time
 from types import FrameType, TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from ..errors import SpecError, TimeLimitExceeded, _Expired
 
@@ -126,7 +126,7 @@ class user_code:  # lower case: used as a function, ``with user_code(what, timeo
         kind: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
+    ) -> Literal[False]:
         if self._armed:
             self._stop()
         if kind is not None and issubclass(kind, _Expired) and self._armed:
