@@ -29,9 +29,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # ``*.__main__`` any ``python -m`` entry.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # 0  no sympy, no torch: errors, user text, files, the Jinja environment, the symbols, the
-    #    measuring toolkit (standard library only, below the runtime, which vendors it; it
-    #    lives with the measurements it serves, the one module of measure/ placed this low)
-    ("base", ("errors", "text", "io", "templating", "templates", "symbols", "measure.fit")),
+    #    measuring toolkit and the guard that bounds a user's code in time (standard library
+    #    only, below the runtime, which vendors them: check(widths=)'s twins run under the
+    #    guard; they live with the measurements they serve, the two modules of measure/
+    #    placed this low)
+    ("base", ("errors", "text", "io", "templating", "templates", "symbols", "measure.fit",
+              "measure.guard")),
     # 1  the derivation engine (sympy): its folder, and the declaration type optimizer files import
     ("engine", ("engine.*", "spec")),
     # 2  the optimizer files and their registry (names looked up, then derived); the public

@@ -346,7 +346,7 @@ class DiT(torch.nn.Module):
         return self.out(self.norm(x))
 
 
-def test_a_dit_is_placed_with_its_example_and_its_gated_branches(cfg):
+def test_a_dit_is_placed_with_its_example_and_its_gated_branches(every_role):
     """The forward takes (x, t, y): apply_multipliers says to pass example_input= (one of
     its arguments; before, it named an argument it does not take) and, given it, places
     the model: the constant positional table is not "the model's input itself", each
@@ -354,6 +354,7 @@ def test_a_dit_is_placed_with_its_example_and_its_gated_branches(cfg):
     nn.MultiheadAttention's packed in_proj_weight is a hidden matrix (was a vector). The
     one-width check (a branch end halved moves its block by half of switching it off, a
     gate's product too) finds nothing."""
+    cfg = every_role  # the conditioning's outer map takes outer_weight
     torch.manual_seed(0)
     model = DiT()
     with pytest.raises(UnsupportedModelError, match=r"pass example_input= or adapter="):
@@ -366,9 +367,66 @@ def test_a_dit_is_placed_with_its_example_and_its_gated_branches(cfg):
     roles = placement.roles()
     assert roles["blocks.0.attn.in_proj_weight"] == "hidden_weight"
     assert roles["blocks.0.attn.out_proj.bias"] == "hidden_bias"
+    # the conditioning path outside the layers reads no stream: the roles its shapes say
+    # (a map from the fixed timestep frequencies and the label table are input layers,
+    # the width -> width map an outer one); each block's adaLN map stays in its branch
+    conditioning = {k: v for k, v in roles.items() if k.startswith(("t_embed", "y_embed"))}
+    assert conditioning == {
+        "t_embed.0.weight": "input_weight", "t_embed.0.bias": "input_bias",
+        "t_embed.2.weight": "outer_weight", "t_embed.2.bias": "outer_bias",
+        "y_embed.weight": "input_weight",
+    }
+    assert roles["blocks.1.ada.1.weight"] == "hidden_weight"
+    # nn.MultiheadAttention draws in_proj_weight with xavier_uniform_ and out_proj (a Linear
+    # subclass) with torch's default: both move as width**-1/2 by themselves
+    assert placement.own_exponents["blocks.0.attn.in_proj_weight"] == -0.5
+    assert placement.own_exponents["blocks.0.attn.out_proj.weight"] == -0.5
     cfg.init_(model, BASE, DEPTH)
     opt = cfg.build_optimizers(model, BASE, DEPTH, lr=LR)
     assert cfg.check(model, BASE, DEPTH, opt, lr=LR, example_input=batch) == []
+
+
+@pytest.fixture(scope="module")
+def every_role(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("read_once_all_roles")
+    return load_generated(
+        "muon-kimi", "adamw", base_width=BASE, base_depth=DEPTH, folder=folder, all_roles=True
+    )
+
+
+@pytest.mark.slow  # twins at three widths, two seeds, and a Llama control: about a minute
+def test_a_dit_measures_like_a_llama_control_across_widths(every_role):
+    """The DiT's conditioning path on its roles: across widths (2 seeds) nothing is named,
+    the timestep and label layers' init and one-step slopes are within 0.15 of 0 (their
+    rules'; as hidden matrices they fell as n^-0.5 and worse), the attention branch is
+    flat (MultiheadAttention's own init law divided out: it was n^-1.1), and the logits'
+    one-step slope is within 0.15 of a Llama control's measured here."""
+    from spectral.torch import check_widths
+
+    cfg = every_role
+    batch = (torch.randn(2, 3, 16, 16), torch.rand(2) * 1000, torch.randint(0, 10, (2,)))
+
+    def rows(build, example):
+        torch.manual_seed(0)
+        model = build(BASE)
+        cfg.apply_multipliers(model, BASE, DEPTH, example_input=example)
+        cfg.init_(model, BASE, DEPTH)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report = check_widths(
+                cfg.CONFIG, model, [64, 128, 256], base={"lr": LR}, seeds=2, timeout=None,
+                example_input=example, factory=build,
+            )
+        return report.problems, {row.name: row for row in report.rows}
+
+    problems, dit = rows(DiT, batch)
+    assert problems == []
+    for name in ("t_embed.0", "t_embed.2", "y_embed", "blocks.0.attn", "blocks.1.attn"):
+        assert abs(dit[name].init_slope) < 0.15, (name, dit[name])
+        assert abs(dit[name].step_slope) < 0.15, (name, dit[name])
+    control_problems, control = rows(llama, None)
+    assert control_problems == []
+    assert abs(dit["logits"].step_slope - control["logits"].step_slope) < 0.15
 
 
 def cohere(width: int = BASE, tie: bool = True) -> torch.nn.Module:

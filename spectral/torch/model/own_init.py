@@ -11,6 +11,8 @@ its own move, not at its base std times the ratio. Two sources say where it does
   their bias from the same range, so a weight whose largest entry is within b and whose RMS
   is b/sqrt(3) (within its sampling error) was drawn so; its std moves as fan_in**-1/2,
   i.e. width**-1/2 where its role's fan-in grows (spectral.engine.dims).
+  ``nn.MultiheadAttention`` draws its packed ``in_proj_weight`` with ``xavier_uniform_``
+  (b = sqrt(6 / (fan_in + fan_out))): width**-1/2 where either dimension grows.
 
 Read once per placement, from the values the model's own init left (before init_ scales
 them): :attr:`Placement.own_exponents`.
@@ -39,20 +41,43 @@ def torch_default_init(module: nn.Module) -> bool:
     reset_parameters drew: every entry within 1/sqrt(fan_in), and an RMS of
     1/sqrt(3 fan_in) within six of its standard errors (0.45/sqrt(N) relative, for N
     uniform draws), at most 30 %."""
-    if type(module) not in _DEFAULT_INIT_MODULES:
+    # isinstance: nn.MultiheadAttention's out_proj is a subclass of nn.Linear
+    if not isinstance(module, _DEFAULT_INIT_MODULES):
         return False
     weight = getattr(module, "weight", None)
-    if (
-        not isinstance(weight, nn.Parameter)
-        or weight.device.type == "meta"
-        or type(weight).__name__ == "DTensor"
-        or not weight.is_floating_point()
-        or weight.ndim < 2
-        or weight.numel() < MIN_ENTRIES
+    if not _readable(weight):
+        return False
+    assert isinstance(weight, nn.Parameter)
+    return _drawn_uniform(weight, 1.0 / math.sqrt(weight[0].numel()))
+
+
+def xavier_init(module: nn.Module, p: nn.Parameter) -> bool:
+    """Whether ``p`` is ``nn.MultiheadAttention``'s packed ``in_proj_weight`` (or one of its
+    separate q/k/v weights) as its own _reset_parameters drew it: xavier_uniform_, every
+    entry within sqrt(6 / (fan_in + fan_out)) and an RMS of that bound over sqrt(3)."""
+    if not isinstance(module, nn.MultiheadAttention) or not _readable(p):
+        return False
+    if p is not module.in_proj_weight and not any(
+        p is getattr(module, f"{x}_proj_weight", None) for x in "qkv"
     ):
         return False
-    fan_in = weight[0].numel()
-    bound = 1.0 / math.sqrt(fan_in)
+    return _drawn_uniform(p, math.sqrt(6.0 / (p.shape[0] + p[0].numel())))
+
+
+def _readable(weight: object) -> bool:
+    return (
+        isinstance(weight, nn.Parameter)
+        and weight.device.type != "meta"
+        and type(weight).__name__ != "DTensor"
+        and weight.is_floating_point()
+        and weight.ndim >= 2
+        and weight.numel() >= MIN_ENTRIES
+    )
+
+
+def _drawn_uniform(weight: nn.Parameter, bound: float) -> bool:
+    """Every entry within ``bound`` and the RMS bound/sqrt(3) within six standard errors
+    (0.45/sqrt(N) relative, for N uniform draws), at most 30 %."""
     top = float(weight.detach().abs().max())
     if not math.isfinite(top) or top > bound * (1.0 + 1e-5):
         return False
@@ -77,6 +102,11 @@ def own_exponents(
         if hit is not None:
             if hit:
                 out[name] = hit
+            continue
+        if xavier_init(module, p):
+            grows = GROWS.get(role_of.get(id(p), ""), (False, False))
+            if grows[0] or grows[1]:  # std sqrt(2 / (fan_in + fan_out))
+                out[name] = -0.5
             continue
         if id(module) not in defaults:
             defaults[id(module)] = torch_default_init(module)

@@ -119,9 +119,12 @@ def _trace_roles(
     region: dict[int, str],
     out: TraceCall,
     head: list[str],
+    conditioning: dict[int, str] | None = None,
 ) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """(parameter name, role) for every parameter the trace places, and the input
-    parameters used as tables by no nn.Embedding."""
+    parameters used as tables by no nn.Embedding; ``conditioning``: id() -> role of the
+    conditioning path's parameters outside the layers (:func:`_trace_conditioning`)."""
+    conditioning = conditioning or {}
     roles: list[tuple[str, str]] = []
     tables: list[str] = []
     before_matrix = set()
@@ -141,6 +144,8 @@ def _trace_roles(
             )
         elif id(p) not in region:
             continue
+        elif region[id(p)] == "hidden" and id(p) in conditioning:
+            role = conditioning[id(p)]
         elif region[id(p)] == "head":
             if owner_name in before_matrix:
                 role = "input_bias"
@@ -159,6 +164,54 @@ def _trace_roles(
                 tables.append(name)
         roles.append((name, role))
     return tuple(roles), tuple(tables)
+
+
+def _trace_conditioning(
+    model: nn.Module, off_stream: set[int], branches: list[str]
+) -> dict[int, str]:
+    """id() -> role of each parameter of a conditioning path outside the layers: it
+    reads no residual stream (``off_stream``) and sits in no layer that holds a branch end
+    (a DiT's timestep MLP and label table; each block's adaLN map stays in its branch).
+    Applied once, outside the stream, its roles are the ones its shapes say: a map from a
+    fixed size (the timestep's frequencies, a label table) is an input layer
+    (input_weight, input_bias), a width -> width map is an outer one (outer_weight,
+    outer_bias). Whether the fan-in grows is read against the readout's fan-in."""
+    layers = set()
+    for name in branches:
+        found = re.match(r"^(.*?)\.?(\d+)(\.|$)", name)
+        if found is not None:
+            layers.add(name[: found.end(2)] + ".")
+    readout_in = _readout_fan_in(model)
+    if not off_stream or readout_in is None:
+        return {}
+    out: dict[int, str] = {}
+    for module_name, module in model.named_modules():
+        if any((module_name + ".").startswith(layer) for layer in layers):
+            continue
+        weight = getattr(module, "weight", None)
+        fixed_in = isinstance(module, nn.Embedding) or not (
+            isinstance(weight, torch.Tensor)
+            and weight.ndim == 2
+            and weight.shape[1] % readout_in == 0
+        )
+        for p in module.parameters(recurse=False):
+            if id(p) not in off_stream:
+                continue
+            matrix = p.ndim >= 2
+            if fixed_in:
+                out[id(p)] = "input_weight" if matrix else "input_bias"
+            else:
+                out[id(p)] = "outer_weight" if matrix else "outer_bias"
+    return out
+
+
+def _readout_fan_in(model: nn.Module) -> int | None:
+    """The width: the fan-in of the last nn.Linear (the readout), None if there is none."""
+    last = None
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            last = module
+    return None if last is None else last.in_features
 
 
 def _trace_per_layer(branches: tuple[str, ...]) -> int:
@@ -212,7 +265,10 @@ def _trace_read(model: nn.Module, graph: TraceGraph) -> Structure:
         scales[out.name] = logit_scale
     sites[out.name] = tuple(graph.made_by.get(out.out, (out.name,)) if out.out else ())
     region, head = _trace_region(reader, main, others, out)
-    roles, tables = _trace_roles(model, graph, region, out, head)
+    conditioning = _trace_conditioning(
+        model, reader.off_stream([main, *others]), branches
+    )
+    roles, tables = _trace_roles(model, graph, region, out, head, conditioning)
     norms = tuple(n for st in (main, *others) for n, _ in st.norms)
     ends = tuple(dict.fromkeys(branches))
     normed = reader.normed([main, *others])

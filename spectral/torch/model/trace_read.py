@@ -257,6 +257,32 @@ class TraceReader:
                     todo.append(parent)
         return found
 
+    def off_stream(self, streams: list[TraceStream]) -> set[int]:
+        """id() of the parameters computed with data that no residual stream feeds: every
+        call using them has tensor operands, none computed from a stream (a DiT's timestep
+        MLP and label table, and each block's adaLN map, read the conditioning only). A
+        parameter used on its own (Mamba's ``exp(A_log)``) is not among them."""
+        children: dict[TraceKey, list[TraceKey]] = {}
+        for key, node in self.g.nodes.items():
+            for parent in node.parents:
+                children.setdefault(parent, []).append(key)
+        todo = [k for st in streams for k in st.keys]
+        fed = set(todo)
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child not in fed:
+                    fed.add(child)
+                    todo.append(child)
+        data: set[int] = set()
+        reading: set[int] = set()
+        for node in self.g.nodes.values():
+            if not node.parents:
+                continue
+            data.update(node.params)
+            if any(parent in fed for parent in node.parents):
+                reading.update(node.params)
+        return data - reading
+
     def readout(self) -> TraceCall:
         """The last module with parameters of its own to run: it makes the logits."""
         for call in reversed(self.g.calls):
