@@ -45,7 +45,7 @@ def torch_default_init(module: nn.Module) -> bool:
     if not isinstance(module, _DEFAULT_INIT_MODULES):
         return False
     weight = getattr(module, "weight", None)
-    if not _readable(weight):
+    if not _drawn_values(weight):
         return False
     assert isinstance(weight, nn.Parameter)
     return _drawn_uniform(weight, 1.0 / math.sqrt(weight[0].numel()))
@@ -55,7 +55,7 @@ def xavier_init(module: nn.Module, p: nn.Parameter) -> bool:
     """Whether ``p`` is ``nn.MultiheadAttention``'s packed ``in_proj_weight`` (or one of its
     separate q/k/v weights) as its own _reset_parameters drew it: xavier_uniform_, every
     entry within sqrt(6 / (fan_in + fan_out)) and an RMS of that bound over sqrt(3)."""
-    if not isinstance(module, nn.MultiheadAttention) or not _readable(p):
+    if not isinstance(module, nn.MultiheadAttention) or not _drawn_values(p):
         return False
     if p is not module.in_proj_weight and not any(
         p is getattr(module, f"{x}_proj_weight", None) for x in "qkv"
@@ -64,7 +64,7 @@ def xavier_init(module: nn.Module, p: nn.Parameter) -> bool:
     return _drawn_uniform(p, math.sqrt(6.0 / (p.shape[0] + p[0].numel())))
 
 
-def _readable(weight: object) -> bool:
+def _drawn_values(weight: object) -> bool:
     return (
         isinstance(weight, nn.Parameter)
         and weight.device.type != "meta"
