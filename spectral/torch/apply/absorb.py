@@ -29,7 +29,7 @@ from spectral.torch.apply.hooks import (
     placement_problems,
     placements,
 )
-from spectral.torch.model.classify import untraced_reason
+from spectral.torch.model.classify import unplaced_message
 from spectral.torch.model.placement import Placement
 from spectral.torch.model.shapes import is_norm
 
@@ -98,9 +98,11 @@ def carrier_factors(
     model, family = placement.model, placement.family
     if family is None:
         raise UnsupportedModelError(
-            f"{untraced_reason(model)} (no family adapter claims the model either: pass "
-            "adapter=; the multipliers are absorbed into the modules the adapter's input, "
-            "branches and output patterns name)"
+            unplaced_message(
+                model,
+                "pass adapter=; the multipliers are absorbed into the modules the "
+                "adapter's input, branches and output patterns name",
+            )
         )
     placed = placements(model, family)
     problems = placement_problems(placed, family, depth)

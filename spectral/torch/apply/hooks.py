@@ -24,7 +24,7 @@ from torch import nn
 from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.engine.dims import WIDTH_TO_FIXED
 from spectral.scaling import BaseValue, Rules, ratios
-from spectral.torch.model.classify import Adapter, model_config, untraced_reason
+from spectral.torch.model.classify import Adapter, model_config, unplaced_message
 from spectral.torch.model.placement import Placement
 
 
@@ -404,9 +404,11 @@ def install_multipliers(
     family = placement.family
     if family is None:
         raise UnsupportedModelError(
-            f"{untraced_reason(model)} (no family adapter claims the model "
-            "either: pass adapter=Adapter(...) or adapter={'input': [...], 'branches': "
-            "[...], 'output': [...], 'roles': {...}} to place it by hand)"
+            unplaced_message(
+                model,
+                "pass adapter=Adapter(...) or adapter={'input': [...], 'branches': "
+                "[...], 'output': [...], 'roles': {...}} to place it by hand",
+            )
         )
     placement.roles()  # every parameter placed, ties allowed (read once per model)
     placed = placements(model, family)

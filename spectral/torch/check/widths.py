@@ -59,7 +59,7 @@ from spectral.torch.check.verdict import (
     group_name,
     off_rules,
 )
-from spectral.torch.model.classify import untraced_reason
+from spectral.torch.model.classify import unplaced_message
 from spectral.torch.model.placement import Placement, placed_alike
 from spectral.torch.rules import TorchRules
 
@@ -294,8 +294,7 @@ def _measure_widths(
                     twin_family = twin_placement.family
                     if twin_family is None:
                         raise UnsupportedModelError(
-                            f"{untraced_reason(twin)} (no family adapter claims the "
-                            "model either: pass adapter=...)"
+                            unplaced_message(twin, "pass adapter=...")
                         )
                     rows, batch = measure_twin(
                         rules, twin_placement, width, multiplier, example_input, base

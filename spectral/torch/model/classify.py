@@ -30,6 +30,7 @@ from spectral.scaling import unknown_role
 from spectral.torch.model.norm_offset import measured_norm_offset
 from spectral.torch.model.shapes import fused_blocks, shaped_role, width_dims
 from spectral.engine.ties import tie_problem
+from spectral.torch.model.trace_read import NO_ADAPTER_HELPS
 from spectral.torch.model.trace import (
     structure_adapter,
     structure_disagreements,
@@ -231,6 +232,15 @@ def traced_refusal(model: nn.Module) -> str | None:
 def untraced_reason(model: nn.Module) -> str:
     """Why a model no family claims has no traced structure either."""
     return traced_refusal(model) or "its traced structure places no module"
+
+
+def unplaced_message(model: nn.Module, advice: str) -> str:
+    """The one line for a model that neither a family nor the trace places: the trace's
+    reason, then ``advice`` (how to pass an adapter) unless no adapter can help."""
+    reason = untraced_reason(model)
+    if reason.endswith(NO_ADAPTER_HELPS):
+        return reason
+    return f"{reason} (no family adapter claims the model either: {advice})"
 
 
 _MODEL_WRAPPERS = 8

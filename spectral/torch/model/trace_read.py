@@ -29,6 +29,11 @@ from spectral.torch.model.trace_graph import (
 )
 
 
+NO_ADAPTER_HELPS = "no adapter can place it either"
+"""Ends a trace refusal that names a construct no adapter can place (a skip that passes
+no module): the advice to pass one is then left out (classify.unplaced_message)."""
+
+
 class TraceStream(NamedTuple):
     """One residual stream read backwards: its additions, norms and ends."""
 
@@ -369,6 +374,17 @@ class TraceReader:
                 last = self.strip(term)[-1]
                 node = self.g.nodes.get(last)
                 op = node.op if node is not None else "an input"
+                earlier = self.residual(last)
+                if earlier is not None:  # an earlier sum h + f(h): a skip
+                    after = self.site(earlier[1])[0] or self.where(last)
+                    raise UnsupportedModelError(
+                        f"an addition at `{self.where(branch)}` adds two values of the "
+                        f"residual stream itself (one is the sum after `{after}`): an "
+                        "additive skip, as a U-net's, not a branch that ends in a module; "
+                        "alpha_hidden goes on a branch's last module and this skip has none "
+                        "(a skip that passes a module, a Linear, is placed as a branch end; "
+                        f"one joined by concatenation is no addition): {NO_ADAPTER_HELPS}"
+                    )
                 raise UnsupportedModelError(
                     f"the branch added at `{self.where(branch)}` ends in `{op}`, not in a "
                     "module's output: no place for alpha_hidden (wrap the last step of "
