@@ -348,12 +348,16 @@ def test_torchtitan_own_init_is_named_and_the_container_read(titan):
     problems = titan.CONFIG.check(model, 256, 6, container, **TITAN)
     assert not any("lr is None" in p for p in problems), problems  # the real groups
     (line,) = [p for p in problems if p.startswith("init_ has not run")]
+    # built without torchtitan's init_weights, its Linears (a subclass of nn.Linear) hold
+    # torch's default draw, whose std already moves as width**-1/2: the hidden matrices'
+    # r_n**-1/2 is in the draw, what is left is the depth factor (wo, w2) and the
+    # readout's other r_n**-1/2 (before subclasses were read as torch's default: 31
+    # parameters, the width factor counted twice)
     assert line.startswith(
-        "init_ has not run on this model: 31 parameter(s) hold the model's own init, where "
+        "init_ has not run on this model: 13 parameter(s) hold the model's own init, where "
         "the rules at width 256, depth 6 multiply it (layers.N.attention.wo.weight "
-        "(hidden_weight, 6 layers) x0.4714; layers.N.feed_forward.w2.weight (hidden_weight, "
-        "6 layers) x0.4714; layers.N.attention.qkv_linear.wqkv.weight (hidden_weight, 6 "
-        "layers) x0.7071 and 3 more"
+        "(hidden_weight, 6 layers) x0.6667; layers.N.feed_forward.w2.weight (hidden_weight, "
+        "6 layers) x0.6667; lm_head.weight (output_weight) x0.7071"
     ), line
     assert "including the multipliers this hook-free config carries in the init" in line
     titan.init_(model, 256, 6)  # torchtitan's own init, rescaled by the rule
