@@ -93,7 +93,8 @@ Engine's / Apex's FusedAdam with ``adam_w_mode``); torch.optim.Adam with
 decoupled_weight_decay=True, the catalog's adam, is the same step. One optimizer trains
 every parameter here: megatron-core 0.16.1's Muon (``get_megatron_muon_optimizer``: Muon
 for 2-D non-embedding weights, Adam for the rest) needs NVIDIA's emerging-optimizers,
-which needs Python >= 3.12, so Muon is refused rather than written untested."""
+whose only release (0.3.0) needs Python >= 3.12 (it imports typing.override), so Muon is
+refused rather than written untested."""
 
 _LAYERS = (("input", "input"), ("hidden", "branches"), ("output", "output"))
 
@@ -178,9 +179,10 @@ def render(
     if any(o.startswith("muon") for o in unknown):
         raise SpecError(
             f"--framework megatron: not {', '.join(unknown)}: megatron-core 0.16.1's "
-            "get_megatron_muon_optimizer needs NVIDIA's emerging-optimizers (Python >= 3.12), "
-            "so this target has not been tested with it; use --framework torch "
-            "(docs/megatron.md)"
+            "get_megatron_muon_optimizer needs NVIDIA's emerging-optimizers, whose only "
+            "release (0.3.0) needs Python >= 3.12, so this target could not run it and does "
+            "not write it; use --framework torch "
+            "(docs/megatron.md, Optimizers)"
         )
     if unknown:
         raise SpecError(
