@@ -11,8 +11,10 @@ optimizer's group as it is. A module written by ``spectral codegen --framework m
 holds one key per role and per carrier of a multiplier (disjoint globs) and binds
 :func:`megatron_overrides` to them. Megatron has no block multipliers of its own (0.16.1
 none; later versions a width-only ``use_mup``), so the multipliers are absorbed
-(:mod:`spectral.torch.apply.absorb`): the model is not changed. megatron is imported only
-when the objects are built.
+(:mod:`spectral.torch.apply.absorb`): the model is not changed. A mixture of experts is
+covered: the routers are router_weight (put at their init std by megatron_scale_output_),
+every expert's linear_fc2 carries alpha_hidden. megatron is imported only when the objects
+are built.
 """
 
 from __future__ import annotations
