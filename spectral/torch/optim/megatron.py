@@ -406,7 +406,9 @@ def megatron_scale_output_(
     anything is changed."""
     std = megatron_init_stds(rules, width, depth, init_std, multiplier=multiplier)
     factor = std["output_layer"] / std["init_method"]
-    actions: list[Any] = []  # checked first, applied after
+    # checked first, applied after: (tied head, forward factor), (tensor, module, mark, factor)
+    hooks: list[tuple[nn.Module, float]] = []
+    scales: list[tuple[nn.Parameter, nn.Module, str, float]] = []
     done = 0
     for chunk in _chunks(model):
         routers = _routers(chunk)
@@ -418,7 +420,7 @@ def megatron_scale_output_(
         for where, module, p in routers:
             ratio = std.get("router", 0.0) / std["init_method"]
             if not _scaled_before(module, ROUTER_SCALE, where, ratio):
-                actions.append((p, module, ROUTER_SCALE, ratio))
+                scales.append((p, module, ROUTER_SCALE, ratio))
         for prefix, lm in _language_models(chunk):
             head = getattr(lm, "output_layer", None)
             if not isinstance(head, nn.Module):
@@ -429,7 +431,7 @@ def megatron_scale_output_(
                 )
                 _check_tie(rules, hp)
                 folded = rules.folded_multipliers(width, depth, multiplier)
-                actions.append((head, folded["output"] / folded["input"]))
+                hooks.append((head, folded["output"] / folded["input"]))
                 done += 1
                 continue
             weight = getattr(head, "weight", None)
@@ -437,19 +439,16 @@ def megatron_scale_output_(
                 continue
             where = f"{prefix}output_layer.weight"
             if not _scaled_before(head, OUTPUT_SCALE, where, factor):
-                actions.append((weight, head, OUTPUT_SCALE, factor))
+                scales.append((weight, head, OUTPUT_SCALE, factor))
             done += 1
-    for action in actions:
-        if len(action) == 2:
-            head, ratio = action
-            hook = _output_multiplier(head)
-            if hook is None:
-                head.register_forward_hook(OutputMultiplier(ratio))
-            else:
-                hook.factor = ratio
-            continue
-        p, module, attribute, by = action
-        if attribute not in module.__dict__:  # a tensor seen twice (a shared module)
+    for head, ratio in hooks:
+        hook = _output_multiplier(head)
+        if hook is None:
+            head.register_forward_hook(OutputMultiplier(ratio))
+        else:
+            hook.factor = ratio
+    for p, module, attribute, by in scales:
+        if attribute not in module.__dict__:  # a module seen twice (a shared one)
             p.mul_(by)
             module.__dict__[attribute] = by
     return done
