@@ -24,7 +24,7 @@ from ..transfer import Plan
 from .context import build
 from .torch_records import absorbed_context, torch_kinds
 
-__all__ = ["GPT_PARAMETERS", "OPTIMIZERS", "check_options", "group_globs", "render"]
+__all__ = ["CARRIED_PARAMETERS", "GPT_PARAMETERS", "OPTIMIZERS", "check_options", "group_globs", "render"]
 
 GPT_PARAMETERS = (
     "embedding.word_embeddings.weight",
@@ -49,6 +49,20 @@ GPT_PARAMETERS = (
     "decoder.layers.0.mlp.linear_fc1.bias",
     "decoder.layers.0.mlp.linear_fc2.weight",
     "decoder.layers.0.mlp.linear_fc2.bias",
+    # a mixture of experts (num_moe_experts) in place of mlp.linear_fc1 / linear_fc2
+    "decoder.layers.0.mlp.router.weight",
+    "decoder.layers.0.mlp.router.bias",
+    "decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.weight",
+    "decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.bias",
+    "decoder.layers.0.mlp.experts.local_experts.0.linear_fc2.weight",
+    "decoder.layers.0.mlp.experts.local_experts.0.linear_fc2.bias",
+    "decoder.layers.0.mlp.experts.linear_fc1.weight0",
+    "decoder.layers.0.mlp.experts.linear_fc2.weight0",
+    "decoder.layers.0.mlp.experts.weight1",
+    "decoder.layers.0.mlp.experts.weight2",
+    "decoder.layers.0.mlp.shared_experts.gate_weight",
+    "decoder.layers.0.mlp.shared_experts.linear_fc1.weight",
+    "decoder.layers.0.mlp.shared_experts.linear_fc2.weight",
     "decoder.final_layernorm.weight",
     "decoder.final_layernorm.bias",
     "output_layer.weight",
@@ -60,7 +74,17 @@ checks them against the package, with and without QK-layernorm) and Transformer 
 fused norms (``linear_qkv.layer_norm_weight``, ``linear_fc1.layer_norm_weight``; that spec
 needs Transformer Engine, so those names are from megatron-core's
 ``gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec`` and TE's
-``LayerNormLinear`` parameter names, tested on a stand-in with those names)."""
+``LayerNormLinear`` parameter names, tested on a stand-in with those names), and a mixture
+of experts' (``num_moe_experts``): the router, the experts as SequentialMLP
+(``local_experts.E``, checked against the package), TEGroupedMLP (``linear_fc1.weight0`` ..
+``weight{E-1}``) and the legacy GroupedMLP (``weight1`` / ``weight2``; both need packages
+not installable here, tested on stand-ins), and the shared experts with their gate."""
+
+CARRIED_PARAMETERS = ((r"(^|\.)decoder\.layers\.\d+\.mlp\.experts\.weight2$", "hidden"),)
+"""(parameter-name pattern, layer): parameters that carry a layer's multiplier although
+their module is no branch end: the legacy GroupedMLP holds every expert's linear_fc1 and
+linear_fc2 as ``weight1`` and ``weight2`` of one module, and the MoE layer's output (where
+alpha_hidden goes) is linear in ``weight2``."""
 
 OPTIMIZERS = {"adamw": "adam", "adam": "adam"}
 """Catalog optimizer -> Megatron's ``OptimizerConfig.optimizer``: its Adam with
@@ -69,7 +93,8 @@ Engine's / Apex's FusedAdam with ``adam_w_mode``); torch.optim.Adam with
 decoupled_weight_decay=True, the catalog's adam, is the same step. One optimizer trains
 every parameter here: megatron-core 0.16.1's Muon (``get_megatron_muon_optimizer``: Muon
 for 2-D non-embedding weights, Adam for the rest) needs NVIDIA's emerging-optimizers,
-which needs Python >= 3.12, so Muon is refused rather than written untested."""
+whose only release (0.3.0) needs Python >= 3.12 (it imports typing.override), so Muon is
+refused rather than written untested."""
 
 _LAYERS = (("input", "input"), ("hidden", "branches"), ("output", "output"))
 
@@ -81,7 +106,10 @@ def _adapter() -> Any:
 
 
 def _glob(name: str) -> str:
-    return name.replace("layers.0.", "layers.*.")
+    """``layers.0.`` and ``local_experts.0.`` -> any index; TEGroupedMLP's ``weight0`` ->
+    ``weight*`` (weight0 .. weight{E-1})."""
+    glob = name.replace("layers.0.", "layers.*.").replace("local_experts.0.", "local_experts.*.")
+    return re.sub(r"\.experts\.(linear_fc[12])\.weight0$", r".experts.\1.weight*", glob)
 
 
 def group_globs(
@@ -102,7 +130,7 @@ def group_globs(
                 for mp in getattr(adapter, field)
                 if re.search(mp, module)
             ),
-            None,
+            next((lay for p, lay in CARRIED_PARAMETERS if re.search(p, name)), None),
         )
         glob = _glob(name)
         groups.setdefault((role, layer), []).extend([glob, "*." + glob])
@@ -151,9 +179,10 @@ def render(
     if any(o.startswith("muon") for o in unknown):
         raise SpecError(
             f"--framework megatron: not {', '.join(unknown)}: megatron-core 0.16.1's "
-            "get_megatron_muon_optimizer needs NVIDIA's emerging-optimizers (Python >= 3.12), "
-            "so this target has not been tested with it; use --framework torch "
-            "(docs/megatron.md)"
+            "get_megatron_muon_optimizer needs NVIDIA's emerging-optimizers, whose only "
+            "release (0.3.0) needs Python >= 3.12, so this target could not run it and does "
+            "not write it; use --framework torch "
+            "(docs/megatron.md, Optimizers)"
         )
     if unknown:
         raise SpecError(

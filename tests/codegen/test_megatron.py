@@ -36,7 +36,7 @@ from megatron.core.transformer.transformer_config import TransformerConfig  # no
 
 from spectral.codegen import render  # noqa: E402
 from spectral.codegen.megatron import GPT_PARAMETERS  # noqa: E402
-from spectral.errors import SpecError  # noqa: E402
+from spectral.errors import ConfigError, SpecError  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -72,9 +72,14 @@ def one_process():
         dist.destroy_process_group()
 
 
-def _model(cfg, width=WIDTH, depth=DEPTH, *, tied=False, plain=False, **extra):
+def _model(
+    cfg, width=WIDTH, depth=DEPTH, *, tied=False, plain=False, experts=0, shared=True, **extra
+):
     """A GPTModel drawn from seed 0: with the generated init values, or Megatron's own
-    defaults (``plain``: TransformerConfig(init_method_std=0.02) and nothing else)."""
+    defaults (``plain``: TransformerConfig(init_method_std=0.02) and nothing else).
+    ``experts``: a mixture of that many SequentialMLP experts (top 2) in every layer, with a
+    gated shared expert (which Megatron builds without biases only: add_bias_linear=False
+    unless ``shared=False``), every expert's size twice the width."""
     torch.manual_seed(0)
     init = (
         {"init_method_std": 0.02} if plain else cfg.transformer_config(width, depth, init_std=0.02)
@@ -85,13 +90,16 @@ def _model(cfg, width=WIDTH, depth=DEPTH, *, tied=False, plain=False, **extra):
         num_attention_heads=width // HEAD_DIM,
         kv_channels=HEAD_DIM,
         use_cpu_initialization=True,
-        add_bias_linear=True,
-        **init,
-        **extra,
+        **{
+            "add_bias_linear": not (experts and shared),
+            **init,
+            **(_moe(width, experts, shared) if experts else {}),
+            **extra,
+        },
     )
     model = GPTModel(
         config,
-        get_gpt_layer_local_spec(qk_layernorm=config.qk_layernorm),
+        get_gpt_layer_local_spec(num_experts=experts or None, qk_layernorm=config.qk_layernorm),
         vocab_size=VOCAB,
         max_sequence_length=SEQ,
         position_embedding_type="learned_absolute",
@@ -99,6 +107,16 @@ def _model(cfg, width=WIDTH, depth=DEPTH, *, tied=False, plain=False, **extra):
     )
     model.ddp_config = DistributedDataParallelConfig()  # what Megatron's DDP (CUDA) holds
     return model
+
+
+def _moe(width: int, experts: int, shared: bool) -> dict:
+    return {
+        "num_moe_experts": experts,
+        "moe_router_topk": 2,
+        "moe_ffn_hidden_size": 2 * width,
+        "moe_shared_expert_intermediate_size": 2 * width if shared else None,
+        "moe_shared_expert_gate": shared,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -116,14 +134,26 @@ def _cpu_fp32_init(self, optimizer, config, init_state_fn):
 
 
 def _names(model) -> set[str]:
-    return {re.sub(r"layers\.\d+\.", "layers.0.", n) for n, _ in model.named_parameters()}
+    return {
+        re.sub(r"(layers|local_experts)\.\d+\.", r"\1.0.", n) for n, _ in model.named_parameters()
+    }
+
+
+MOE = {n for n in GPT_PARAMETERS if re.search(r"\.mlp\.(router|experts|shared_experts)\.", n)}
+GROUPED = {n for n in MOE if re.search(r"\.experts\.(weight\d|linear_fc\d\.weight0)$", n)}
 
 
 def test_parameter_names_are_the_packages(cfg, model) -> None:
     fused = {n for n in GPT_PARAMETERS if "layer_norm_" in n}  # Transformer Engine's spec
     qk = {n for n in GPT_PARAMETERS if re.search(r"\.[qk]_layernorm\.", n)}
-    assert _names(model) == set(GPT_PARAMETERS) - fused - qk
-    assert _names(_model(cfg, qk_layernorm=True)) == set(GPT_PARAMETERS) - fused
+    assert _names(model) == set(GPT_PARAMETERS) - fused - qk - MOE
+    assert _names(_model(cfg, qk_layernorm=True)) == set(GPT_PARAMETERS) - fused - MOE
+    dense_mlp = {n for n in GPT_PARAMETERS if ".mlp.linear_fc" in n}
+    moe = set(GPT_PARAMETERS) - fused - qk - GROUPED - dense_mlp
+    shared = {n for n in moe if ".shared_experts." in n}
+    linear_biases = {n for n in GPT_PARAMETERS if re.search(r"(linear_\w+|router)\.bias$", n)}
+    assert _names(_model(cfg, experts=4)) == moe - linear_biases
+    assert _names(_model(cfg, experts=4, shared=False)) == moe - shared
 
 
 def _megatrons_groups(cfg, model, monkeypatch, **overrides):
@@ -164,6 +194,167 @@ def test_qk_layernorm_gains_get_their_rule(cfg, one_process, monkeypatch) -> Non
     for name, group in groups.items():
         for key in ("lr", "weight_decay", "eps"):
             assert group[key] == pytest.approx(want[name][key], rel=1e-12), (name, key)
+
+
+EXPERTS = 4
+
+
+def _carriers(model) -> dict[str, float]:
+    return {n: v["carrier_factor"] for n, v in model.items() if v["carrier_factor"] != 1.0}
+
+
+def test_moe_groups_get_their_rule(cfg, one_process, monkeypatch) -> None:
+    """A mixture of experts (SequentialMLP, 4 experts, a gated shared expert) at 128 x 3:
+    the router and the shared experts' gate are router_weight, every expert's linear_fc2
+    (the shared one's too) carries alpha_hidden, and Megatron's own optimizer (the expert
+    parameters in its expert-parallel optimizer) gives every parameter exactly
+    parameter_hparams' lr, weight decay and eps."""
+    model = _model(cfg, experts=EXPERTS)
+    assert cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02) == 1
+    overrides = cfg.config_overrides(WIDTH, DEPTH, lr=LR, min_lr=MIN_LR, weight_decay=WD)
+    assert cfg.check_overrides(model, overrides) == []
+    want = cfg.parameter_hparams(model, WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    routers = {
+        n for n in want if re.search(r"mlp\.(router\.weight|shared_experts\.gate_weight)$", n)
+    }
+    assert len(routers) == 2 * DEPTH
+    assert {want[n]["role"] for n in routers} == {"router_weight"}
+    folded = cfg.CONFIG.folded_multipliers(WIDTH, DEPTH)
+    hidden = folded["hidden"]
+    ends = {n for n in want if re.search(r"(linear_proj|linear_fc2)\.weight$", n)}
+    assert len(ends) == DEPTH * (1 + EXPERTS + 1)
+    assert folded["input"] == 1.0  # AdamW: the embeddings carry no factor
+    assert _carriers(want) == {
+        **dict.fromkeys(ends, hidden),
+        "output_layer.weight": folded["output"],
+    }
+    groups = _megatrons_groups(cfg, model, monkeypatch)
+    assert groups.keys() == want.keys()
+    for name, group in groups.items():
+        for key in ("lr", "weight_decay", "eps"):
+            assert group[key] == pytest.approx(want[name][key], rel=1e-12), (name, key)
+    hp = cfg.hparams(WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    router = groups["decoder.layers.2.mlp.router.weight"]
+    assert router["lr"] == pytest.approx(hp["router_weight"]["lr"], rel=1e-12)
+    assert router["eps"] == pytest.approx(hp["router_weight"]["eps"], rel=1e-12)
+    expert = groups["decoder.layers.0.mlp.experts.local_experts.3.linear_fc2.weight"]
+    assert expert["lr"] == pytest.approx(hp["hidden_weight"]["lr"] * hidden, rel=1e-12)
+    assert expert["eps"] == pytest.approx(hp["hidden_weight"]["eps"] / hidden, rel=1e-12)
+
+
+def test_moe_init_follows_the_rules(cfg, one_process) -> None:
+    """Megatron draws the router and the shared experts' gate with init_method (the hidden
+    std, std / sqrt(r_n)); scale_output_layer_ multiplies them, exactly, to the router's
+    std / r_n, once (check_overrides names them before); every expert matrix is at its
+    rule's std (linear_fc2 at Megatron's branch-end base, as the dense branch ends)."""
+    drawn = dict(_model(cfg, experts=EXPERTS).named_parameters())
+    model = _model(cfg, experts=EXPERTS)
+    overrides = cfg.config_overrides(WIDTH, DEPTH, lr=LR)
+    unscaled = cfg.check_overrides(model, overrides)
+    assert len(unscaled) == 2 * DEPTH + 1  # every router and gate, and the head
+    assert unscaled[0] == (
+        "decoder.layers.0.mlp.router.weight: scale_output_layer_ has not run (the router "
+        "starts at the hidden matrices' std, not its rule's)"
+    )
+    cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02)
+    cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02)  # once
+    stds = cfg.init_stds(WIDTH, DEPTH, init_std=0.02)
+    assert stds["router"] == pytest.approx(0.02 / 2)  # r_n = 2
+    want = cfg.parameter_hparams(model, WIDTH, DEPTH, lr=LR, init_std=0.02)
+    megatrons = 1 / math.sqrt(2 * BASE_DEPTH)
+    for name, p in model.named_parameters():
+        if want[name]["role"] == "router_weight":
+            assert want[name]["init_std"] == stds["router"]
+            assert torch.equal(p.detach(), drawn[name] * (stds["router"] / stds["init_method"]))
+        elif ".experts." in name and p.dim() == 2:
+            end = name.endswith("linear_fc2.weight")
+            rule = want[name]["init_std"] * (megatrons if end else 1.0)
+            assert p.detach().std().item() == pytest.approx(rule, rel=0.03), name
+    with pytest.raises(ConfigError, match="already multiplied decoder.layers.0.mlp.router.weight"):
+        cfg.scale_output_layer_(model, 2 * WIDTH, DEPTH, init_std=0.02)
+    assert cfg.check_overrides(model, overrides) == []
+
+
+def test_moe_base_is_megatrons_bit_for_bit(cfg, one_process) -> None:
+    """At the base width and depth the MoE GPTModel from the generated values, after
+    scale_output_layer_ (router factor 1), is Megatron's own drawn from the same seed."""
+    plain = dict(
+        _model(cfg, BASE_WIDTH, BASE_DEPTH, plain=True, experts=EXPERTS).named_parameters()
+    )
+    model = _model(cfg, BASE_WIDTH, BASE_DEPTH, experts=EXPERTS)
+    assert cfg.scale_output_layer_(model, BASE_WIDTH, BASE_DEPTH, init_std=0.02) == 1
+    ours = dict(model.named_parameters())
+    assert ours.keys() == plain.keys()
+    assert any(".mlp.router." in n for n in ours)
+    assert [n for n in ours if not torch.equal(ours[n], plain[n])] == []
+
+
+def _grouped_stand_in(width: int, depth: int, legacy: bool):
+    """Megatron's MoE layer with grouped experts, names and class names only (TEGroupedMLP
+    needs Transformer Engine, the legacy GroupedMLP the grouped_gemm package): weight0 ..
+    weight{E-1} of TEColumnParallelGroupedLinear / TERowParallelGroupedLinear, or one
+    weight1 / weight2 holding every expert."""
+    from torch import nn
+
+    gpt = _te_stand_in(width, depth)
+    ffn = 2 * width
+    for layer in gpt.decoder.layers:
+        del layer.mlp
+        mlp = type("MoELayer", (nn.Module,), {})()
+        mlp.router = type("TopKRouter", (nn.Module,), {})()
+        mlp.router.weight = nn.Parameter(torch.zeros(EXPERTS, width))
+        if legacy:
+            mlp.experts = type("GroupedMLP", (nn.Module,), {})()
+            mlp.experts.weight1 = nn.Parameter(torch.zeros(width, EXPERTS * ffn))
+            mlp.experts.weight2 = nn.Parameter(torch.zeros(EXPERTS * ffn, width))
+        else:
+            mlp.experts = type("TEGroupedMLP", (nn.Module,), {})()
+            for fc, kind, shape in (
+                ("linear_fc1", "TEColumnParallelGroupedLinear", (ffn, width)),
+                ("linear_fc2", "TERowParallelGroupedLinear", (width, ffn)),
+            ):
+                linear = type(kind, (nn.Module,), {})()
+                for e in range(EXPERTS):
+                    setattr(linear, f"weight{e}", nn.Parameter(torch.zeros(shape)))
+                setattr(mlp.experts, fc, linear)
+        layer.mlp = mlp
+    return gpt
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["TEGroupedMLP", "GroupedMLP"])
+def test_grouped_experts_by_name(cfg, one_process, legacy) -> None:
+    """Grouped experts' parameters: each matched by one key, whose numbers are those
+    parameter_hparams gives the SequentialMLP expert in its place (linear_fc1 / weight1
+    hidden, linear_fc2 / weight2 carrying alpha_hidden); parameter_hparams itself refuses
+    them in one line (the torch runtime places a multiplier on a module)."""
+    grouped = _grouped_stand_in(WIDTH, DEPTH, legacy)
+    overrides = cfg.config_overrides(WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    assert cfg.scale_output_layer_(grouped, WIDTH, DEPTH, init_std=0.02) == 0
+    assert cfg.check_overrides(grouped, overrides) == []
+    sequential = _model(cfg, experts=EXPERTS, shared=False, add_bias_linear=False)
+    twin = cfg.parameter_hparams(sequential, WIDTH, DEPTH, lr=LR, weight_decay=WD, eps=EPS)
+    expert = re.compile(r"\.experts\.(weight([12])|linear_fc([12])\.weight\d)$")
+    checked = 0
+    for name, p in grouped.named_parameters():
+        found = expert.search(name)
+        if not found:
+            continue
+        fc = found.group(2) or found.group(3)
+        mine = name[: found.start()] + f".experts.local_experts.1.linear_fc{fc}.weight"
+        (key,) = [k for k in overrides if k.matches(p, name)]
+        got = overrides[key]
+        assert got["max_lr"] == pytest.approx(twin[mine]["lr"], rel=1e-12), name
+        assert got["wd_mult"] * WD == pytest.approx(twin[mine]["weight_decay"], rel=1e-12)
+        assert got["eps"] == pytest.approx(twin[mine]["eps"], rel=1e-12), name
+        checked += 1
+    assert checked == DEPTH * (2 if legacy else 2 * EXPERTS)
+    with pytest.raises(ConfigError, match=r"^parameter_hparams: decoder.layers.0.mlp.experts \("):
+        cfg.parameter_hparams(grouped, WIDTH, DEPTH, lr=LR)
+
+
+def test_router_multiplier_other_than_one_is_refused(cfg) -> None:
+    with pytest.raises(ConfigError, match="router's base multiplier 2.0 is not absorbed"):
+        cfg.config_overrides(WIDTH, DEPTH, lr=LR, multiplier={"default": 1.0, "router_weight": 2.0})
 
 
 def _te_stand_in(width: int, depth: int):
@@ -224,7 +415,9 @@ def test_transformer_engine_names(cfg, model) -> None:
     te = _te_stand_in(WIDTH, DEPTH)
     fused = {n for n in GPT_PARAMETERS if "layer_norm_" in n}
     assert _names(te) == fused | {
-        n for n in GPT_PARAMETERS if not re.search(r"(layernorm|_layernorm)\.|layer_norm_", n)
+        n
+        for n in set(GPT_PARAMETERS) - MOE
+        if not re.search(r"(layernorm|_layernorm)\.|layer_norm_", n)
     } | {"decoder.final_layernorm.weight", "decoder.final_layernorm.bias"}
     overrides = cfg.config_overrides(WIDTH, DEPTH, lr=LR)
     assert cfg.check_overrides(te, overrides) == []
@@ -244,7 +437,7 @@ def test_transformer_engine_names(cfg, model) -> None:
 
 def test_every_parameter_matches_exactly_one_key(cfg, model) -> None:
     overrides = cfg.config_overrides(WIDTH, DEPTH, lr=LR, min_lr=MIN_LR, weight_decay=WD)
-    assert len(overrides) == 7  # input, hidden weight / bias, the branch ends', norm, head
+    assert len(overrides) == 8  # input, hidden weight / bias, the branch ends', norm, head, router
     assert cfg.check_overrides(model, overrides) == []
     # a missing key and a doubled one are named
     keys = list(overrides)
@@ -393,6 +586,7 @@ def test_base_size(cfg) -> None:
         "output_layer_init_method": own,
         "embedding_init_method": 0.02,
         "output_layer": 0.02,
+        "router": 0.02,
     }
     kept = cfg.init_stds(BASE_WIDTH, BASE_DEPTH, init_std=0.02, branch_end_std=0.01)
     assert kept["output_layer_init_method"] == 0.01

@@ -11,24 +11,29 @@ optimizer's group as it is. A module written by ``spectral codegen --framework m
 holds one key per role and per carrier of a multiplier (disjoint globs) and binds
 :func:`megatron_overrides` to them. Megatron has no block multipliers of its own (0.16.1
 none; later versions a width-only ``use_mup``), so the multipliers are absorbed
-(:mod:`spectral.torch.apply.absorb`): the model is not changed. megatron is imported only
-when the objects are built.
+(:mod:`spectral.torch.apply.absorb`): the model is not changed. A mixture of experts is
+covered: the routers are router_weight (put at their init std by megatron_scale_output_),
+every expert's linear_fc2 carries alpha_hidden. megatron is imported only when the objects
+are built.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from fractions import Fraction
+from typing import Any, cast
 
 import torch
 from torch import nn
 
 from spectral.errors import ConfigError, ConfigTypeError
 from spectral.scaling import BaseValue, BaseValues
-from spectral.torch.apply.absorb import absorbed_values
+from spectral.torch.apply.absorb import absorbed_values, hparams_by_parameter
 from spectral.engine.ties import tie_differences, tied_values_agree
+from spectral.torch.model.placement import place
 from spectral.torch.rules import TorchRules
 
 MegatronGroup = tuple[tuple[str, ...], str, str | None]
@@ -92,6 +97,7 @@ def megatron_group_values(
         )
     given = BaseValues.of(base, "Megatron config overrides")
     hp = rules.hparams(width, depth, **given.given())
+    _router_multiplier_is_one(rules, width, depth, given.multiplier)
     if tied:
         _check_tie(rules, hp)
         head = tuple(
@@ -199,8 +205,11 @@ def megatron_init_stds(
     """The stds Megatron's GPTModel draws, by where it draws them: ``init_method`` (the
     hidden matrices linear_qkv, linear_fc1), ``output_layer_init_method`` (the branch ends
     linear_proj, linear_fc2: their base std times alpha_hidden), ``embedding_init_method``
-    (word and position embeddings: the input std times alpha_in) and ``output_layer`` (the
-    head: the output std times alpha_out).
+    (word and position embeddings: the input std times alpha_in), ``output_layer`` (the
+    head: the output std times alpha_out) and, where the rules have a router role,
+    ``router`` (a mixture of experts' ``mlp.router.weight`` and ``shared_experts.gate_weight``,
+    E x n and 1 x n: the router's std, std / r_n; Megatron draws them with ``init_method``,
+    so :func:`megatron_scale_output_` puts them there).
 
     At the base width and depth these are Megatron's own (with base multipliers 1): every
     one ``init_std`` but the branch ends, ``branch_end_std``, by default Megatron's
@@ -227,14 +236,33 @@ def megatron_init_stds(
         base_end = _megatron_number(branch_end_std, "branch_end_std", positive=True)
     _positive_stds({"init_method": at_base})  # before dividing by it
     branch = base_end * (hidden / at_base)  # exactly base_end at the base
-    return _positive_stds(
-        {
-            "init_method": hidden,
-            "output_layer_init_method": branch * folded["hidden"],
-            "embedding_init_method": hp["input_weight"]["init_std"] * folded["input"],
-            "output_layer": hp["output_weight"]["init_std"] * folded["output"],
-        }
-    )
+    stds = {
+        "init_method": hidden,
+        "output_layer_init_method": branch * folded["hidden"],
+        "embedding_init_method": hp["input_weight"]["init_std"] * folded["input"],
+        "output_layer": hp["output_weight"]["init_std"] * folded["output"],
+    }
+    if "router_weight" in hp:
+        _router_multiplier_is_one(rules, width, depth, multiplier)
+        stds["router"] = hp["router_weight"]["init_std"]
+    return _positive_stds(stds)
+
+
+def _router_multiplier_is_one(
+    rules: TorchRules, width: float, depth: float, multiplier: BaseValue
+) -> None:
+    """The router's multiplier is its base value (1 unless given, docs/router.md): Megatron's
+    router has no place for another, and this target does not absorb it (the hook-free
+    hparams report every multiplier as 1, so the hooked form's is read)."""
+    if "router_weight" not in rules.optimizers:
+        return
+    hooked = super(TorchRules, rules).hparams(width, depth, lr=1.0, multiplier=multiplier)
+    alpha = hooked["router_weight"]["multiplier"]
+    if alpha != 1.0:
+        raise ConfigError(
+            f"multiplier: the router's base multiplier {alpha!r} is not absorbed by the "
+            "Megatron target (its rule has no width or depth factor): leave it at 1"
+        )
 
 
 def megatron_config_values(
@@ -314,6 +342,42 @@ def _output_multiplier(head: nn.Module) -> OutputMultiplier | None:
     return hooks[0] if hooks else None
 
 
+ROUTER_SCALE = "_spectral_router_scale"
+"""The attribute of a router module (``mlp.router``; ``mlp.shared_experts`` for its gate) in
+which megatron_scale_output_ keeps the factor it multiplied the matrix by, as OUTPUT_SCALE."""
+
+_ROUTERS = (
+    (re.compile(r"(^|\.)mlp\.router$"), "weight"),
+    (re.compile(r"(^|\.)mlp\.shared_experts$"), "gate_weight"),
+)
+"""(module name, parameter): the router matrices of megatron-core's MoE layer, the
+TopKRouter's E x n weight and the shared experts' 1 x n gate (router_weight, docs/router.md).
+Megatron draws both with ``init_method``, the hidden matrices' std."""
+
+
+def _routers(chunk: nn.Module) -> list[tuple[str, nn.Module, nn.Parameter]]:
+    """(parameter name, module, parameter) of every router matrix in ``chunk``."""
+    out = []
+    for name, module in chunk.named_modules():
+        for pattern, attribute in _ROUTERS:
+            p = getattr(module, attribute, None)
+            if pattern.search(name) and isinstance(p, nn.Parameter):
+                out.append((f"{name}.{attribute}", module, p))
+    return out
+
+
+def _scaled_before(module: nn.Module, attribute: str, where: str, factor: float) -> bool:
+    """Whether ``module`` was scaled by ``factor`` already; refuses another factor."""
+    before = module.__dict__.get(attribute)
+    if before is not None and before != factor:
+        raise ConfigError(
+            f"scale_output_layer_ already multiplied {where} by {before!r}; scaling it "
+            f"again (by {factor!r}) would compound: build the model again to change width, "
+            "depth or init_std"
+        )
+    return before is not None
+
+
 @torch.no_grad()
 def megatron_scale_output_(
     rules: TorchRules,
@@ -324,9 +388,9 @@ def megatron_scale_output_(
     *,
     multiplier: BaseValue = 1.0,
 ) -> int:
-    """Puts the head at its rule, once, after the model is built and before training (or
-    loading a checkpoint). Returns how many heads are at their rule (0 on a pipeline
-    stage without one).
+    """Puts the head (and a mixture of experts' routers) at its rule, once, after the model
+    is built and before training (or loading a checkpoint). Returns how many heads are at
+    their rule (0 on a pipeline stage without one).
 
     Untied: GPTModel draws ``output_layer.weight`` with ``init_method`` (the hidden std),
     so it is multiplied by (output std * alpha_out) / hidden std, a deterministic scale
@@ -335,11 +399,28 @@ def megatron_scale_output_(
     refused (the head would be scaled twice). Tied (``share_embeddings_and_output_weights``):
     the shared matrix is the embedding's, so the head's forward gets an
     :class:`OutputMultiplier` of alpha_out / alpha_in (one, updated by a later call), and a
-    tie the rules forbid is refused in one line naming --untie-embeddings-and-output-weights."""
+    tie the rules forbid is refused in one line naming --untie-embeddings-and-output-weights.
+    Routers (``mlp.router.weight``, ``mlp.shared_experts.gate_weight``), drawn by Megatron
+    with ``init_method`` too, are multiplied by the router std / hidden std (std / r_n over
+    std / sqrt(r_n): 1 at the base), once, as the untied head. Everything is checked before
+    anything is changed."""
     std = megatron_init_stds(rules, width, depth, init_std, multiplier=multiplier)
     factor = std["output_layer"] / std["init_method"]
+    # checked first, applied after: (tied head, forward factor), (tensor, module, mark, factor)
+    hooks: list[tuple[nn.Module, float]] = []
+    scales: list[tuple[nn.Parameter, nn.Module, str, float]] = []
     done = 0
     for chunk in _chunks(model):
+        routers = _routers(chunk)
+        if routers and "router" not in std:
+            raise ConfigError(
+                f"{routers[0][0]}: a router, and the rules have no router_weight role "
+                "(regenerate the module with this spectral)"
+            )
+        for where, module, p in routers:
+            ratio = std.get("router", 0.0) / std["init_method"]
+            if not _scaled_before(module, ROUTER_SCALE, where, ratio):
+                scales.append((p, module, ROUTER_SCALE, ratio))
         for prefix, lm in _language_models(chunk):
             head = getattr(lm, "output_layer", None)
             if not isinstance(head, nn.Module):
@@ -350,28 +431,26 @@ def megatron_scale_output_(
                 )
                 _check_tie(rules, hp)
                 folded = rules.folded_multipliers(width, depth, multiplier)
-                ratio = folded["output"] / folded["input"]
-                hook = _output_multiplier(head)
-                if hook is None:
-                    head.register_forward_hook(OutputMultiplier(ratio))
-                else:
-                    hook.factor = ratio
+                hooks.append((head, folded["output"] / folded["input"]))
                 done += 1
                 continue
             weight = getattr(head, "weight", None)
             if weight is None:
                 continue
-            before = head.__dict__.get(OUTPUT_SCALE)
-            if before is not None and before != factor:
-                raise ConfigError(
-                    f"scale_output_layer_ already multiplied {prefix}output_layer.weight "
-                    f"by {before!r}; scaling it again (by {factor!r}) would compound: "
-                    "build the model again to change width, depth or init_std"
-                )
-            if before is None:
-                weight.mul_(factor)
-                head.__dict__[OUTPUT_SCALE] = factor
+            where = f"{prefix}output_layer.weight"
+            if not _scaled_before(head, OUTPUT_SCALE, where, factor):
+                scales.append((weight, head, OUTPUT_SCALE, factor))
             done += 1
+    for head, ratio in hooks:
+        hook = _output_multiplier(head)
+        if hook is None:
+            head.register_forward_hook(OutputMultiplier(ratio))
+        else:
+            hook.factor = ratio
+    for p, module, attribute, by in scales:
+        if attribute not in module.__dict__:  # a module seen twice (a shared one)
+            p.mul_(by)
+            module.__dict__[attribute] = by
     return done
 
 
@@ -404,6 +483,12 @@ def override_problems(
                 )
             elif len(hits) > 1:
                 problems.append(f"{name}: {len(hits)} overrides match it, not one")
+        for where, module, _ in _routers(chunk):
+            if ROUTER_SCALE not in module.__dict__:
+                problems.append(
+                    f"{where}: scale_output_layer_ has not run (the router starts at the "
+                    "hidden matrices' std, not its rule's)"
+                )
         for prefix, lm in _language_models(chunk):
             head = getattr(lm, "output_layer", None)
             if not isinstance(head, nn.Module):
@@ -446,6 +531,55 @@ def override_problems(
                     f"share_embeddings_and_output_weights=True), or untie them ({UNTIE})"
                 )
     return problems
+
+
+def _megatron_adapter(model: nn.Module) -> Any:
+    """The megatron family, with as many branch ends per layer as the model's transformer
+    layers hold, read from their structure (not from the names the family's patterns
+    match, so the placement's count still checks them): 2 in a dense layer (linear_proj,
+    linear_fc2); in a MoE layer linear_proj, every SequentialMLP expert's linear_fc2 and the
+    shared experts' (alpha_hidden scales the gated sum, linear in each of them). Refuses
+    grouped experts in one line: every expert's matrices are one parameter, and the torch
+    runtime places a multiplier on a module."""
+    from spectral.families.megatron import MEGATRON
+
+    layers = ends = 0
+    for name, module in model.named_modules():
+        mlp = getattr(module, "mlp", None)
+        if not isinstance(getattr(module, "self_attention", None), nn.Module):
+            continue
+        if not isinstance(mlp, nn.Module):
+            continue
+        layers += 1
+        experts = getattr(mlp, "experts", None)
+        if experts is None:
+            ends += 2
+            continue
+        local = getattr(experts, "local_experts", None)
+        if not isinstance(local, nn.ModuleList):
+            raise ConfigError(
+                f"parameter_hparams: {name}.mlp.experts ({type(experts).__name__}) holds every "
+                "expert in one parameter per projection, where the torch runtime places a "
+                "multiplier on a module: it lists SequentialMLP's experts only (the grouped "
+                "experts' overrides go by name, docs/megatron.md)"
+            )
+        shared = isinstance(getattr(mlp, "shared_experts", None), nn.Module)
+        ends += 1 + len(local) + int(shared)
+    if layers == 0 or ends == 2 * layers:
+        return MEGATRON
+    # a Fraction, exact: the placement compares it times the depth with the count
+    return MEGATRON._replace(branches_per_layer=cast(int, Fraction(ends, layers)))
+
+
+def megatron_parameter_hparams(
+    rules: TorchRules, model: nn.Module, width: float, depth: float, **base: Any
+) -> dict[str, dict[str, Any]]:
+    """Parameter name -> role, optimizer, carrier factor and numbers, as the torch runtime
+    places them (:func:`spectral.torch.apply.absorb.hparams_by_parameter`, the reference the
+    overrides are tested against) on a Megatron GPTModel, dense or with SequentialMLP
+    experts (every expert's linear_fc2 carries alpha_hidden)."""
+    placement = place(model, rules, adapter=_megatron_adapter(model))
+    return hparams_by_parameter(rules, placement, width, depth, **base)
 
 
 def _gpt_models(model: nn.Module | Iterable[nn.Module]) -> list[nn.Module]:
