@@ -465,24 +465,46 @@ def qwen3_moe(width: int = BASE) -> torch.nn.Module:
     return transformers.Qwen3MoeForCausalLM(config)
 
 
+@pytest.fixture(scope="module")
+def control_logits(cfg):
+    """The one-step slope of a Llama control's logits across widths 64-256 (one seed),
+    with the config of the classes it is compared with."""
+    from spectral.torch import check_widths
+
+    torch.manual_seed(0)
+    model = llama(BASE)
+    _set_up(cfg, model)
+    report = check_widths(cfg.CONFIG, model, [64, 128, 256], base={"lr": LR}, timeout=None)
+    assert report.problems == []
+    return next(r for r in report.rows if r.kind == "logits").step_slope
+
+
 @pytest.mark.slow  # twins at three widths: tens of seconds each
 @pytest.mark.parametrize(
     "build",
     [cohere, lambda w=BASE: cohere(w, tie=False), qwen3_moe],
     ids=["cohere-tied", "cohere-untied", "qwen3-moe"],
 )
-def test_classes_accepted_across_widths_at_the_default_seeds(cfg, build):
+def test_classes_accepted_across_widths_at_the_default_seeds(cfg, build, control_logits):
     """Cohere (its default ties the embedding to the readout: the tied matrix is judged as
     the readout, not named as an input weight whose fan-in grows) and untied, and Qwen3-MoE
     at the default seeds=1 (its router was named with a sign that flipped between runs):
-    the check across widths finds nothing."""
+    the check across widths finds nothing, and the logits' one-step slope is within 0.15
+    of a Llama control's measured in the same module."""
+    from spectral.torch import check_widths
+
     torch.manual_seed(0)
     model = build(BASE)
     opt = _set_up(cfg, model)
+    assert cfg.check(model, BASE, DEPTH, opt, lr=LR) == []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        report = cfg.check(model, BASE, DEPTH, opt, widths=[64, 128, 256], factory=build, lr=LR)
-    assert report == []
+        report = check_widths(
+            cfg.CONFIG, model, [64, 128, 256], factory=build, base={"lr": LR}, timeout=None
+        )
+    assert report.problems == []
+    logits = next(r for r in report.rows if r.kind == "logits").step_slope
+    assert abs(logits - control_logits) <= 0.15, (logits, control_logits)
 
 
 def test_a_fixed_to_fixed_matrix_is_named_without_advice_that_cannot_work(tmp_path):
