@@ -151,3 +151,28 @@ def test_a_copy_or_a_pickle_of_the_model_carries_no_placement(cfg):
     placed = place(twin, cfg.CONFIG)
     assert isinstance(placed, Placement) and placed.model is twin
     assert placed.roles() == place(model, cfg.CONFIG).roles()
+
+
+def test_the_record_of_growing_dimensions_is_the_models_attribute(cfg):
+    """set_base_shapes writes its record on the model (no side table, no global counter):
+    a plain dict that a deep copy and a pickle carry (it names no spectral class, which a
+    vendored config's module would be); a new record with other facts places the model
+    again, the same facts keep the placement."""
+    from tests.torch.test_own_law import TinyLM
+
+    from spectral.torch.model.shapes import BASE_SHAPES
+
+    model = _tiny()
+    cfg.set_base_shapes(model, factory=lambda w: TinyLM(w, 2))
+    record = model.__dict__[BASE_SHAPES]
+    assert type(record) is dict and record["source"] == "set_base_shapes"
+    assert record["dims"]["blocks.0.1.weight"] == (True, True)
+    assert record["dims"]["readout.weight"] == (False, True)
+    placement = place(model, cfg.CONFIG)
+    assert copy.deepcopy(model).__dict__[BASE_SHAPES] == record
+    assert pickle.loads(pickle.dumps(model)).__dict__[BASE_SHAPES] == record
+    cfg.set_base_shapes(model, factory=lambda w: TinyLM(w, 2))  # the same facts
+    assert place(model, cfg.CONFIG) is placement
+    # other facts (the vocabulary said to grow): read again
+    cfg.set_base_shapes(model, factory=lambda w: TinyLM(w, 2, vocab=w))
+    assert place(model, cfg.CONFIG) is not placement

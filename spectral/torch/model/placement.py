@@ -36,7 +36,7 @@ from spectral.torch.model.classify import (
     unwrap_model,
 )
 from spectral.torch.model.own_init import own_exponents
-from spectral.torch.model.shapes import records_made
+from spectral.torch.model.shapes import base_shapes
 
 Entry = tuple[str, nn.Parameter, str, nn.Module]
 """(name, parameter, role, owning module)."""
@@ -147,12 +147,17 @@ def _kept(model: nn.Module, state: tuple[Any, ...]) -> Placement | None:
 
 def _state(model: nn.Module) -> tuple[Any, ...]:
     """What a placement was read from in the model: the parameter objects under their
-    names and shapes, and how many records of growing dimensions exist."""
+    names and shapes, and the record of growing dimensions it holds (set_base_shapes: a
+    new record with other facts places the model again)."""
     params = tuple(
         (name, id(p), tuple(p.shape))
         for name, p in model.named_parameters(remove_duplicate=False)
     )
-    return params, records_made()
+    found = base_shapes(model)
+    record = (
+        None if found is None or found[1]["source"] != "set_base_shapes" else found[1]
+    )
+    return params, record
 
 
 def place(

@@ -21,9 +21,8 @@ from __future__ import annotations
 import copy
 import math
 import re
-import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from torch import nn
@@ -35,18 +34,35 @@ from spectral.scaling import Rules
 Dims = tuple[bool, ...]
 """Per dimension of a parameter: True where its size grows with the width."""
 
-_RECORDED: weakref.WeakKeyDictionary[nn.Module, dict[str, Dims]] = (
-    weakref.WeakKeyDictionary()
-)
-"""Model -> parameter name -> Dims: set_base_shapes' record, or a learnt HF reading."""
-
-_RECORDS = [0]
-"""How many records set_base_shapes has made: a placement read before a record is stale."""
+BASE_SHAPES = "spectral_base_shapes"
+"""The attribute a model keeps its :class:`BaseShapes` in (as microsoft/mup's
+``set_base_shapes`` writes ``p.infshape`` on each parameter): written by
+:func:`record_base_shapes` (``set_base_shapes``) or by the first reading of a Hugging Face
+config; a deep copy or a pickle of the model carries it."""
 
 
-def records_made() -> int:
-    """How many times :func:`record_base_shapes` has recorded (a placement's staleness)."""
-    return _RECORDS[0]
+class BaseShapes(TypedDict):
+    """Which dimension of each parameter grows with the width, read once for a model (a
+    plain dict at run time: a pickled model carries it without naming a spectral class,
+    which a vendored config's module would be)."""
+
+    dims: dict[str, Dims]
+    """Parameter name -> per-dimension "grows" flags."""
+    mixed: dict[str, str]
+    """Parameter name -> how one of its dimensions grows out of proportion with the width
+    (a fused projection whose blocks grow differently)."""
+    source: str
+    """"set_base_shapes" (the user's record) or "config" (a Hugging Face config rescaled)."""
+
+
+def base_shapes(model: nn.Module) -> tuple[nn.Module, BaseShapes] | None:
+    """(the module holding it, the record) for the first module of ``model`` (itself, or
+    the one inside DDP) that holds a :class:`BaseShapes`, else None."""
+    for module in model.modules():
+        record: BaseShapes | None = module.__dict__.get(BASE_SHAPES)
+        if isinstance(record, dict) and "dims" in record:
+            return module, record
+    return None
 
 
 # config fields that are the width, an intermediate (MLP / expert / SSM inner) size or a
@@ -97,13 +113,6 @@ def rescaled_config(config: Any, factor: int = 2) -> Any:
     return new
 
 
-_MIXED: weakref.WeakKeyDictionary[nn.Module, dict[str, str]] = (
-    weakref.WeakKeyDictionary()
-)
-"""Model -> parameter name -> how one of its dimensions grows out of proportion with the
-width (a fused projection whose blocks grow differently), from the same reading."""
-
-
 _FUSED_ATTENTION = re.compile(r"(attn|attention|qkv|query_key_value)[^.]*\.[^.]+$")
 """A parameter of an attention module's own projection (c_attn, qkv_proj,
 query_key_value), where a multi-query key/value block may sit beside the queries."""
@@ -145,14 +154,16 @@ def _mixed(small: nn.Module, large: nn.Module) -> dict[str, str]:
 def fused_blocks(model: nn.Module) -> dict[int, str]:
     """id(parameter) -> how a dimension of it grows out of proportion with the width, for
     the parameters the reading (:func:`width_dims`) covers; read it first."""
-    for module in model.modules():
-        if module in _MIXED:
-            return {
-                id(p): _MIXED[module][name]
-                for name, p in module.named_parameters(remove_duplicate=False)
-                if name in _MIXED[module]
-            }
-    return {}
+    found = base_shapes(model)
+    if found is None:
+        return {}
+    module, record = found
+    mixed = record["mixed"]
+    return {
+        id(p): mixed[name]
+        for name, p in module.named_parameters(remove_duplicate=False)
+        if name in mixed
+    }
 
 
 def _dims(small: torch.Tensor, large: torch.Tensor) -> Dims | None:
@@ -228,32 +239,34 @@ def record_base_shapes(
             f"set_base_shapes: {len(missing)} parameter(s) of the model have no "
             f"counterpart of the same rank in the other width: {', '.join(missing[:5])}"
         )
-    _RECORDED[model] = dims
-    _MIXED[model] = _mixed(small, large)
-    _RECORDS[0] += 1
+    model.__dict__[BASE_SHAPES] = BaseShapes(
+        dims=dims, mixed=_mixed(small, large), source="set_base_shapes"
+    )
     return dims
 
 
 def width_dims(model: nn.Module) -> dict[int, Dims]:
     """id(parameter) -> which of its dims grow with the width, for every parameter the
     reading covers (empty when the model has neither a record nor a HF config)."""
-    for module in model.modules():  # a record on the model or on the one inside DDP
-        if module in _RECORDED:
-            return _by_id(module, _RECORDED[module])
+    found = base_shapes(model)  # a record on the model or on the one inside DDP
+    if found is not None:
+        return _by_id(*found)
     top = hf_model(model)
     if top is None:
         return {}
-    if top not in _RECORDED:
-        config = rescaled_config(top.config)
-        twin = _on_meta(
-            lambda: type(top)(config), f"{type(top).__name__} at twice the width"
-        )
-        _RECORDED[top] = _compare(top, twin)
-        _MIXED[top] = _mixed(top, twin)
-    return _by_id(top, _RECORDED[top])
+    config = rescaled_config(top.config)
+    twin = _on_meta(
+        lambda: type(top)(config), f"{type(top).__name__} at twice the width"
+    )
+    record = BaseShapes(
+        dims=_compare(top, twin), mixed=_mixed(top, twin), source="config"
+    )
+    top.__dict__[BASE_SHAPES] = record
+    return _by_id(top, record)
 
 
-def _by_id(module: nn.Module, dims: dict[str, Dims]) -> dict[int, Dims]:
+def _by_id(module: nn.Module, record: BaseShapes) -> dict[int, Dims]:
+    dims = record["dims"]
     return {
         id(p): dims[name]
         for name, p in module.named_parameters(remove_duplicate=False)
