@@ -256,7 +256,9 @@ def _router_multiplier_is_one(
     hparams report every multiplier as 1, so the hooked form's is read)."""
     if "router_weight" not in rules.optimizers:
         return
-    hooked = super(TorchRules, rules).hparams(width, depth, lr=1.0, multiplier=multiplier)
+    hooked = super(TorchRules, rules).hparams(
+        width, depth, lr=1.0, multiplier=multiplier
+    )
     alpha = hooked["router_weight"]["multiplier"]
     if alpha != 1.0:
         raise ConfigError(
@@ -366,7 +368,9 @@ def _routers(chunk: nn.Module) -> list[tuple[str, nn.Module, nn.Parameter]]:
     return out
 
 
-def _scaled_before(module: nn.Module, attribute: str, where: str, factor: float) -> bool:
+def _scaled_before(
+    module: nn.Module, attribute: str, where: str, factor: float
+) -> bool:
     """Whether ``module`` was scaled by ``factor`` already; refuses another factor."""
     before = module.__dict__.get(attribute)
     if before is not None and before != factor:
