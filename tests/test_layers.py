@@ -235,6 +235,7 @@ def _cycles(edges: dict[str, dict[str, int]], ignore: set[tuple[str, str]]) -> l
     return cycles
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_no_import_cycles():
     edges = _graph()[1]
     cycles = _cycles(edges, set(KNOWN_CYCLE_EDGES))

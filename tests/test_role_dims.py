@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from spectral.engine.dims import GROWS
 from spectral.engine.roles import ALL_ROLES
 
@@ -39,6 +41,7 @@ def _role_tables(tree: ast.AST) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_no_other_module_defines_which_dimensions_grow():
     others = {}
     for folder in ("spectral", "optimizers"):

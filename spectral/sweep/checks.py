@@ -5,7 +5,7 @@ the numbers its rules give at every size it trains.
   ``--lr-scale``, ``--init-scale`` and ``--multiplier`` may name any role of the rules; a role
   the reference model does not have (the router without ``--experts``) would change no
   number, and the sweep would train identical runs and report a fit of noise. The model's
-  roles are read from the model itself, built on the meta device (:func:`model_roles`).
+  roles are read from the model itself, built at a small size (:func:`model_roles`).
 * **Ranges.** Every hyperparameter is ``base × r_n**a × r_L**b``; the runs train in float32,
   so a value beyond float32's range (above 3.4e38, or a non-zero base rounded to 0) is inf
   or 0 in the model, and a factor beyond float64's is inf, or NaN on a base of 0, which
@@ -41,19 +41,20 @@ _FLOAT64_BITS = 1024
 @cache
 def model_roles(model: str, experts: int, top_k: int) -> tuple[str, ...]:
     """The roles of the reference model's parameters (the GPT, or the Llama), in the rules'
-    order: the model built on the meta device at a small size and each parameter
-    classified as the runs classify it."""
-    import torch
+    order: the model built at a small size (about 40k parameters, on the CPU) and each
+    parameter classified as the runs classify it.
 
+    Not on the meta device: there torch's init functions (``normal_``) run through
+    ``torch._refs``, whose wrapper imports ``torch._dynamo`` (about 2.6 s of CPU) on first use,
+    and a sweep that only reports (``--report-only``) builds no other model."""
     from ..engine.roles import ALL_ROLE_NAMES
     from ..models.torch import GPT, Llama
     from ..torch.model.classify import classify
 
-    with torch.device("meta"):
-        if model == "llama":
-            net = Llama(32, 2, vocab_size=256, block_size=8, head_dim=32)
-        else:
-            net = GPT(32, 2, vocab_size=256, block_size=8, head_dim=32, experts=experts, top_k=top_k)
+    if model == "llama":
+        net = Llama(32, 2, vocab_size=256, block_size=8, head_dim=32)
+    else:
+        net = GPT(32, 2, vocab_size=256, block_size=8, head_dim=32, experts=experts, top_k=top_k)
     found = {classify(name, p) for name, p in net.named_parameters()}
     return tuple(r for r in ALL_ROLE_NAMES if r in found)
 

@@ -473,6 +473,7 @@ def test_both_config_forms_load_by_path_without_registration(framework, tmp_path
     assert got[True] == got[False] and got[True]["hidden_weight"]["lr"] > 0
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_vendored_torch_config_builds_dataclasses_and_an_optimizer_unregistered(tmp_path, capsys):
     """The vendored module's dataclasses (Adapter, the rules) work when it was never put in
     sys.modules: apply_multipliers, init_ and build_optimizers on a model."""

@@ -332,6 +332,7 @@ def test_infer_time_limit(cls, capsys):
     assert f"hostile_user.{cls}" in line and "did not return within 0.5 s" in line and "--timeout" in line
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_infer_user_print_stays_out_of_the_toml(capsys):
     code, out, err = run(["infer", "hostile_user.PrintingSign", *SMALL], capsys)
     assert code == 0, err
@@ -343,6 +344,7 @@ def test_infer_user_print_stays_out_of_the_toml(capsys):
     assert tomllib.loads(out)["update_norm"] == "n_in"
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_infer_name_accepted_by_the_spec_rules(tmp_path, capsys):
     code, out, err = run(["infer", "hostile_user.PrintingSign", *SMALL, "--name", "my-lion.v2+x_1"], capsys)
     assert code == 0, err
@@ -423,6 +425,7 @@ def test_coord_check_plots_written_by_the_atomic_writer(tmp_path, capsys):
     assert code == 2 and "t-width.png" in error_line(err)
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_probe_plot_refuses_to_overwrite_without_force(tmp_path, capsys):
     plot = tmp_path / "out.png"
     plot.write_bytes(b"keep")

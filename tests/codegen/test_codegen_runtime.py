@@ -96,7 +96,10 @@ def test_the_torch_list_holds_the_packages_and_the_family_registry_last_of_famil
     }
 
 
-@pytest.mark.parametrize("framework", ["torch", "jax"])
+@pytest.mark.parametrize(
+    # torch: seconds on the 2-core CPU (the larger runtime), out of pytest -m "not slow"
+    "framework", [pytest.param("torch", marks=pytest.mark.slow), "jax"]
+)
 def test_runtime_modules_import_spectral_only_at_their_top(framework):
     """An import inside a function would stay in the vendored file and need spectral."""
     nested = []

@@ -447,6 +447,7 @@ def test_stock_trainer_trains(trained) -> None:
     assert all(abs(x / tokens - math.log(256)) < 1.0 for x in trained["losses"])
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_registry_answers_torchtitans_config_manager(kimi) -> None:
     """--module mup_titan --config llama3_debugmodel: torchtitan's own registry function
     through mup, the base lr from --optimizer.lr, the rest (betas, eps, weight decay) kept
@@ -564,6 +565,7 @@ def test_install_init_at_the_base_changes_nothing(tmp_path) -> None:
     assert all(after[k][p] is before[k][p] for k in after for p in before[k])
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_exact_clip_is_clip_by_hooked_norm(kimi, one_thread) -> None:
     """--optimizer.max-norm: the container clips as the hooked form would (the norm of the
     hooked gradients), the same gradients as the config's clip_grad_norm_

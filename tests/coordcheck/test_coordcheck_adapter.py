@@ -150,6 +150,7 @@ def _one_line_error(capsys, match: str) -> str:
         "wrapped.json",  # the fields in an "adapter" table
     ],
 )
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_adapter_places_a_model_no_family_knows(folder, adapter, capsys):
     out = folder / "cc.json"
     argv = ["coord-check", "--model-factory", f"{folder}/factory.py:oddball"]

@@ -283,7 +283,13 @@ def test_catalog_symmetry(name: str, tmp_path, monkeypatch) -> None:
         with pytest.raises(SpecError, match=f"{name} cannot absorb a multiplier"):
             load_generated(name, others, 2, base_width=16, base_depth=2, folder=tmp_path, absorb=True)
         return
-    base = {"lr": 1e-2, "weight_decay": 0.1}
+    base: dict = {"lr": 1e-2, "weight_decay": 0.1}
+    if name == "sso":
+        # SSO's bisection for its Lagrange multiplier runs up to 100 iterations (each a
+        # Newton-Schulz msign) towards a 1e-8 tolerance float32 does not reach; after 20 it
+        # finds nothing better: both forms' losses here are bit-identical to the default's
+        # (measured), in a fifth of the time (52 s -> 11 s, loaded)
+        base["optimizer_kwargs"] = {"sso": {"solver_max_iterations": 20}}
     hooked = load_generated(name, others, 2, base_width=16, base_depth=2, folder=tmp_path)
     free = load_generated(name, others, 2, base_width=16, base_depth=2, folder=tmp_path, absorb=True)
     a, b = _catalog_losses(hooked, False, base), _catalog_losses(free, True, base)

@@ -27,11 +27,13 @@ def thetas(draw):
 
 
 @given(rationals, rationals, rationals, rationals)
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_products_add_exponents(a, b, c, d):
     assert (Theta.monomial(a, b) * Theta.monomial(c, d)).exponents == (a + c, b + d)
 
 
 @given(rationals, rationals, rationals)
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_powers_scale_exponents(a, b, p):
     assert (Theta.monomial(a, b) ** p).exponents == (a * p, b * p)
 

@@ -149,6 +149,7 @@ def test_lamb_trust_ratio_is_refused_with_numbers():
     assert "trust ratio" in weights
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_prodigy_self_adapting_lr_is_refused_with_numbers(tmp_path, capsys):
     js = tmp_path / "prodigy.json"
     argv = ["infer", "pytorch_optimizer.Prodigy", "--widths", "64,128,256", "--quiet"]

@@ -71,6 +71,7 @@ def test_init_and_numbers_for_the_new_roles(tmp_path):
     assert sorted(set(labels)) == sorted(set(PATTERNS.values()))
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_a_default_config_refuses_them_in_one_line(tmp_path):
     cfg = _config(tmp_path, all_roles=False)
     with pytest.raises(ValueError, match=r"has role \w+, a role placed by its dimensions, .*--all-roles"):

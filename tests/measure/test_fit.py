@@ -329,6 +329,7 @@ def test_rms_and_judge_are_defined_once():
     assert judges == ["spectral.coordcheck.slopes.judge"]
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_slope_tolerances_live_in_the_toolkit_only():
     defined = []
     for path in sorted((ROOT / "spectral").rglob("*.py")):
@@ -350,7 +351,8 @@ def test_slope_tolerances_live_in_the_toolkit_only():
 @pytest.mark.parametrize(
     "package",
     [
-        "spectral.torch",
+        # seconds on the 2-core CPU (the largest package): out of pytest -m "not slow"
+        pytest.param("spectral.torch", marks=pytest.mark.slow),
         "spectral.coordcheck",
         "spectral.infer",
         "spectral.sweep",

@@ -45,6 +45,7 @@ def _brute(values: list[float], k: int) -> float:
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(-10, 10, allow_nan=False), min_size=1, max_size=8), st.integers(1, 10))
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_expected_min_equals_brute_force(values: list[float], k: int):
     assert expected_min(values, k) == pytest.approx(_brute(values, k), abs=1e-9)
 

@@ -371,6 +371,7 @@ def test_report_on_two_run_toy_sweep(tmp_path: Path, corpus):
     assert render_latex(tables[0]).count(r"& \textbf{") == 1
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_index_lists_each_optimizer(tmp_path: Path, corpus):
     cfg = _toy(log2_lrs=(-8,))
     run_sweep(cfg, tmp_path / "adamw", corpus, command="spectral sweep --toy")

@@ -70,6 +70,7 @@ TARGET = 128
 
 
 @pytest.mark.parametrize("optimizer", ["adamw", "muon-kimi+adamw"])
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_each_swap_is_mup_but_one_rule_which_is_sp(tmp_path: Path, optimizer: str):
     cfg = SweepConfig(optimizer=optimizer, **CFG)
     rules = derived_rules(cfg, tmp_path)
@@ -92,6 +93,7 @@ def test_each_swap_is_mup_but_one_rule_which_is_sp(tmp_path: Path, optimizer: st
         assert bool(changes(rules, ab)) == any(rules[role][hp][0] != 0 for role, hp, _ in ab.overrides)
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_the_swapped_values_by_number(tmp_path: Path):
     """Muon-Kimi+AdamW at 8× the base: what each swap sets, written out."""
     cfg = SweepConfig(optimizer="muon-kimi+adamw", **CFG)
@@ -246,6 +248,7 @@ def test_cli_trains_the_swaps_and_reuses_the_noops(tmp_path: Path, capsys):
     assert (folder / "ablation.md").read_text(encoding="utf-8") == text
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_estimate_counts_the_ablation_runs_and_writes_nothing(tmp_path: Path, capsys):
     """--ablate --estimate: the base grid, then at the target width μP, SP and each swap that
     changes a number (λ = 0 and the rules SP shares reuse μP's run), per seed."""
@@ -305,6 +308,7 @@ def test_variants_only_plans_and_tables_mup_and_the_variants(tmp_path: Path):
     assert pairs[1].ratio == 1.0  # the same base runs are each arm's cost
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_estimate_with_variants_only_counts_mup_and_the_variants(tmp_path: Path, capsys):
     """--variants-only --estimate: the base grid, then at the target μP and each variant only."""
     import json

@@ -113,6 +113,7 @@ def test_half_width_is_the_fits_own_for_data_with_that_scatter():
     assert half_width(1.0, [0.0], 5) is None
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_seeds_needed_is_the_fewest_that_reach_the_target():
     xs = [0.0, 1.0, 2.0, 3.0]
     s = seeds_needed(0.5, xs, 0.25)

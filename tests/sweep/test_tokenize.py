@@ -46,6 +46,7 @@ def test_same_input_same_bytes(tmp_path: Path):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
+@pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_existing_shards_are_kept_without_force(tmp_path: Path, capsys):
     out = _make(tmp_path)
     before = (out / "train.bin").read_bytes()
