@@ -157,12 +157,13 @@ def test_bad_arguments_are_one_line_before_any_folder(tmp_path, capsys, args, me
     assert not out.exists()
 
 
-FOLDERS = {
-    "adamw": ["-O", "adamw", "--log2-lrs=-8,-7,-6,-5,-4"],
-    "muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--log2-lrs=-6,-5,-4,-3,-2"],
+AXES = ["--base-steps", "50", "--batch-sizes", "8,16,32", "--batch-size", "16", "--seeds", "0,1,2",
+        "--weight-decay", "0.1"]
+FOLDERS = {  # docs/sweep/horizon/README.md's commands
+    "adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-9,-8,-7,-6,-5", "--steps", "25,50,100", *AXES],
+    "muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--log2-lrs=-6,-5,-4,-3,-2", "--steps", "25,50,100,200", *AXES],
+    "output-1/adamw": ["-O", "adamw", "--log2-lrs=-8,-7,-6,-5,-4", "--steps", "25,50,100", *AXES],
 }
-AXES = ["--steps", "25,50,100", "--base-steps", "50", "--batch-sizes", "8,16,32", "--batch-size", "16",
-        "--seeds", "0,1,2", "--weight-decay", "0.1"]
 
 
 @pytest.mark.slow
@@ -173,12 +174,11 @@ def test_committed_horizon_sweeps_come_from_their_raw_runs(tmp_path, capsys, nam
     from spectral.cli import main
 
     src = ROOT / "docs" / "sweep" / "horizon" / name
-    dst = tmp_path / "out" / name
+    dst = tmp_path / "out" / src.name
     dst.mkdir(parents=True)
     for f in ("runs.jsonl", "sweep.json"):
         shutil.copy(src / f, dst / f)
-    assert main(["sweep", "--device", "cpu", "--out", str(tmp_path / "out"), *FOLDERS[name], *AXES,
-                 "--report-only"]) == 0
+    assert main(["sweep", "--device", "cpu", "--out", str(tmp_path / "out"), *FOLDERS[name], "--report-only"]) == 0
     capsys.readouterr()
     for f in ("along.md", "along.json"):
         assert (dst / f).read_text(encoding="utf-8") == (src / f).read_text(encoding="utf-8"), f
