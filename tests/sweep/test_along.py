@@ -160,7 +160,8 @@ def test_bad_arguments_are_one_line_before_any_folder(tmp_path, capsys, args, me
 AXES = ["--base-steps", "50", "--batch-sizes", "8,16,32", "--batch-size", "16", "--seeds", "0,1,2",
         "--weight-decay", "0.1"]
 FOLDERS = {  # docs/sweep/horizon/README.md's commands
-    "adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-9,-8,-7,-6,-5", "--steps", "25,50,100", *AXES],
+    "adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-9,-8,-7,-6,-5", "--steps", "25,50,100,200",
+              *AXES],
     "muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--log2-lrs=-6,-5,-4,-3,-2", "--steps", "25,50,100,200", *AXES],
     "output-1/adamw": ["-O", "adamw", "--log2-lrs=-8,-7,-6,-5,-4", "--steps", "25,50,100", *AXES],
 }
