@@ -38,12 +38,13 @@ def _jax_moved_momenta(
     [0, 1) refused in one line."""
     if factor == 1.0:
         return {}
-    import inspect
-
-    try:
-        defaults = {k: v.default for k, v in inspect.signature(fn).parameters.items()}
-    except (TypeError, ValueError):  # a builtin without a signature: only the kwargs
-        defaults = {}
+    # the function's own defaults (no inspect: the vendored module imports jax, optax
+    # and a few standard modules only); a callable without them: the kwargs alone
+    defaults = dict(getattr(fn, "__kwdefaults__", None) or {})
+    code, given = getattr(fn, "__code__", None), getattr(fn, "__defaults__", None) or ()
+    if code is not None and given:
+        names = code.co_varnames[: code.co_argcount]
+        defaults.update(zip(names[len(names) - len(given) :], given, strict=True))
     out = {}
     for key in JAX_MOMENTUM_KEYS:
         beta = kwargs.get(key, defaults.get(key))
@@ -149,7 +150,9 @@ def build_optimizer(
         }
         if "eps" in h:
             values["eps"] = h["eps"]
-        kwargs.update(_jax_moved_momenta(known[kind], kwargs, momenta[role], f"{kind} {role}"))
+        kwargs.update(
+            _jax_moved_momenta(known[kind], kwargs, momenta[role], f"{kind} {role}")
+        )
         parts[role] = known[kind](**values, **kwargs)
 
     def role_labels(tree: Any) -> Any:

@@ -243,9 +243,13 @@ def _optimizer_problems(
     ratios = lr_ratio_problem(now)
     if ratios is not None:
         problems.append(ratios)
-    firsts = [(expected.get(id(g["params"][0])) if g["params"] else None, g) for g in groups]
+    firsts = [
+        (expected.get(id(g["params"][0])) if g["params"] else None, g) for g in groups
+    ]
     roled = [(w["role"], w["optimizer"], g) for w, g in firsts if w is not None]
-    at_base = rules.hparams(width, depth, **{k: v for k, v in base.items() if k not in RUN_KEYS})
+    at_base = rules.hparams(
+        width, depth, **{k: v for k, v in base.items() if k not in RUN_KEYS}
+    )
     run = {k: base.get(k) for k in RUN_KEYS}
     problems += run_rule_problems(rules.along, rules.base_run, run, roled, at_base)
     return problems

@@ -32,7 +32,9 @@ def _off_run_rule(value: float, want: float) -> bool:
 
 
 def _run_words(run: Mapping[str, float], r_d: float, r_b: float) -> str:
-    given = ", ".join(f"{k} {run[k]:g}" for k in ("steps", "tokens", "batch") if k in run)
+    given = ", ".join(
+        f"{k} {run[k]:g}" for k in ("steps", "tokens", "batch") if k in run
+    )
     return f"the run ({given}: r_D {r_d:.4g}, r_B {r_b:.4g})"
 
 
@@ -57,18 +59,32 @@ def run_rule_problems(
     for role, opt, group in groups:
         for hp in RUN_RULE_HPS:
             base_value = at_base.get(role, {}).get(hp)
-            value = group.get("spectral_eps" if hp == "eps" and "spectral_eps" in group else hp)
-            if base_value is None or not isinstance(value, (int, float)) or (role, hp) in seen:
+            value = group.get(
+                "spectral_eps" if hp == "eps" and "spectral_eps" in group else hp
+            )
+            if (
+                base_value is None
+                or not isinstance(value, (int, float))
+                or (role, hp) in seen
+            ):
                 continue
             factor = along_factor(along, opt, hp, r_d, r_b)
             want = base_value * factor
-            if factor == 1.0 or not math.isfinite(float(value)) or not _off_run_rule(float(value), want):
+            if (
+                factor == 1.0
+                or not math.isfinite(float(value))
+                or not _off_run_rule(float(value), want)
+            ):
                 continue
             seen.add((role, hp))
             if not _off_run_rule(float(value), base_value):
                 why = "the base run's value: pass the run's steps= (or tokens=) and batch= to build_optimizers"
             else:
-                why = f"{float(value) / want:.3g} x the rule's" if want else "the rule's is 0"
+                why = (
+                    f"{float(value) / want:.3g} x the rule's"
+                    if want
+                    else "the rule's is 0"
+                )
             lines.append(
                 f"{role} ({opt}): {hp} {float(value):.4g} is off {_run_words(given, r_d, r_b)}'s "
                 f"rule {want:.4g} (base-run value x {factor:.4g}); it is {why}"
