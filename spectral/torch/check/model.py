@@ -247,11 +247,13 @@ def _optimizer_problems(
         (expected.get(id(g["params"][0])) if g["params"] else None, g) for g in groups
     ]
     roled = [(w["role"], w["optimizer"], g) for w, g in firsts if w is not None]
-    at_base = rules.hparams(
-        width, depth, **{k: v for k, v in base.items() if k not in RUN_KEYS}
-    )
     run = {k: base.get(k) for k in RUN_KEYS}
-    problems += run_rule_problems(rules.along, rules.base_run, run, roled, at_base)
+    if any(run[k] is not None for k in ("steps", "tokens", "batch")):  # a run to judge
+        kept = {k: _as_float(v) for k, v in base.items()}
+        at_base = rules.hparams(
+            width, depth, **{k: v for k, v in kept.items() if k not in RUN_KEYS}
+        )
+        problems += run_rule_problems(rules.along, rules.base_run, run, roled, at_base)
     return problems
 
 
