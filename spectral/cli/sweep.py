@@ -39,11 +39,13 @@ from ..sweep.records import RUNS_FILE, check_appendable, read_runs
 from ..sweep.retune import has_retune_runs, retune_configs, retuned_rows
 from ..sweep.exponent import FitKey, fit_configs, parse_fit_key, with_factor
 from ..sweep.ablate import Ablation, check_variant, parse_variant
+from ..sweep.along_run import along_configs, run_along
 from ..sweep.checks import check_plan
 from ..sweep.tune import apply, base_configs, candidates, label, parse_tune
 from ..text import for_terminal
-from . import options
+from . import options, sweep_along
 from .common import wrote
+from .step_bar import StepBar
 
 __all__ = ["configs_from_args", "configure_sweep", "main", "run_sweep"]
 
@@ -66,7 +68,8 @@ def configure_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-depth", type=options.integer(1, 4096), help="L_base of the ratio rules")
     p.add_argument("--log2-lrs", type=options.integers(-64, 16, at_most=32),
                    help="base learning rates as powers of two, e.g. -10,-9,-8")
-    p.add_argument("--steps", type=options.integer(1, 10_000_000))
+    p.add_argument("--steps", type=options.integers(1, 10_000_000, at_most=32), help=sweep_along.STEPS_HELP)
+    sweep_along.configure_along(p)
     p.add_argument("--warmup", type=options.integer(0, 10_000_000), help="warm-up steps (default: 10%% of --steps)")
     p.add_argument("--min-lr-ratio", type=options.floats(0.0, 1.0), default=0.1,
                    help="cosine floor as a fraction of the peak")
@@ -181,7 +184,7 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
         width=pick("width"),
         base_width=pick("base_width"),
         base_depth=pick("base_depth"),
-        steps=pick("steps"),
+        steps=sweep_along.base_steps(args, preset),
         warmup=args.warmup,
         min_lr_ratio=args.min_lr_ratio,
         batch_size=pick("batch_size"),
@@ -337,6 +340,7 @@ def _run_sweep(args: argparse.Namespace, argv: Iterable[str] | None, workers: An
     fit_keys = _check_fit_args(args)
     _check_ablate_args(args, fit_keys)
     # the roles each option names and every value the rules give: before any folder, file or run
+    alongs = sweep_along.alongs_from_args(args, cfgs, tune, fit_keys)
     check_plan(cfgs, tune, fit_keys, _log2_factors(args), list(args.ablate_variant) if args.ablate else None)
     dirs = _out_dirs(args, cfgs)
     out_root = dirs[0]
@@ -346,7 +350,7 @@ def _run_sweep(args: argparse.Namespace, argv: Iterable[str] | None, workers: An
     if args.estimate:
         return _print_estimates(cfgs, tune, seeds, out_root, corpus, command, fit_keys, _log2_factors(args),
                                 _sp_retune(args), list(args.ablate_variant) if args.ablate else None,
-                                jobs=args.jobs, swaps=not args.variants_only)
+                                jobs=args.jobs, swaps=not args.variants_only, alongs=alongs)
     _make_dirs(dirs)
     warn = _warner()
     for cfg in cfgs:
@@ -354,10 +358,14 @@ def _run_sweep(args: argparse.Namespace, argv: Iterable[str] | None, workers: An
 
         def train(c: SweepConfig, out: Path = out) -> None:
             if corpus is not None:
-                bar = None if args.no_progress else _StepBar()
+                bar = None if args.no_progress else StepBar()
                 sweep_train.run_sweep(c, out, corpus, progress=bar, command=command, log=_print, warn=warn,
                                       workers=workers)
 
+        if alongs:
+            for pth in run_along(cfg, alongs, seeds, out, train, warn=warn, command=command, rule=args.base_optimum):
+                wrote(pth)
+            continue
         if args.ablate:
             for pth in sweep_ablate.run_ablation(cfg, _variants(args, cfg, out), tune, seeds, out, train, warn=warn,
                                                  command=command, rule=args.base_optimum, swaps=not args.variants_only):
@@ -384,7 +392,7 @@ def _run_sweep(args: argparse.Namespace, argv: Iterable[str] | None, workers: An
         paths += sweep_compare.write_sweep_comparison(out, before, cfg, choice, seeds, warn=warn)
         for pth in paths:
             wrote(pth)
-    if args.ablate:
+    if args.ablate or alongs:
         return 0
     if fit_keys:
         index = sweep_fit.write_exponent_index(out_root, OPTIMIZERS)
@@ -471,49 +479,11 @@ def _print_choice(cfg: SweepConfig, choice: Any) -> None:
         print(f"warning: {cfg.optimizer}: {edge}", flush=True)
 
 
-class _StepBar:
-    """:class:`spectral.sweep.train.RunProgress` as a rich bar: steps trained, elapsed, ETA."""
-
-    def __init__(self) -> None:
-        self._bar: Any = None
-        self._task: Any = None
-
-    def start(self, description: str, total: int) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self._bar = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("steps"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-        )
-        self._bar.start()
-        self._task = self._bar.add_task(description, total=total)
-
-    def describe(self, description: str) -> None:
-        self._bar.update(self._task, description=description)
-
-    def advance(self, steps: int) -> None:
-        self._bar.advance(self._task, steps)
-
-    def stop(self) -> None:
-        self._bar.stop()
-
-
 def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float, ...]]], seeds: tuple[int, ...],
                      out_root: Path, corpus: Any, command: str, fit_keys: list[FitKey],
                      log2_factors: tuple[int, ...], sp_retune: bool = True,
-                     ablate: list[Any] | None = None, jobs: int = 1, swaps: bool = True) -> int:
+                     ablate: list[Any] | None = None, jobs: int = 1, swaps: bool = True,
+                     alongs: list[Any] | None = None) -> int:
     """``--estimate``: the plan of each optimizer (stage 1 and 2 as the sweep would run them;
     the first ``--tune`` candidate stands in for the winner, and with ``--ablate`` the grid's
     smallest η for the base optimum: a run's cost does not depend on its η) and its measured
@@ -535,6 +505,8 @@ def _print_estimates(cfgs: list[SweepConfig], tune: list[tuple[str, tuple[float,
         if ablate is not None:  # the swaps at the target width, every seed (no-op swaps reuse μP's)
             stage1 = stage1 or base_configs(cfg, {}, seeds)
             stage2 = _ablation_plan(apply(cfg, winner) if cands else cfg, ablate, seeds, swaps=swaps)
+        if alongs:  # every point's η grid and its rules arm (the grid's middle η stands in for the base's)
+            stage1, stage2 = [], along_configs(cfg, alongs, seeds)
         pilot = out_root / cfg.optimizer / "exponents.json"
         if fit_keys and pilot.is_file():  # the power of each fit, from the pilot's seed noise
             _print_power(cfg, pilot, fit_keys, len(seeds))

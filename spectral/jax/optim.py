@@ -26,6 +26,40 @@ def _times(schedule: Callable[[Any], Any], lr: float) -> Callable[[Any], Any]:
     return rate
 
 
+JAX_MOMENTUM_KEYS = ("b1", "b2", "momentum", "decay")
+"""The optax keywords that hold a momentum ``beta`` (Adam's b1, b2; SGD's momentum; RMSprop's decay)."""
+
+
+def _jax_moved_momenta(
+    fn: Callable[..., Any], kwargs: Mapping[str, Any], factor: float, where: str
+) -> dict[str, float]:
+    """The momenta a batch rule moves: each ``1 - beta`` (the kwargs' or the function's
+    default) times ``factor``; nothing at factor 1.0 (the base run), a result outside
+    [0, 1) refused in one line."""
+    if factor == 1.0:
+        return {}
+    # the function's own defaults (no inspect: the vendored module imports jax, optax
+    # and a few standard modules only); a callable without them: the kwargs alone
+    defaults = dict(getattr(fn, "__kwdefaults__", None) or {})
+    code, given = getattr(fn, "__code__", None), getattr(fn, "__defaults__", None) or ()
+    if code is not None and given:
+        names = code.co_varnames[: code.co_argcount]
+        defaults.update(zip(names[len(names) - len(given) :], given, strict=True))
+    out = {}
+    for key in JAX_MOMENTUM_KEYS:
+        beta = kwargs.get(key, defaults.get(key))
+        if isinstance(beta, float) and 0.0 < beta < 1.0:
+            moved = 1.0 - (1.0 - beta) * factor
+            if not 0.0 <= moved < 1.0:
+                raise ConfigError(
+                    f"{where} {key}: the batch rule moves 1 - beta = {1.0 - beta:g} by "
+                    f"{factor:g}, past 1: this batch is beyond what the rule covers; "
+                    "pass a batch nearer the base's"
+                )
+            out[key] = moved
+    return out
+
+
 def _roles(
     rules: JaxRules, leaves: list[tuple[str, Any, str]], known: Mapping[str, Any]
 ) -> dict[str, str]:
@@ -72,7 +106,8 @@ def build_optimizer(
 
     run: the run's horizon and batch (steps= or tokens=, batch=, and base_steps=,
     base_tokens=, base_batch= where the config records none), which move each role's lr,
-    weight decay and eps by the rules along them (ALONG); none given: the base run's.
+    weight decay and eps by the rules along them (ALONG), and the momenta where a law moves
+    them (Adam's b1, b2: 1 - beta times r_B); none given: the base run's.
 
     Each role's transformation gets the learning rate, weight decay and eps hparams()
     gives it (times schedule(step) when a schedule is given, e.g.
@@ -97,6 +132,7 @@ def build_optimizer(
         multiplier=multiplier,
         **run,
     )
+    momenta = rules.momentum_factors(**run)
     parts: dict[str, optax.GradientTransformation] = {}
     for role, kind in roles.items():
         kwargs = dict((optimizer_kwargs or {}).get(kind, {}))
@@ -114,6 +150,9 @@ def build_optimizer(
         }
         if "eps" in h:
             values["eps"] = h["eps"]
+        kwargs.update(
+            _jax_moved_momenta(known[kind], kwargs, momenta[role], f"{kind} {role}")
+        )
         parts[role] = known[kind](**values, **kwargs)
 
     def role_labels(tree: Any) -> Any:

@@ -38,8 +38,10 @@ choice, pure), :mod:`~spectral.sweep.estimate` (``--estimate``) and
 :mod:`~spectral.sweep.coordinate` (coordinate steps that loop until no knob moves),
 :mod:`~spectral.sweep.compare` (two arms paired by seed, their tuning compute, best-of-k at equal
 compute; pure) and :mod:`~spectral.sweep.compare_arms` (the arms found in run records,
-``comparison.md``). The command line is
-:mod:`spectral.cli.sweep`; only it prints.
+``comparison.md``), :mod:`~spectral.sweep.along` (the sweep along the training horizon and the
+batch at the base size: its plan, pure), :mod:`~spectral.sweep.along_run` (its training order) and
+:mod:`~spectral.sweep.along_report` (the optimal η's fitted exponent and the two transfer arms'
+regret, ``along.md``). The command line is :mod:`spectral.cli.sweep`; only it prints.
 """
 
 from __future__ import annotations

@@ -136,3 +136,26 @@ def test_titan_and_megatron_modules_take_the_run(framework, tmp_path):
         for key, factor in keys.items():
             if a.get(key):
                 assert b[key] == pytest.approx(a[key] * factor, rel=1e-12), key
+
+
+def test_torch_config_writes_the_betas_the_batch_rule_moves(tmp_path):
+    # Adam's square-root rule: 1 - beta1 and 1 - beta2 times r_B (4 here); at the base run the
+    # implementation's betas, bit for bit; Muon-Kimi's momentum is held
+    cfg = load_generated("muon-kimi", "adamw", base_width=32, base_depth=1, folder=tmp_path, base_run=BASE_RUN)
+    torch.manual_seed(0)
+    model = GPT(64, 2, block_size=8, multipliers=cfg)
+    cfg.init_(model, 64, 2)
+    at_base = cfg.build_optimizers(model, 64, 2, **BASE)
+    named = cfg.build_optimizers(model, 64, 2, **BASE, steps=1000, batch=32)
+    moved = cfg.build_optimizers(model, 64, 2, **BASE, **RUN)
+    for g0, g1, g in zip(at_base.param_groups, named.param_groups, moved.param_groups, strict=True):
+        if "betas" in g0:
+            assert g0["betas"] == g1["betas"] == (0.9, 0.999)
+            assert g["betas"] == (pytest.approx(0.6, rel=1e-12), pytest.approx(0.996, rel=1e-12)), g["role"]
+        if "momentum" in g0:  # Muon-Kimi: no momentum law, held
+            assert g["momentum"] == g0["momentum"]
+    user = cfg.build_optimizers(model, 64, 2, **BASE, **RUN, optimizer_kwargs={"adamw": {"betas": (0.8, 0.95)}})
+    betas = [g["betas"] for g in user.param_groups if "betas" in g]
+    assert betas and all(b == (pytest.approx(0.2), pytest.approx(0.8)) for b in betas)
+    with pytest.raises(ValueError, match=r"adamw .* betas: the batch rule moves 1 - beta = 0.1 by 16"):
+        cfg.build_optimizers(model, 64, 2, **BASE, steps=1000, batch=512)

@@ -57,3 +57,36 @@ def test_jax_optimizer_applies_the_run(tmp_path):
     assert moved["hidden_weight"]["lr"] == pytest.approx(
         cfg.hparams(32, 2, lr=0.1)["hidden_weight"]["lr"] * 6**-0.32 * 2, rel=1e-12
     )
+
+
+def test_jax_optimizer_moves_the_betas_by_the_batch_rule(tmp_path):
+    # Adam's square-root rule: 1 - b1 and 1 - b2 times r_B (2 here), from the implementation's
+    # defaults or optimizer_kwargs; the base run passes nothing extra
+    import optax
+
+    base_run = {"base_steps": 1000, "base_batch": 32}
+    path = tmp_path / "along_jax_adamw.py"
+    path.write_text(render("adamw", base_width=16, base_depth=1, framework="jax", base_run=base_run))
+    spec = importlib.util.spec_from_file_location("along_jax_adamw", path)
+    cfg = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = cfg
+    spec.loader.exec_module(cfg)
+    seen = []
+
+    def adamw(*, learning_rate, weight_decay, eps=1e-8, b1=0.9, b2=0.999, **kw):
+        seen.append({"b1": b1, "b2": b2} | kw)
+        return optax.adamw(learning_rate, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay)
+
+    params = {"input": {"kernel": jnp.zeros((3, 32))}, "output": {"kernel": jnp.zeros((32, 2))}}
+    cfg.optimizer(params, 32, 2, lr=0.1, transforms={"adamw": adamw})
+    cfg.optimizer(params, 32, 2, lr=0.1, steps=1000, batch=32, transforms={"adamw": adamw})
+    assert seen and all(s == {"b1": 0.9, "b2": 0.999} for s in seen)  # nothing passed: the defaults
+    seen.clear()
+    cfg.optimizer(params, 32, 2, lr=0.1, steps=500, batch=64, transforms={"adamw": adamw})
+    assert seen and all(s["b1"] == pytest.approx(0.8) and s["b2"] == pytest.approx(0.998) for s in seen)
+    seen.clear()
+    cfg.optimizer(params, 32, 2, lr=0.1, steps=500, batch=64, transforms={"adamw": adamw},
+                  optimizer_kwargs={"adamw": {"b2": 0.95}})
+    assert seen and all(s["b2"] == pytest.approx(0.9) for s in seen)
+    with pytest.raises(ValueError, match="b1: the batch rule moves 1 - beta = 0.1 by 16"):
+        cfg.optimizer(params, 32, 2, lr=0.1, steps=62.5, batch=512, transforms={"adamw": adamw})

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from spectral.errors import ConfigTypeError, UnsupportedModelError
-from spectral.scaling import BaseValue, BaseValues
+from spectral.scaling import RUN_KEYS, BaseValue, BaseValues
 from spectral.torch.apply.absorb import absorbed_problems
 from spectral.torch.apply.hooks import (
     builtin_multipliers,
@@ -24,6 +24,7 @@ from spectral.torch.check.compiled import compiled_problems
 from spectral.torch.check.foreign import foreign_hook_problems
 from spectral.torch.check.forward import example_batch, measured_problems
 from spectral.torch.check.params import init_problems
+from spectral.torch.check.run_rules import run_rule_problems
 from spectral.torch.check.widths import widths_report
 from spectral.torch.model.classify import Adapter
 from spectral.torch.model.placement import Placement
@@ -242,6 +243,17 @@ def _optimizer_problems(
     ratios = lr_ratio_problem(now)
     if ratios is not None:
         problems.append(ratios)
+    firsts = [
+        (expected.get(id(g["params"][0])) if g["params"] else None, g) for g in groups
+    ]
+    roled = [(w["role"], w["optimizer"], g) for w, g in firsts if w is not None]
+    run = {k: base.get(k) for k in RUN_KEYS}
+    if any(run[k] is not None for k in ("steps", "tokens", "batch")):  # a run to judge
+        kept = {k: _as_float(v) for k, v in base.items()}
+        at_base = rules.hparams(
+            width, depth, **{k: v for k, v in kept.items() if k not in RUN_KEYS}
+        )
+        problems += run_rule_problems(rules.along, rules.base_run, run, roled, at_base)
     return problems
 
 

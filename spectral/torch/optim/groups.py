@@ -11,7 +11,7 @@ from torch import nn
 
 from spectral.errors import ConfigError, ConfigTypeError, UnsupportedModelError
 from spectral.optimizers.entry import TorchImpl
-from spectral.scaling import BaseValues
+from spectral.scaling import RUN_KEYS, BaseValues
 from spectral.torch.apply.absorb import absorbed_values, carriers_of, scales_in_forward
 from spectral.torch.apply.hooks import multipliers_applied
 from spectral.torch.model.placement import Placement
@@ -19,6 +19,7 @@ from spectral.torch.model.shapes import fans
 from spectral.engine.ties import tied_to_output, tied_values_agree
 from spectral.torch.optim.composite import CompositeOptimizer
 from spectral.torch.optim.experts import SlicedFactory, expert_fans, expert_layout
+from spectral.torch.optim.momenta import place_momenta
 from spectral.torch.optim.sharded import build_part
 from spectral.torch.rules import TorchRules
 
@@ -214,6 +215,7 @@ def build_composite(
         by_optimizer.setdefault(group["optimizer"], []).append(group)
     known = {**rules.factories(), **(factories or {})}
     parts = {}
+    momenta = rules.momentum_factors(**{k: base.get(k) for k in RUN_KEYS})
     for opt_name, opt_groups in by_optimizer.items():
         if opt_name not in known:
             raise ConfigError(
@@ -233,6 +235,7 @@ def build_composite(
             )
         parts[opt_name] = part
         _place_eps(part, opt_name, rules.eps_places.get(opt_name, ("eps", None)))
+        place_momenta(part, opt_name, momenta)
     return CompositeOptimizer(parts, width=width, depth=depth, base=base)
 
 
