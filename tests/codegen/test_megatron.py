@@ -673,11 +673,8 @@ def test_tie_the_rules_forbid_is_refused(cfg, one_process) -> None:
     import dataclasses
 
     from spectral.errors import ConfigError
-    from spectral.torch.optim.megatron import (
-        megatron_overrides,
-        megatron_scale_output_,
-        override_problems,
-    )
+    from spectral.torch.optim.megatron import megatron_overrides, megatron_scale_output_
+    from spectral.torch.optim.megatron_setup import override_problems
 
     rules = {**cfg.CONFIG.rules, "output_weight": {**cfg.CONFIG.rules["output_weight"]}}
     rules["output_weight"]["lr"] = (-2.0, 0.0)
