@@ -9,9 +9,10 @@
 #      (--base-optimum fit; the one-value --tune init.hidden_weight=1 is what makes the sweep write
 #      its tuning.json, σ_hidden is not searched).
 #   2. μP transferred to 256 at the winner's η, and SP with the same η (SP transferred): 6 runs.
-#   3. SP tuned at 256 with as many runs as μP's base sweep: log2 η ∈ {E-1, E+1} here (6 runs) and E,
-#      SP transferred's 3 runs of stage 2 (E the base winner, -8: SP transferred at E was level with
-#      μP transferred in seed 0, so SP's grid was centred there rather than 2 octaves below).
+#   3. SP tuned at 256 with as many runs as μP's base sweep: log2 η ∈ {E-2, E-1} here (6 runs) and E,
+#      SP transferred's 3 runs of stage 2 (E the base winner, -8). The session that ran it first called
+#      this stage with {E-1, E+1}; after seed 0 (-7: 2.421, -9: 1.781, SP transferred's -8: 2.009) it
+#      moved the grid down ({E-2, E-1}); the seed-0 run at -7 stays in runs.jsonl as spent compute.
 # Every finished run is in runs.jsonl: calling the script again resumes where it stopped. The
 # comparison: python -m spectral.cli.compare_arms docs/sweep/domain/cpu-llama-64-256/compare/*/spec.json
 #
@@ -29,4 +30,4 @@ E=$("$PY" -c "import json, sys; print(json.load(open(sys.argv[1]))['winner_log2_
 "${S[@]}" --out "$D/transfer-256" "${COMMON[@]}" --param mup --param sp --widths 256 --width 256 --base-width 64 \
     --init-scale hidden_weight=1 --log2-lrs="$E"
 "${S[@]}" --out "$D/sp-256" "${COMMON[@]}" --param sp --widths 256 --width 256 --base-width 256 \
-    --log2-lrs="$((E - 1)),$((E + 1))" --tune init.hidden_weight=1
+    --log2-lrs="$((E - 2)),$((E - 1))" --tune init.hidden_weight=1
