@@ -159,6 +159,8 @@ CASES = {
     "domain/cpu-llama-64-256/transfer-256/adamw": [*DOMAIN, "--param", "mup", "--param", "sp", "--widths", "256",
                                                    "--width", "256", "--base-width", "64", "--init-scale",
                                                    "hidden_weight=1", "--log2-lrs=-8"],
+    "domain/cpu-llama-64-256/mup-retuned-256/adamw": [*DOMAIN, "--param", "mup", "--widths", "256", "--width", "256",
+                                                      "--base-width", "64", "--log2-lrs=-9,-7"],
     "domain/cpu-llama-64-256/sp-256/adamw": [*DOMAIN, "--param", "sp", "--widths", "256", "--width", "256",
                                              "--base-width", "256", "--log2-lrs=-10,-9", "--tune", "init.hidden_weight=1"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
