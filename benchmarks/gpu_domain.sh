@@ -28,7 +28,7 @@
 #   stage 4: 6 × 100 s + 18 × 100 s = 2,400 s.
 # So one 8-minute call (BUDGET 450 s) covers stages 1 and 2 (≈ 430 s); stage 3 needs two more
 # calls and 2048 about five: ≈ 3,500 s of training in all. A CPU --estimate of stage 1 on this
-# project's shared 2-core CPU: docs/sweep/domain/estimate.md.
+# project's shared 2-core CPU: docs/sweep/domain/README.md.
 #
 #   usage (device):    OUT=… bash benchmarks/gpu_domain.sh      (carry .whl as device_env.sh says)
 #   estimate only:     ESTIMATE_ONLY=1 DEVICE=cpu WIDTHS=256 THREADS=1 bash benchmarks/gpu_domain.sh

@@ -30,6 +30,10 @@ MUP16 = ["--param", "mup", "--depths", "2", "--base-width", "16", "--head-dim", 
 """μP on the ablation's base 16 × 2: docs/sweep/ablate's mup-* folders."""
 LLAMA = ["--depths", "2", "--head-dim", "16", "--steps", "200", "--batch-size", "16", "--block-size", "64",
          "--weight-decay", "0.1", "--seeds", "0,1,2"]
+DOMAIN = ["--model", "llama", "-O", "adamw", "--depths", "2", "--depth", "2", "--base-depth", "2", "--head-dim", "32",
+          "--steps", "1000", "--batch-size", "2", "--block-size", "128", "--weight-decay", "0.1", "--seeds", "0,1,2",
+          "--multiplier", "output=1"]
+"""docs/sweep/domain/cpu-llama-64-256: the CPU domain-like regime (benchmarks/cpu_domain.sh)."""
 CASES = {
     "tuned/adamw": ["-O", "adamw", "--param", "sp", "--param", "mup", "--widths", "32,64,128,256",
                     "--depths", "2,4,8,16", "--log2-lrs=-13,-12,-11,-10,-9,-8,-7,-6,-5", "--seeds", "0,1",
@@ -149,6 +153,16 @@ CASES = {
                                                "--widths", "256", "--width", "256", "--base-width", "32",
                                                "--log2-lrs=-5", "--multiplier", "output=4", "--init-scale",
                                                "hidden_weight=11.313708498984761"],
+    # docs/sweep/domain/cpu-llama-64-256 (issue 46, item 4 without a device): benchmarks/cpu_domain.sh's three stages
+    "domain/cpu-llama-64-256/base/adamw": [*DOMAIN, "--param", "mup", "--widths", "64", "--width", "64", "--base-width",
+                                           "64", "--log2-lrs=-9,-8,-7", "--tune", "init.hidden_weight=1"],
+    "domain/cpu-llama-64-256/transfer-256/adamw": [*DOMAIN, "--param", "mup", "--param", "sp", "--widths", "256",
+                                                   "--width", "256", "--base-width", "64", "--init-scale",
+                                                   "hidden_weight=1", "--log2-lrs=-8"],
+    "domain/cpu-llama-64-256/mup-retuned-256/adamw": [*DOMAIN, "--param", "mup", "--widths", "256", "--width", "256",
+                                                      "--base-width", "64", "--log2-lrs=-9,-7"],
+    "domain/cpu-llama-64-256/sp-256/adamw": [*DOMAIN, "--param", "sp", "--widths", "256", "--width", "256",
+                                             "--base-width", "256", "--log2-lrs=-10,-9", "--tune", "init.hidden_weight=1"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
     "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
 }

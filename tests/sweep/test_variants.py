@@ -62,3 +62,37 @@ def test_committed_rules_are_the_derivation(tmp_path: Path, name: str, capsys):
                  "-o", str(out)]) == 0
     capsys.readouterr()
     assert out.read_text(encoding="utf-8") == (FOLDER / f"{name}.md").read_text(encoding="utf-8")
+
+
+def _step_constants(update_norm, shapes: dict[str, tuple[int, int]]) -> dict[str, float]:
+    """Each matrix's step size ||A||_R (RMS -> RMS) per unit learning rate, over the n -> n attention
+    projection's: the per-shape constant a single hidden-role learning rate cannot change."""
+    from spectral.symbols import n_in, n_out
+
+    size = {name: float(update_norm.subs({n_out: o, n_in: i})) for name, (o, i) in shapes.items()}
+    return {name: round(v / size["attn.c_proj"], 12) for name, v in size.items()}
+
+
+@pytest.mark.parametrize("width", [64, 256])
+def test_scale_modes_differ_per_shape_on_the_sweeps_gpt(width: int):
+    """(iii) against the sweep's Muon-Kimi: the three modes put different constants on the reference
+    GPT's hidden matrices of different fan ratio (the MLP's 4n -> n down-projection against the n -> n,
+    n -> 3n and n -> 4n ones), the same at every width. The derived hidden learning rate is one number
+    per role, so it cannot absorb them: the modes are different base optimizers, which can give
+    different losses at every width (the base included), not identical numbers under another
+    exponent. The shapes are read from the model the sweep trains."""
+    pytest.importorskip("torch")
+    from spectral.catalog import catalog
+    from spectral.models.torch import GPT
+
+    model = GPT(width, 1, head_dim=16)
+    shapes = {name.removeprefix("transformer.h.0.").removesuffix(".weight"): tuple(p.shape)
+              for name, p in model.named_parameters() if p.ndim == 2 and ".h.0." in name}
+    assert shapes == {"attn.c_attn": (3 * width, width), "attn.c_proj": (width, width),
+                      "mlp.c_fc": (4 * width, width), "mlp.c_proj": (width, 4 * width)}
+    kimi = _step_constants(catalog()["muon-kimi"].update_norm, shapes)
+    shape_scaling = _step_constants(load_spec(FOLDER / "muon-shape-scaling.toml").update_norm, shapes)
+    unit_rms = _step_constants(load_spec(FOLDER / "muon-unit-rms.toml").update_norm, shapes)
+    assert kimi == {"attn.c_attn": 1.0, "attn.c_proj": 1.0, "mlp.c_fc": 1.0, "mlp.c_proj": 4.0}
+    assert shape_scaling == {"attn.c_attn": 1.0, "attn.c_proj": 1.0, "mlp.c_fc": 1.0, "mlp.c_proj": 2.0}
+    assert unit_rms == {"attn.c_attn": 1.0, "attn.c_proj": 1.0, "mlp.c_fc": 1.0, "mlp.c_proj": 1.0}
