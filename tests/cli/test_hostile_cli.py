@@ -794,6 +794,22 @@ def test_time_limit_that_is_no_positive_number_is_refused(timeout):
         user_code("x", timeout)
 
 
+@pytest.mark.parametrize("timeout", [1e300, 2.0**70, 10**40])
+def test_time_limit_past_what_an_alarm_holds_runs_as_no_limit(timeout):
+    """A finite limit too long for time_t (1e300 s) raised a bare OverflowError from
+    setitimer ("timestamp out of range for platform time_t"), out of check(timeout=1e300)
+    too; the alarm is set to the longest it holds and taken back after the block."""
+    import signal
+
+    from spectral.measure.guard import LONGEST_ALARM, user_code
+
+    previous = signal.getsignal(signal.SIGALRM)
+    with user_code("x", timeout):
+        left = signal.getitimer(signal.ITIMER_REAL)[0]
+    assert LONGEST_ALARM - 60 < left <= LONGEST_ALARM
+    _no_alarm_left(previous)
+
+
 def test_nested_time_limits_restore_the_outer_one():
     import signal
     import time
