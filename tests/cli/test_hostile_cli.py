@@ -678,6 +678,13 @@ SWEEP_PLANS: list[tuple[list[str], str]] = [
     (["--fit-exponent", "init.router_weight"], "has no router_weight"),
     (["--fit-exponent", "lr.adamw"], "--fit-exponent lr.adamw: name a role (multiplier.KEY: or a layer, input, hidden or output), not 'adamw'"),
     (["--fit-exponent", "multiplier.default"], "name a role (multiplier.KEY"),
+    # a key that names nothing: blamed on the option typed, not on --init-scale / --multiplier /
+    # --lr-scale, which carry its values inside
+    (["--fit-exponent", "init.bogus"], "error: --fit-exponent init.bogus: name a role (multiplier.KEY: or a layer, "
+                                       "input, hidden or output), not 'bogus'; the model's roles: input_weight, "),
+    (["--fit-exponent", "multiplier.bogus"], "error: --fit-exponent multiplier.bogus: name a role"),
+    (["--tune", "lr.bogus=1,2"], "error: --tune: unknown key(s) bogus; use roles"),
+    (["--tune", "init.bogus=1,2"], "error: --tune: unknown key(s) bogus; use roles"),
     (["--lr-scale", "router_weight=2"], "--lr-scale: the dense GPT (no --experts) has no router_weight"),
     (["--init-scale", "router_weight=2"], "--init-scale: the dense GPT (no --experts) has no router_weight"),
     (["--tune", "lr.router_weight=1,2"], "--tune lr.router_weight: the dense GPT (no --experts) has no router_weight"),
