@@ -40,7 +40,7 @@ from ..sweep.retune import has_retune_runs, retune_configs, retuned_rows
 from ..sweep.exponent import FitKey, fit_configs, parse_fit_key, with_factor
 from ..sweep.ablate import Ablation, check_variant, parse_variant
 from ..sweep.along_run import along_configs, run_along
-from ..sweep.checks import check_plan
+from ..sweep.checks import check_plan, check_roles
 from ..sweep.tune import apply, base_configs, candidates, label, parse_tune
 from ..text import for_terminal
 from . import options, sweep_along
@@ -216,12 +216,29 @@ def configs_from_args(args: argparse.Namespace) -> list[SweepConfig]:
     for o in args.optimizer or preset.get("optimizers", ["adamw"]):
         cfg = replace(base, optimizer=o, log2_lrs=tuple(preset["log2_lrs"][o] if args.log2_lrs is None else args.log2_lrs))
         check_base_values(cfg)
+        # the roles --fit-exponent and --tune name, before the values they lead to: a key that
+        # names nothing is blamed on the option the user typed, not on --init-scale
+        check_roles(cfg, _fit_keys(args), (), tune)
         for c in candidates(base.multiplier, tune) if tune else []:
-            check_base_values(apply(cfg, c))
+            _blamed_on("--tune", check_base_values, apply(cfg, c))
         for key in _fit_keys(args):
-            check_base_values(with_factor(cfg, key, 2.0))
+            _blamed_on(f"--fit-exponent {key.text}", check_base_values, with_factor(cfg, key, 2.0))
         out.append(cfg)
     return out
+
+
+def _blamed_on(option: str, check: Callable[[Any], None], cfg: Any) -> None:
+    """``check(cfg)`` for a config that ``option`` derived from the user's: its refusal
+    names ``option``, not the internal option (``--lr-scale``, ``--init-scale``,
+    ``--multiplier``) that carries the value (the user's own were checked before)."""
+    try:
+        check(cfg)
+    except SpecError as exc:
+        text = str(exc)
+        for internal in ("--lr-scale", "--init-scale", "--multiplier"):
+            if text.startswith(internal + ":"):
+                raise SpecError(option + text[len(internal):]) from None
+        raise
 
 
 def _preset(args: argparse.Namespace) -> dict[str, Any]:

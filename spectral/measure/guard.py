@@ -54,6 +54,9 @@ IMPORT_GRACE = 30.0
 """Seconds an interruption waits for an installed package's import to finish (an import
 cut short leaves a half-made module behind, broken for the rest of the process: torch's
 triton, imported lazily by the first step)."""
+LONGEST_ALARM = 2.0**31
+"""The longest alarm set (68 years): a limit past it (``1e300``) is as good as none, and
+``setitimer`` raises OverflowError for a number ``time_t`` cannot hold."""
 _RETRY = 0.05
 
 
@@ -99,7 +102,7 @@ class user_code:  # lower case: used as a function, ``with user_code(what, timeo
         self._armed = True
         self._started = time.monotonic()
         self._previous = signal.signal(signal.SIGALRM, self._fire)
-        signal.setitimer(signal.ITIMER_REAL, float(self.timeout))  # one shot
+        signal.setitimer(signal.ITIMER_REAL, min(float(self.timeout), LONGEST_ALARM))  # one shot
         return self
 
     def _fire(self, signum: int, frame: FrameType | None) -> None:

@@ -179,9 +179,11 @@ def _bytes_corpus(data: bytes, val_fraction: float, desc: dict[str, Any]) -> Cor
 def _shard_corpus(folder: Path, vocab_size: int | None, val_fraction: float) -> Corpus:
     import numpy as np
 
+    train_f, val_f = folder / "train.bin", folder / "val.bin"
+    if not (train_f.is_file() and val_f.is_file()) and not any(f.is_file() for f in folder.glob("*.bin")):
+        raise SpecError(f"no .bin token shards in {folder}")
     if vocab_size is None:
         raise SpecError(f"{folder} holds token shards: pass --vocab-size (GPT-2: 50304)")
-    train_f, val_f = folder / "train.bin", folder / "val.bin"
     if train_f.is_file() and val_f.is_file():
         train = np.memmap(train_f, dtype=np.uint16, mode="r")
         val = np.memmap(val_f, dtype=np.uint16, mode="r")

@@ -681,6 +681,13 @@ SWEEP_PLANS: list[tuple[list[str], str]] = [
     (["--fit-exponent", "init.router_weight"], "has no router_weight"),
     (["--fit-exponent", "lr.adamw"], "--fit-exponent lr.adamw: name a role (multiplier.KEY: or a layer, input, hidden or output), not 'adamw'"),
     (["--fit-exponent", "multiplier.default"], "name a role (multiplier.KEY"),
+    # a key that names nothing: blamed on the option typed, not on --init-scale / --multiplier /
+    # --lr-scale, which carry its values inside
+    (["--fit-exponent", "init.bogus"], "error: --fit-exponent init.bogus: name a role (multiplier.KEY: or a layer, "
+                                       "input, hidden or output), not 'bogus'; the model's roles: input_weight, "),
+    (["--fit-exponent", "multiplier.bogus"], "error: --fit-exponent multiplier.bogus: name a role"),
+    (["--tune", "lr.bogus=1,2"], "error: --tune: unknown key(s) bogus; use roles"),
+    (["--tune", "init.bogus=1,2"], "error: --tune: unknown key(s) bogus; use roles"),
     (["--lr-scale", "router_weight=2"], "--lr-scale: the dense GPT (no --experts) has no router_weight"),
     (["--init-scale", "router_weight=2"], "--init-scale: the dense GPT (no --experts) has no router_weight"),
     (["--tune", "lr.router_weight=1,2"], "--tune lr.router_weight: the dense GPT (no --experts) has no router_weight"),
@@ -795,6 +802,22 @@ def test_time_limit_that_is_no_positive_number_is_refused(timeout):
 
     with pytest.raises(SpecError, match="timeout: expected a positive number of seconds"):
         user_code("x", timeout)
+
+
+@pytest.mark.parametrize("timeout", [1e300, 2.0**70, 10**40])
+def test_time_limit_past_what_an_alarm_holds_runs_as_no_limit(timeout):
+    """A finite limit too long for time_t (1e300 s) raised a bare OverflowError from
+    setitimer ("timestamp out of range for platform time_t"), out of check(timeout=1e300)
+    too; the alarm is set to the longest it holds and taken back after the block."""
+    import signal
+
+    from spectral.measure.guard import LONGEST_ALARM, user_code
+
+    previous = signal.getsignal(signal.SIGALRM)
+    with user_code("x", timeout):
+        left = signal.getitimer(signal.ITIMER_REAL)[0]
+    assert LONGEST_ALARM - 60 < left <= LONGEST_ALARM
+    _no_alarm_left(previous)
 
 
 def test_nested_time_limits_restore_the_outer_one():

@@ -253,7 +253,7 @@ def test_fit_exponent_end_to_end_and_report_only_rerenders(tmp_path: Path, capsy
     (["--log2-factors=-2,0,2"], "consecutive"),
     (["--param", "sp"], "drop --param"),
     (["--fit-exponent", "lr.hidden_weight"], "given twice"),
-    (["--fit-exponent", "lr.nonsense_weight"], "unknown key"),
+    (["--fit-exponent", "lr.nonsense_weight"], "error: --fit-exponent lr.nonsense_weight: name a role"),
 ])
 def test_fit_exponent_refuses_bad_arguments_before_any_work(tmp_path: Path, capsys, extra, message):
     from spectral.cli import main

@@ -121,6 +121,17 @@ def test_token_shards(tmp_path: Path):
     assert list(np.unique(np.asarray(c.train))) == [0] and list(np.unique(np.asarray(c.val))) == [1]
 
 
+@pytest.mark.parametrize("contents", [{}, {"notes.txt": b"x"}, {"sub.bin": None}])
+def test_folder_without_shards_says_so_before_asking_for_a_vocabulary(contents, tmp_path: Path):
+    """A folder that holds no .bin shard (empty, other files, a folder named *.bin) was
+    told "holds token shards: pass --vocab-size"; with or without --vocab-size it is named."""
+    for name, data in contents.items():
+        (tmp_path / name).mkdir() if data is None else (tmp_path / name).write_bytes(data)
+    for vocab in (None, 1024):
+        with pytest.raises(SpecError, match=r"^no \.bin token shards in "):
+            load_data(tmp_path, vocab_size=vocab)
+
+
 def test_missing_source():
     with pytest.raises(SpecError, match="neither"):
         load_data("/nonexistent/corpus.txt")

@@ -233,7 +233,7 @@ def test_report_only_refuses_an_unfinished_tuning(tmp_path: Path, text: Path, ca
 @pytest.mark.parametrize("words, message", [
     (("--seed", "1", "--seeds", "0,1"), "error: give --seed or --seeds, not both\n"),
     (("--seeds", "0,0"), "error: --seeds: a seed is given twice in 0,0\n"),
-    (("--tune", "ouput=1,2"), "error: --multiplier: unknown key(s) ouput;"),
+    (("--tune", "ouput=1,2"), "error: --tune: unknown key(s) ouput;"),  # the option typed, not --multiplier
 ])
 def test_bad_seeds_and_tuning_are_one_line_before_any_work(tmp_path: Path, text: Path, capsys, words, message):
     out = tmp_path / "o"
@@ -375,7 +375,7 @@ def test_bad_lr_scale_is_one_line_before_any_work(tmp_path: Path, text: Path, ca
     assert _sweep(out, text, "--lr-scale", "0.5") == 2
     assert capsys.readouterr().err == "error: --lr-scale: expected ROLE=FACTOR pairs, e.g. input_weight=0.25\n"
     assert _sweep(out, text, "--tune", "lr.bogus=1,2") == 2
-    assert capsys.readouterr().err.startswith("error: --lr-scale: unknown key(s) bogus;")
+    assert capsys.readouterr().err.startswith("error: --tune: unknown key(s) bogus;")  # the option typed
     assert not out.exists()
 
 
