@@ -199,3 +199,28 @@ def test_the_time_limit_interrupts_a_slow_twin(cfg):
         and line.endswith("128, 256: the time limit of 6 s was reached")
         for line in lines
     ), lines
+
+
+class _NoResidual(TinyLM):
+    def forward(self, tokens):
+        h = self.embed(tokens)
+        for block in self.blocks:
+            h = block(h)
+        return self.readout(self.norm(h))
+
+
+def test_a_model_without_a_residual_keeps_the_traces_reason_everywhere(cfg, free):
+    """With multipliers_in_forward=True (build_optimizers places the model itself) and in
+    the hook-free init_, a model no family's names and no trace place gets the trace's
+    reason, as apply_multipliers does, not "N parameter(s) match no role pattern"."""
+    reason = r"^no residual stream found: the readout's input is computed from no addition"
+    with pytest.raises(UnsupportedModelError, match=reason):
+        cfg.build_optimizers(_NoResidual(WIDTH, DEPTH), WIDTH, DEPTH, lr=1e-3, multipliers_in_forward=True)
+    with pytest.raises(UnsupportedModelError, match=reason):
+        free.init_(_NoResidual(WIDTH, DEPTH), WIDTH, DEPTH)
+    # patterns given: the parameters they leave unplaced are listed (what to add)
+    with pytest.raises(UnsupportedModelError, match=r"parameter\(s\) match no role pattern"):
+        cfg.build_optimizers(
+            _NoResidual(WIDTH, DEPTH), WIDTH, DEPTH, lr=1e-3, multipliers_in_forward=True,
+            patterns={"embed": "input_weight"},
+        )

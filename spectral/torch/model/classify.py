@@ -391,7 +391,15 @@ def classify_parameters(
         out.append((name, p, role, owners[id(p)]))
     if unplaced:
         error = unplaced_error(unplaced)
-        why = traced_refusal(model) if family is not None else None
+        why = traced_refusal(model) if family is not None or not pairs else None
+        if family is None and why is not None:
+            # no patterns, no family's names and no traced structure: the trace's reason
+            # (a model with no residual, a block run twice), not a list of parameters
+            raise UnsupportedModelError(
+                unplaced_message(
+                    model, "pass adapter=... or patterns={'<regex>': '<role>'}"
+                )
+            )
         if family is not None and why is not None:
             # say which family's names were read, and why no traced structure stood in
             error = UnsupportedModelError(
