@@ -102,7 +102,8 @@ class user_code:  # lower case: used as a function, ``with user_code(what, timeo
         self._armed = True
         self._started = time.monotonic()
         self._previous = signal.signal(signal.SIGALRM, self._fire)
-        signal.setitimer(signal.ITIMER_REAL, min(float(self.timeout), LONGEST_ALARM))  # one shot
+        # one shot: no interval
+        signal.setitimer(signal.ITIMER_REAL, min(float(self.timeout), LONGEST_ALARM))
         return self
 
     def _fire(self, signum: int, frame: FrameType | None) -> None:
