@@ -67,6 +67,8 @@ def test_clip_refuses_nan_and_leaves_the_gradients(cfg, free, form, kwargs, matc
         ({"timeout": math.nan}, ConfigError, "got nan"),
         ({"timeout": "5"}, ConfigTypeError, "timeout must be a number of seconds"),
         ({"widths": [64, 128, 10**40]}, ConfigError, "widths must be at most 131072"),
+        ({"widths": [64, 128, -256]}, ConfigError, r"widths must be whole numbers >= 1, got \[64, 128, -256\]"),
+        ({"widths": "64,128,256"}, ConfigTypeError, "widths must be a list of whole numbers, got '64,128,256'"),
     ],
 )
 def test_check_across_widths_refuses_bad_arguments_before_any_twin(cfg, kwargs, error, match):

@@ -315,7 +315,7 @@ def _anchored_width_check(
     report = widths_report(
         rules,
         placement,
-        list(widths),
+        widths,  # checked there: a str is refused, not read one character at a time
         anchor=size,
         base={**optimizer_base(optimizer), **base},
         **options,

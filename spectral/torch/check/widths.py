@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import operator
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,12 +160,18 @@ def checked_sizes(widths: Any, seeds: Any, base: Mapping[str, Any]) -> list[int]
         if isinstance(seeds, bool) or not isinstance(seeds, int):
             raise ConfigTypeError(bad_seeds)
         raise ConfigError(bad_seeds)
+    shown = repr(widths) if len(repr(widths)) <= 80 else repr(widths)[:80] + "..."
+    if isinstance(
+        widths, (str, bytes)
+    ):  # "64,128" would be read one character at a time
+        raise ConfigTypeError(f"widths must be a list of whole numbers, got {shown}")
     try:
         sizes = sorted({_whole(w) for w in widths})
     except (TypeError, ValueError):
-        shown = repr(widths) if len(repr(widths)) <= 80 else repr(widths)[:80] + "..."
         raise ConfigError(f"widths must be whole numbers, got {shown}") from None
-    if len(sizes) < MIN_WIDTHS or sizes[0] < 1:
+    if sizes and sizes[0] < 1:
+        raise ConfigError(f"widths must be whole numbers >= 1, got {shown}")
+    if len(sizes) < MIN_WIDTHS:
         raise ConfigError(
             f"check across widths needs {MIN_WIDTHS} or more widths, got {widths!r}"
         )
@@ -382,7 +388,7 @@ def _shape_differences(model: nn.Module, twin: nn.Module, width: int) -> list[st
 def widths_report(
     rules: TorchRules,
     placement: Placement,
-    widths: list[int],
+    widths: Sequence[int],
     *,
     anchor: tuple[float, float] | None = None,
     factory: Callable[[int], nn.Module] | None = None,
