@@ -705,6 +705,12 @@ def test_scale_output_layer_refuses_bad_input_and_a_second_scale(cfg, one_proces
             cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=bad)
         with pytest.raises(ConfigError, match="finite number"):
             cfg.transformer_config(WIDTH, DEPTH, init_std=bad)
+    from spectral.errors import ConfigTypeError
+
+    with pytest.raises(ConfigTypeError, match=r"init_std must be a number > 0 \(Megatron's init_method std\), got None"):
+        cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=None)
+    with pytest.raises(ConfigTypeError, match="expected a Megatron model .* got NoneType"):
+        cfg.scale_output_layer_(None, WIDTH, DEPTH, init_std=0.02)
     drawn = model.output_layer.weight.detach().clone()
     assert cfg.check_overrides(model, cfg.config_overrides(WIDTH, DEPTH, lr=LR)) == [
         "output_layer.weight: scale_output_layer_ has not run (the head starts at the "

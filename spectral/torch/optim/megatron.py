@@ -214,6 +214,12 @@ def megatron_init_stds(
     ``scaled_init_method_normal``, the hidden std / sqrt(2 * BASE_DEPTH) computed as it
     does. Away from the base each moves by its rule (the branch ends as the hidden
     matrices). Raises ConfigError unless every std is finite and > 0."""
+    if (
+        init_std is None
+    ):  # Megatron draws every matrix from its init_method: a std is needed
+        raise ConfigTypeError(
+            "init_std must be a number > 0 (Megatron's init_method std), got None"
+        )
     hp = rules.hparams(
         width, depth, lr=1.0, init_std=init_std, multiplier=multiplier
     )  # lr unused
@@ -334,7 +340,16 @@ def megatron_language_models(chunk: nn.Module) -> list[tuple[str, nn.Module]]:
 
 
 def megatron_chunks(model: nn.Module | Iterable[nn.Module]) -> list[nn.Module]:
-    return [model] if isinstance(model, nn.Module) else list(model)
+    """The model chunks: one module, or an iterable of modules (one line otherwise)."""
+    if isinstance(model, nn.Module):
+        return [model]
+    chunks = list(model) if isinstance(model, Iterable) else None
+    if chunks is None or not all(isinstance(c, nn.Module) for c in chunks):
+        raise ConfigTypeError(
+            "expected a Megatron model (an nn.Module) or a list of model chunks, got "
+            f"{type(model).__name__}"
+        )
+    return chunks
 
 
 def megatron_output_multiplier(head: nn.Module) -> OutputMultiplier | None:
