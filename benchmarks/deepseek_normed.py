@@ -7,6 +7,7 @@ change and of its whole one-step change (its input's change included: what a nor
 rank-down map amplifies downstream). Run from the repository root:
 
     .venv/bin/python benchmarks/deepseek_normed.py --seeds 4
+    .venv/bin/python benchmarks/deepseek_normed.py --seeds 3 --optimizers adamw
 
 Seconds per model on this 2-core CPU: about 30 at --seeds 2.
 """
@@ -54,10 +55,14 @@ def measure(cfg, build, patterns, seeds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument(
+        "--optimizers", default="muon-kimi,adamw",
+        help="the config's optimizers, comma-separated (default: muon-kimi,adamw)",
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     with tempfile.TemporaryDirectory() as folder:
-        cfg = load_generated("muon-kimi", "adamw", base_width=64, base_depth=2,
+        cfg = load_generated(*args.optimizers.split(","), base_width=64, base_depth=2,
                              folder=folder, all_roles=True)
         for label, build, patterns in (
             ("DeepSeek-V3, normed rank-down (the default)", deepseek_v3, None),
