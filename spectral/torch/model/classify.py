@@ -30,7 +30,7 @@ from spectral.scaling import unknown_role
 from spectral.torch.model.norm_offset import measured_norm_offset
 from spectral.torch.model.shapes import fused_blocks, shaped_role, width_dims
 from spectral.engine.ties import tie_problem
-from spectral.torch.model.trace_read import NO_ADAPTER_HELPS
+from spectral.torch.model.trace_read import NO_ADAPTER_HELPS, UNTRACEABLE
 from spectral.torch.model.trace import (
     structure_adapter,
     structure_disagreements,
@@ -390,24 +390,34 @@ def classify_parameters(
         seen[id(p)] = (name, role, len(out))
         out.append((name, p, role, owners[id(p)]))
     if unplaced:
-        error = unplaced_error(unplaced)
-        why = traced_refusal(model) if family is not None or not pairs else None
-        if family is None and why is not None:
-            # no patterns, no family's names and no traced structure: the trace's reason
-            # (a model with no residual, a block run twice), not a list of parameters
-            raise UnsupportedModelError(
-                unplaced_message(
-                    model, "pass adapter=... or patterns={'<regex>': '<role>'}"
-                )
-            )
-        if family is not None and why is not None:
-            # say which family's names were read, and why no traced structure stood in
-            error = UnsupportedModelError(
-                f"{error} The model has the {family.name} family's names; its traced "
-                f"structure was refused: {why}"
-            )
-        raise error
+        raise _unplaced(model, unplaced, family, bool(pairs))
     return out
+
+
+def _unplaced(
+    model: nn.Module, unplaced: list[str], family: Adapter | None, patterns: bool
+) -> UnsupportedModelError:
+    """The error for parameters nothing places. With no patterns and no family's names, a
+    structure the trace refused is the reason (a model with no residual, a block run
+    twice), not a list of parameters; a model the trace could not run at all (no forward,
+    an input it cannot build) gets the list. With a family's names, the list and why no
+    traced structure stood in."""
+    error = unplaced_error(unplaced)
+    why = traced_refusal(model) if family is not None or not patterns else None
+    if why is None:
+        return error
+    if family is None:
+        if why.startswith(UNTRACEABLE):
+            return error
+        return UnsupportedModelError(
+            unplaced_message(
+                model, "pass adapter=... or patterns={'<regex>': '<role>'}"
+            )
+        )
+    return UnsupportedModelError(
+        f"{error} The model has the {family.name} family's names; its traced "
+        f"structure was refused: {why}"
+    )
 
 
 def _alias(family: Adapter | None, first: str, name: str) -> bool:

@@ -40,7 +40,7 @@ from spectral.torch.model.trace_graph import (
     trace_hooks,
     trace_norm,
 )
-from spectral.torch.model.trace_read import TraceReader, TraceStream
+from spectral.torch.model.trace_read import UNTRACEABLE, TraceReader, TraceStream
 
 
 def _trace_region(
@@ -385,7 +385,7 @@ def trace_structure(model: nn.Module, example: Any = None) -> Structure:
     except Exception as exc:  # noqa: BLE001 - the user's model: one line
         first = (str(exc).splitlines() or [""])[0]
         raise UnsupportedModelError(
-            f"could not run {type(model).__name__} once to trace its structure: "
+            f"{UNTRACEABLE} {type(model).__name__} once to trace its structure: "
             f"{type(exc).__name__}: {first}; pass example_input= or adapter="
         ) from None
     finally:

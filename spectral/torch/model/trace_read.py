@@ -29,6 +29,10 @@ from spectral.torch.model.trace_graph import (
 )
 
 
+UNTRACEABLE = "could not run"
+"""Starts the trace's refusal of a model it could not run at all (no forward pass, an input
+it cannot build): no reading of the structure, unlike its other refusals."""
+
 NO_ADAPTER_HELPS = "no adapter can place it either"
 """Ends a trace refusal that names a construct no adapter can place (a skip that passes
 no module): the advice to pass one is then left out (classify.unplaced_message)."""

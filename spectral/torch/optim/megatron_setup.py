@@ -18,6 +18,7 @@ from spectral.scaling import BaseValue
 from spectral.torch.apply.absorb import hparams_by_parameter
 from spectral.torch.model.placement import place
 from spectral.torch.rules import TorchRules
+from spectral.families.megatron import MEGATRON
 from spectral.torch.optim.megatron import (
     OUTPUT_SCALE,
     ROUTER_SCALE,
@@ -120,8 +121,6 @@ def _megatron_adapter(model: nn.Module) -> Any:
     shared experts' (alpha_hidden scales the gated sum, linear in each of them). Refuses
     grouped experts in one line: every expert's matrices are one parameter, and the torch
     runtime places a multiplier on a module."""
-    from spectral.families.megatron import MEGATRON
-
     layers = ends = 0
     for name, module in model.named_modules():
         mlp = getattr(module, "mlp", None)
