@@ -390,20 +390,22 @@ def classify_parameters(
         seen[id(p)] = (name, role, len(out))
         out.append((name, p, role, owners[id(p)]))
     if unplaced:
-        raise _unplaced(model, unplaced, family, bool(pairs))
+        raise _unplaced(
+            model, unplaced, family, bool(pairs)
+        )  # pairs: the patterns given
     return out
 
 
 def _unplaced(
-    model: nn.Module, unplaced: list[str], family: Adapter | None, patterns: bool
+    model: nn.Module, unplaced: list[str], family: Adapter | None, paired: bool
 ) -> UnsupportedModelError:
-    """The error for parameters nothing places. With no patterns and no family's names, a
-    structure the trace refused is the reason (a model with no residual, a block run
-    twice), not a list of parameters; a model the trace could not run at all (no forward,
-    an input it cannot build) gets the list. With a family's names, the list and why no
-    traced structure stood in."""
+    """The error for parameters nothing places (``paired``: patterns were given). With no
+    patterns and no family's names, a structure the trace refused is the reason (a model
+    with no residual, a block run twice), not a list of parameters; a model the trace
+    could not run at all (no forward, an input it cannot build) gets the list. With a
+    family's names, the list and why no traced structure stood in."""
     error = unplaced_error(unplaced)
-    why = traced_refusal(model) if family is not None or not patterns else None
+    why = traced_refusal(model) if family is not None or not paired else None
     if why is None:
         return error
     if family is None:
