@@ -29,7 +29,7 @@ from ..io import write_atomic
 from ..measure.fit import fit_line
 from ..templating import environment
 from .along import Along, Laws, point_config, rule_config
-from .exponent import optimum
+from .exponent import optimum, run_loss
 from .student import t_quantile
 from .tune import freeze
 
@@ -107,14 +107,6 @@ class AxisResult:
         return "agrees" if lo <= self.expected <= hi else "differs"
 
 
-def _loss(record: dict[str, Any] | None) -> float | None:
-    if record is None:
-        return None
-    if record.get("diverged") or record.get("val_loss") is None:
-        return math.inf
-    return float(record["val_loss"])
-
-
 def axis_result(records: Iterable[dict[str, Any]], cfg: Any, along: Along, seeds: Sequence[int],
                 base_log2_lr: int, laws: Laws) -> AxisResult:
     """The fit and the arms of one axis from the recorded runs (pure). A record counts when
@@ -138,13 +130,13 @@ def axis_result(records: Iterable[dict[str, Any]], cfg: Any, along: Along, seeds
     points = []
     for v in sorted(along.values):
         steps, batch = along.steps_batch(v)
-        rows = tuple(tuple(_loss(by_grid.get((v, s, e))) for e in lrs) for s in seeds)
+        rows = tuple(tuple(run_loss(by_grid.get((v, s, e))) for e in lrs) for s in seeds)
         f_lr, f_wd = laws.factors(*along.ratios(v))
         points.append(Point(
             value=v, steps=steps, batch=batch, log2_ratio=math.log2(along.ratio(v)), losses=rows,
             optima=tuple(optimum(lrs, row) if None not in row else None for row in rows),
-            unchanged=tuple(_loss(by_grid.get((v, s, base_log2_lr))) for s in seeds),
-            rules=tuple(_loss(by_rule.get((v, s))) for s in seeds),
+            unchanged=tuple(run_loss(by_grid.get((v, s, base_log2_lr))) for s in seeds),
+            rules=tuple(run_loss(by_rule.get((v, s))) for s in seeds),
             lr_factor=f_lr, wd_factor=f_wd))
     xs = [p.log2_ratio for p in points for o in p.optima if o is not None]
     ys = [o[0] for p in points for o in p.optima if o is not None]

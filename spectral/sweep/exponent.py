@@ -193,7 +193,8 @@ class AxisFit:
         return "agrees" if lo <= self.derived <= hi else "differs"
 
 
-def _loss(record: dict[str, Any] | None) -> float | None:
+def run_loss(record: dict[str, Any] | None) -> float | None:
+    """A run's validation loss: None when the run is missing, inf when it diverged."""
     if record is None:
         return None
     if record.get("diverged") or record.get("val_loss") is None:
@@ -222,7 +223,7 @@ def fit_axis(records: Iterable[dict[str, Any]], cfg: Any, key: FitKey, axis: str
             index[(r.get("width"), r.get("depth"), *hit)] = r  # last wins
     losses, optima = [], []
     for (width, depth) in cfg.sizes(axis):
-        rows = [tuple(_loss(index.get((width, depth, e, s))) for e in log2_factors) for s in seeds]
+        rows = [tuple(run_loss(index.get((width, depth, e, s))) for e in log2_factors) for s in seeds]
         losses.append(tuple(rows))
         optima.append(tuple(optimum(log2_factors, row) if None not in row else None for row in rows))
     xs, ys = [], []
