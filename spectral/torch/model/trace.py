@@ -166,6 +166,11 @@ def _trace_roles(
     return tuple(roles), tuple(tables)
 
 
+_TRACE_LAYER = re.compile(r"^(.*?)\.?(\d+)(\.|$)")
+"""A branch end's layer: the module list before its first index and the index
+(``layers.3``)."""
+
+
 def _trace_conditioning(
     model: nn.Module, off_stream: set[int], branches: list[str]
 ) -> dict[int, str]:
@@ -178,7 +183,7 @@ def _trace_conditioning(
     outer_bias). Whether the fan-in grows is read against the readout's fan-in."""
     layers = set()
     for name in branches:
-        found = re.match(r"^(.*?)\.?(\d+)(\.|$)", name)
+        found = _TRACE_LAYER.match(name)
         if found is not None:
             layers.add(name[: found.end(2)] + ".")
     readout_in = _readout_fan_in(model)
@@ -220,7 +225,7 @@ def _trace_per_layer(branches: tuple[str, ...]) -> int:
     count that length."""
     lengths: dict[str, set[str]] = {}
     for name in branches:
-        found = re.match(r"^(.*?)\.?(\d+)(\.|$)", name)
+        found = _TRACE_LAYER.match(name)
         if found is not None:
             lengths.setdefault(found.group(1), set()).add(found.group(2))
     sizes = {len(v) for v in lengths.values()}
