@@ -8,6 +8,13 @@ rank-down map amplifies downstream). Run from the repository root:
 
     .venv/bin/python benchmarks/deepseek_normed.py --seeds 4
     .venv/bin/python benchmarks/deepseek_normed.py --seeds 3 --optimizers adamw
+    .venv/bin/python benchmarks/deepseek_normed.py --seeds 3 --along-rows
+
+``--along-rows`` measures, instead, what the fixed rank costs (the note check() gives on
+such a model): the one-step change of kv_a_proj_with_mqa's input seen through its weights
+at init, W0 (x1 - x0), against a Llama control's k_proj and v_proj. The input's change has a
+part along the map's rows (the backward pass through the map put it there), which a map to
+a fixed rank amplifies as (n/rank)^(1/2); a square map does not.
 
 Seconds per model on this 2-core CPU: about 30 at --seeds 2.
 """
@@ -52,6 +59,43 @@ def measure(cfg, build, patterns, seeds: int) -> None:
                   f"{row.step_slope:+9.2f} {whole:+11.2f}")
 
 
+def along_rows(cfg, build, suffixes, seeds: int) -> None:
+    """Per module ending in one of ``suffixes``: the width exponent of rms(W0 (x1 - x0))
+    after one step at lr 1e-3 (seeds averaged)."""
+    found: dict[str, list[float]] = {}
+    for width in WIDTHS:
+        values: dict[str, list[float]] = {}
+        for seed in range(seeds):
+            torch.manual_seed(seed)
+            model = build(width, 2)
+            cfg.apply_multipliers(model, width, 2)
+            cfg.init_(model, width, 2)
+            optimizer = cfg.build_optimizers(model, width, 2, lr=1e-3)
+            modules = {n: m for n, m in model.named_modules() if n.endswith(suffixes)}
+            inputs: dict[str, torch.Tensor] = {}
+            for name, module in modules.items():
+                module.register_forward_pre_hook(
+                    lambda _m, args, name=name, into=inputs: into.__setitem__(
+                        name, args[0].detach().clone()
+                    )
+                )
+            torch.manual_seed(100 + seed)
+            ids = torch.randint(0, 128, (2, 16))
+            model(ids, labels=ids).loss.backward()
+            before = dict(inputs)
+            weights = {n: m.weight.detach().clone() for n, m in modules.items()}
+            optimizer.step()
+            with torch.no_grad():
+                model(ids)
+            for name in modules:
+                seen = (inputs[name] - before[name]) @ weights[name].T
+                values.setdefault(name, []).append(seen.pow(2).mean().sqrt().item())
+        for name, v in values.items():
+            found.setdefault(name, []).append(sum(v) / len(v))
+    for name, v in found.items():
+        print(f"  {name:46} W0 (x1 - x0) ~ n^{log_slope(WIDTHS, v):+.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=2)
@@ -59,11 +103,23 @@ def main() -> None:
         "--optimizers", default="muon-kimi,adamw",
         help="the config's optimizers, comma-separated (default: muon-kimi,adamw)",
     )
+    parser.add_argument(
+        "--along-rows", action="store_true",
+        help="measure the input's change seen through each map (what the fixed rank costs)",
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     with tempfile.TemporaryDirectory() as folder:
         cfg = load_generated(*args.optimizers.split(","), base_width=64, base_depth=2,
                              folder=folder, all_roles=True)
+        if args.along_rows:
+            for label, build, suffixes in (
+                ("DeepSeek-V3 (ranks 48, 32 + 8)", deepseek_v3, ("kv_a_proj_with_mqa", "q_a_proj")),
+                ("Llama control", llama, ("k_proj", "v_proj")),
+            ):
+                print(f"\n{label}, seeds {args.seeds}, widths {WIDTHS}")
+                along_rows(cfg, build, suffixes, args.seeds)
+            return
         for label, build, patterns in (
             ("DeepSeek-V3, normed rank-down (the default)", deepseek_v3, None),
             ("DeepSeek-V3, plain rank-down (patterns=)", deepseek_v3, PLAIN),

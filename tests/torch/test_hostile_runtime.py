@@ -120,6 +120,68 @@ def test_init_refuses_a_model_whose_own_init_never_ran(cfg):
     assert cfg.check(model, WIDTH, DEPTH, init_std=0.02) == []
 
 
+def test_init_refuses_a_model_whose_memory_was_left_at_zero(cfg):
+    """to_empty's memory may well be finite (all zeros here): every hidden matrix holding
+    one value is no init, and init_ would only scale it (issue 50's audit)."""
+    with torch.device("meta"):
+        model = TinyLM(WIDTH, DEPTH)
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    cfg.apply_multipliers(model, WIDTH, DEPTH)
+    with pytest.raises(
+        UnsupportedModelError,
+        match=r"^init_: every hidden matrix holds one value \(4: blocks.0.1.weight, ",
+    ):
+        cfg.init_(model, WIDTH, DEPTH)
+    assert all(float(p.detach().abs().sum()) == 0.0 for p in model.parameters())  # as it was
+    lines = cfg.check(model, WIDTH, DEPTH)
+    assert len(lines) == 1 and lines[0].startswith("check: every hidden matrix holds one value")
+    cfg.init_(model, WIDTH, DEPTH, init_std=0.02)
+    assert cfg.check(model, WIDTH, DEPTH, init_std=0.02) == []
+
+
+def test_one_zero_init_branch_end_is_an_init(cfg):
+    torch.manual_seed(0)
+    model = TinyLM(WIDTH, DEPTH)
+    with torch.no_grad():
+        model.blocks[0][3].weight.zero_()  # a zero-init out-projection: a choice, not memory
+    cfg.apply_multipliers(model, WIDTH, DEPTH)
+    cfg.init_(model, WIDTH, DEPTH)
+    assert float(model.blocks[0][3].weight.abs().sum()) == 0.0
+
+
+def test_check_across_widths_refuses_bad_base_values_before_any_twin(cfg):
+    model = _model(cfg)
+    built = []
+
+    def factory(w):
+        built.append(w)
+        return TinyLM(w, DEPTH)
+
+    with pytest.raises(ConfigTypeError, match="lr for input_weight: expected a number, got 'x'"):
+        cfg.check(model, WIDTH, DEPTH, widths=[64, 128, 256], factory=factory, lr="x")
+    with pytest.raises(ConfigError, match="expected a finite number >= 0, got -1.0"):
+        cfg.check(model, WIDTH, DEPTH, widths=[64, 128, 256], factory=factory, lr=-1.0)
+    assert built == []
+
+
+def test_a_factory_that_builds_another_depth_is_named_as_such(cfg):
+    """Before: the twin's extra layer was blamed on patterns ("6 parameter(s) match no
+    role pattern ... Pass patterns="), twice."""
+    model = _model(cfg)
+    lines = cfg.check(
+        model, WIDTH, DEPTH, widths=[64, 128, 256], lr=1e-3, factory=lambda w: TinyLM(w, DEPTH + 1)
+    )
+    assert lines == [
+        "the twin at your model's width 64 is not your model: the twin has 6 parameter(s) "
+        "yours has not (blocks.2.0.weight, blocks.2.0.bias, blocks.2.1.weight and 3 more); "
+        "the factory must build your model at the width it is given (the same depth and "
+        "modules)"
+    ]
+
+
 def test_a_finite_model_is_not_named(cfg):
     model = TinyLM(WIDTH, DEPTH)
     model.readout = nn.Linear(WIDTH, 64, bias=False)

@@ -278,6 +278,54 @@ def test_deepseek_latent_maps_read_by_norms_take_the_normed_role(tmp_path):
             assert abs(mine[at + module] - control[at + "o_proj"]) <= 0.15, (module, layer, mine, control)
 
 
+def test_the_fixed_rank_note_names_each_module_once_with_its_ranks():
+    from spectral.torch.check.verdict import fixed_rank_note
+
+    shapes = {
+        "mixer.layers.0.x_proj.weight": ("normed_rank_down_weight", 24),
+        "mixer.layers.1.x_proj.weight": ("normed_rank_down_weight", 24),
+        "mixer.layers.0.in_proj.weight": ("hidden_weight", 128),
+        "mixer.layers.0.router.weight": ("router_weight", 4),
+    }
+    note = fixed_rank_note(shapes)
+    assert note is not None and note.startswith(
+        "mixer.layers.N.x_proj (2 matrices, width -> rank 24): a norm reads each"
+    )
+    assert fixed_rank_note({k: v for k, v in shapes.items() if "x_proj" not in k}) is None
+
+
+@pytest.mark.slow  # DeepSeek-V3 and a Llama, placed and checked at one width: ~8 s
+def test_deepseek_fixed_rank_maps_are_named_in_one_note(tmp_path):
+    """At a fixed latent rank no width rule keeps what the norm after q_a_proj and
+    kv_a_proj_with_mqa passes on flat (the input's change along their rows is amplified as
+    (n/rank)^(1/2): n^+0.13 / +0.21 at 64-256 under Muon-Kimi, against a Llama's k/v
+    within +0.05; benchmarks/deepseek_normed.py --along-rows): check() says so in one note,
+    not a problem, and names both maps with their ranks; a Llama gets no such note."""
+    from tests.families.test_model_classes import deepseek_v3
+
+    cfg = load_generated(
+        "muon-kimi", "adamw", base_width=BASE, base_depth=DEPTH, folder=tmp_path, all_roles=True
+    )
+    torch.manual_seed(0)
+    model = deepseek_v3(BASE, DEPTH)
+    optimizer = _set_up(cfg, model)
+    findings = cfg.check(model, BASE, DEPTH, optimizer, lr=LR)
+    assert list(findings) == []
+    fixed = [n for n in findings.notes if "fixed rank" in n]
+    assert fixed == [
+        "model.layers.N.self_attn.kv_a_proj_with_mqa, model.layers.N.self_attn.q_a_proj "
+        "(4 matrices, width -> rank 40, 48): a norm reads each, so they take the normed "
+        "rank-down rules (their output and own step stay flat), but at a fixed rank no "
+        "width rule keeps the norm's change flat: the part of the input's change along "
+        "their rows grows as (n/rank)^(1/2); grow the rank with the width (and record it "
+        "with set_base_shapes) where transfer must be exact"
+    ]
+    torch.manual_seed(0)
+    control = llama()
+    optimizer = _set_up(cfg, control)
+    assert not [n for n in cfg.check(control, BASE, DEPTH, optimizer, lr=LR).notes if "rank" in n]
+
+
 def falcon_h1(width: int = BASE) -> torch.nn.Module:
     config = transformers.FalconH1Config(
         vocab_size=128, hidden_size=width, intermediate_size=2 * width, num_hidden_layers=DEPTH,

@@ -104,6 +104,9 @@ def test_check_widths_adds_the_note_after_its_lines(monkeypatch):
         ]
 
     monkeypatch.setattr(widths, "_measure_widths", rows)
+    # what widths_report reads of the rules and the placement besides: nothing to say here
+    monkeypatch.setattr(widths, "_checked_values", lambda *args: None)
+    monkeypatch.setattr(widths, "fixed_rank_notes", lambda placement: [])
     model, base = torch.nn.Linear(2, 2), {"lr": 1e-2}
     for tokens, optimizer, notes in ((256, "adamw", 1), (8, "adamw", 0), (256, "muon", 0)):
         rules = SimpleNamespace(optimizers={"hidden_weight": optimizer}, absorbed=None)

@@ -67,6 +67,9 @@ def init_by_role(
     unset = not_finite(placement)
     if unset:
         raise UnsupportedModelError(unset_line(unset, "init_"))
+    constant = all_constant(placement)
+    if constant:
+        raise UnsupportedModelError(unset_line(constant, "init_", constant=True))
     done: set[int] = set()
     scaled = own_init_factors(rules, placement, width, depth, multiplier)
     for _, p, s in scaled:
@@ -78,6 +81,14 @@ def init_by_role(
     _remember(model, InitRecord(width, depth, None, parameter_spreads(model)))
 
 
+def _holds_values(p: torch.Tensor) -> bool:
+    return (
+        p.device.type != "meta"
+        and type(p).__name__ != "DTensor"
+        and p.is_floating_point()
+    )
+
+
 def not_finite(placement: Placement) -> list[str]:
     """The names of the placed parameters holding NaN or inf (memory left as it was by
     ``to_empty`` after a meta-device build, or a broken init): init_ keeps the model's own
@@ -85,20 +96,42 @@ def not_finite(placement: Placement) -> list[str]:
     return [
         name
         for name, p, _, _ in placement
-        if p.device.type != "meta"
-        and type(p).__name__ != "DTensor"
-        and p.is_floating_point()
-        and not bool(torch.isfinite(p.detach()).all())
+        if _holds_values(p) and not bool(torch.isfinite(p.detach()).all())
     ]
 
 
-def unset_line(names: list[str], who: str) -> str:
-    """One line for parameters that hold no initialised values."""
+def all_constant(placement: Placement) -> list[str]:
+    """The names of the hidden matrices when every one of them holds a single value (all
+    0.0: the memory ``to_empty`` left was finite, and nothing initialised it); [] when any
+    holds two values. One constant branch end (a zero-init out-projection) is an init;
+    every hidden matrix constant is none, and init_ would only scale the constant."""
+    hidden = [
+        (name, p)
+        for name, p, role, _ in placement
+        if role == "hidden_weight"
+        and p.ndim >= 2
+        and _holds_values(p)
+        and p.numel() > 1
+    ]
+    if not hidden or any(bool((p != p.reshape(-1)[0]).any()) for _, p in hidden):
+        return []
+    return [name for name, _ in hidden]
+
+
+def unset_line(names: list[str], who: str, constant: bool = False) -> str:
+    """One line for parameters that hold no initialised values: NaN or inf, or (with
+    ``constant``) every hidden matrix one value."""
     more = f" and {len(names) - 3} more" if len(names) > 3 else ""
     shown = ", ".join(names[:3]) + more
+    what = (
+        f"every hidden matrix holds one value ({len(names)}: {shown})"
+        if constant
+        else f"{len(names)} parameter(s) hold NaN or inf ({shown})"
+    )
+    diverged = "" if constant else " or diverged"
     return (
-        f"{who}: {len(names)} parameter(s) hold NaN or inf ({shown}): never initialised "
-        "(to_empty after a meta-device build leaves memory as it was) or diverged; run "
+        f"{who}: {what}: never initialised "
+        f"(to_empty after a meta-device build leaves memory as it was){diverged}; run "
         "the model's own init first (reset_parameters(), init_weights()), or pass "
         "init_std= to init_ to draw every parameter by its role"
     )

@@ -18,14 +18,19 @@ from spectral.torch.apply.hooks import (
     placement_problems,
     placements,
 )
-from spectral.torch.apply.init import init_record, not_finite, unset_line
+from spectral.torch.apply.init import (
+    all_constant,
+    init_record,
+    not_finite,
+    unset_line,
+)
 from spectral.torch.check.clipping import clipping_problems
 from spectral.torch.check.compiled import compiled_problems
 from spectral.torch.check.foreign import foreign_hook_problems
 from spectral.torch.check.forward import example_batch, measured_problems
 from spectral.torch.check.params import init_problems
 from spectral.torch.check.run_rules import run_rule_problems
-from spectral.torch.check.widths import widths_report
+from spectral.torch.check.widths import fixed_rank_notes, widths_report
 from spectral.torch.model.classify import Adapter
 from spectral.torch.model.placement import Placement
 from spectral.torch.model.trace import structure_disagreements, trace_structure
@@ -354,7 +359,10 @@ def traced_notes(
 def _unset_line(placement: Placement) -> str | None:
     """The one line for placed parameters that hold NaN or inf (never initialised)."""
     unset = not_finite(placement)
-    return unset_line(unset, "check") if unset else None
+    if unset:
+        return unset_line(unset, "check")
+    constant = all_constant(placement)
+    return unset_line(constant, "check", constant=True) if constant else None
 
 
 def _forward_problems(
@@ -431,6 +439,7 @@ def check_model(
     )
     problems += found
     notes += traced_notes(model, placement.family, example_input) if measure else []
+    notes += fixed_rank_notes(placement)
     if widths is not None:
         found, more = _anchored_width_check(
             rules,
@@ -446,5 +455,5 @@ def check_model(
             seeds=seeds,
         )
         problems += [line for line in found if line not in problems]
-        notes += more
+        notes += [line for line in more if line not in notes]
     return Findings(problems, notes)

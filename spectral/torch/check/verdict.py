@@ -373,3 +373,30 @@ def batch_note(
         f"{round(math.pi / 2 * tokens)}: re-run the check with fewer tokens (e.g. the "
         f"default 2 x 8) before changing the role of the {BATCH_NOTE_ROLE} lines"
     )
+
+
+NORMED_DOWN_ROLE = "normed_rank_down_weight"
+
+
+def fixed_rank_note(shapes: Mapping[str, tuple[str, int]]) -> str | None:
+    """One line for the maps from the width to a fixed rank that a norm reads (MLA's
+    q_a_proj and kv_a_proj_with_mqa, Jamba's x_proj): ``shapes`` maps each parameter's
+    name to its (role, output rows). Their rules keep their output and their own step
+    flat, but no width rule keeps the norm's change flat at a fixed rank: the part of the
+    input's change that lies along the map's rows (the backward pass through the map put
+    it there) is amplified as (n / rank)^(1/2). None when there is no such map."""
+    found = {
+        name: rows for name, (role, rows) in shapes.items() if role == NORMED_DOWN_ROLE
+    }
+    if not found:
+        return None
+    modules = sorted({group_name(name).rpartition(".")[0] for name in found})
+    ranks = ", ".join(str(r) for r in sorted(set(found.values())))
+    return (
+        f"{', '.join(modules)} ({len(found)} matrices, width -> rank {ranks}): a norm "
+        "reads each, so they take the normed rank-down rules (their output and own step "
+        "stay flat), but at a fixed rank no width rule keeps the norm's change flat: the "
+        "part of the input's change along their rows grows as (n/rank)^(1/2); grow the "
+        "rank with the width (and record it with set_base_shapes) where transfer must be "
+        "exact"
+    )

@@ -56,11 +56,14 @@ from spectral.torch.check.verdict import (
     WidthReport,
     WidthRow,
     batch_note,
+    fixed_rank_note,
     group_name,
     off_rules,
 )
 from spectral.torch.model.classify import unplaced_message
 from spectral.torch.model.placement import Placement, placed_alike
+from spectral.torch.model.shapes import fans
+from spectral.torch.optim.groups import role_param_groups
 from spectral.torch.rules import TorchRules
 
 __all__ = [
@@ -323,6 +326,27 @@ def _measure_widths(
     return per_width
 
 
+def _checked_values(
+    rules: TorchRules,
+    placement: Placement,
+    multiplier: BaseValue,
+    base: Mapping[str, Any],
+) -> None:
+    """The base values (lr, weight_decay, eps, ...) checked as the twins' optimizers will
+    read them, on the user's placement: a bad one raises (ConfigError) before any twin is
+    built. What only a twin can show (a model the rules cannot carry) is left to it."""
+    carried: dict[str, Any] = {"multiplier": multiplier} if rules.absorbed else {}
+    values = {k: v for k, v in base.items() if k != "init_std"}
+    try:
+        role_param_groups(
+            rules, placement, rules.base_width, rules.base_depth, **carried, **values
+        )
+    except ConfigError:
+        raise
+    except Exception:  # noqa: BLE001 - the twins report the model's own problems
+        return
+
+
 def _anchored(
     rules: TorchRules,
     model: nn.Module,
@@ -332,17 +356,19 @@ def _anchored(
     multiplier: BaseValue,
     example_input: Any,
     base: Mapping[str, Any],
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[str], bool]:
     """The user's model against the twin at its own width (spectral.torch.check.anchor):
-    (problems, notes). A model that cannot be compared is one line, as a twin would be."""
+    (problems, notes, whether the twins are the user's model). A model that cannot be
+    compared is one line, as a twin would be; a twin that is another model (other
+    parameters or shapes) is one line, and no twin is worth measuring then."""
     width = _whole(anchor[0])
     try:
         torch.manual_seed(SEED)
         twin = _built(twin_builder(model, factory), width, None)
         differ = _shape_differences(model, twin, width)
         if differ:
-            return differ, []
-        return anchor_problems(
+            return differ, [], False
+        found, notes = anchor_problems(
             rules,
             model,
             twin,
@@ -352,6 +378,7 @@ def _anchored(
             example_input,
             base,
         )
+        return found, notes, True
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - the user's model: one line, not a traceback
@@ -359,7 +386,7 @@ def _anchored(
             f"check across widths could not compare your model with the twin at its width "
             f"{width} ({first_line(exc)}): what it certifies may not be your model"
         )
-        return [line], []
+        return [line], [], True
 
 
 def _shape_differences(model: nn.Module, twin: nn.Module, width: int) -> list[str]:
@@ -367,7 +394,22 @@ def _shape_differences(model: nn.Module, twin: nn.Module, width: int) -> list[st
     shapes (a factory that keeps an MLP's inner size fixed, or builds another model):
     the first parameter that differs, both shapes and the dimension."""
     theirs = dict(twin.named_parameters())
-    for name, p in model.named_parameters():
+    mine = dict(model.named_parameters())
+    extra = [n for n in theirs if n not in mine]
+    missing = [n for n in mine if n not in theirs]
+    if extra or missing:
+        names, whose, other = (
+            (extra, "the twin", "yours") if extra else (missing, "yours", "the twin")
+        )
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        line = (
+            f"the twin at your model's width {width} is not your model: {whose} has "
+            f"{len(names)} parameter(s) {other} has not ({', '.join(names[:3])}{more}); "
+            "the factory must build your model at the width it is given (the same depth "
+            "and modules)"
+        )
+        return [line]
+    for name, p in mine.items():
         q = theirs.get(name)
         if q is None or q.shape == p.shape or p.device.type == "meta":
             continue
@@ -383,6 +425,18 @@ def _shape_differences(model: nn.Module, twin: nn.Module, width: int) -> list[st
         )
         return [line]
     return []
+
+
+def fixed_rank_notes(placement: Placement) -> list[str]:
+    """The one line for maps from the width to a fixed rank that a norm reads
+    (spectral.torch.check.verdict.fixed_rank_note), as a note: what no rule keeps flat."""
+    shapes = {
+        name: (role, fans(module, p)[0])
+        for name, p, role, module in placement
+        if module is not None and p.ndim >= 2
+    }
+    note = fixed_rank_note(shapes)
+    return [] if note is None else [note]
 
 
 def widths_report(
@@ -404,13 +458,14 @@ def widths_report(
     model = placement.model
     base = dict(base or {})
     sizes = checked_sizes(widths, seeds, base)
+    _checked_values(rules, placement, multiplier, base)
     progress = _Progress(sizes, checked_timeout(timeout))
     measured, problems = progress.measured, progress.problems
     notes: list[str] = []
     if anchor is not None:
         try:
             with progress.bounded("the comparison of your model with its twin"):
-                found, notes = _anchored(
+                found, notes, alike = _anchored(
                     rules,
                     model,
                     anchor,
@@ -424,6 +479,8 @@ def widths_report(
             progress.expired()
             return WidthReport(measured, [], problems, notes)
         problems += found
+        if not alike:
+            return WidthReport(measured, [], problems, notes)
     try:
         per_width = _measure_widths(
             rules,
@@ -457,4 +514,5 @@ def widths_report(
     problems += off_rules(measured, merged)
     # the lines of a hidden role under a sign-like step: perhaps the batch, not the role
     note = batch_note(batch_tokens(example_input), measured, merged, rules.optimizers)
+    notes += [line for line in fixed_rank_notes(placement) if line not in notes]
     return WidthReport(measured, merged, problems + ([note] if note else []), notes)
