@@ -33,7 +33,7 @@ from spectral.torch.check.run_rules import run_rule_problems
 from spectral.torch.check.widths import fixed_rank_notes, widths_report
 from spectral.torch.model.classify import Adapter
 from spectral.torch.model.placement import Placement
-from spectral.torch.model.trace import structure_disagreements, trace_structure
+from spectral.torch.model.trace import structure_disagreements, traced_structure
 from spectral.torch.model.shapes import fans, head_dims, is_norm
 from spectral.torch.optim.composite import (
     CompositeOptimizer,
@@ -347,7 +347,7 @@ def traced_notes(
     if family is None or family.name.endswith("traced"):
         return []
     try:
-        structure = trace_structure(model, example_input)
+        structure = traced_structure(model, example_input)  # the placement's trace
     except UnsupportedModelError:
         return []
     return [
