@@ -337,7 +337,8 @@ def check_widths(
     and the widths left are named as not measured. ``seeds``: twins drawn per width (1 to MAX_SEEDS; init seeds 0, 1, ...);
     each RMS is their mean before the slope is fitted. At a few heads of width one draw's
     branch slopes scatter by about 0.1 from seed to seed, so a check near the tolerance
-    wants several (the cost grows with them). ``anchor``: the user's (width, depth); the
+    wants several (the cost grows with them); with two or more a line states the 95 %
+    interval over the draws, and none is issued where it holds the rule. ``anchor``: the user's (width, depth); the
     model is first compared with the twin at its own width (spectral.torch.check.anchor),
     so that what the verdict certifies is the model trained. A bad argument raises
     ConfigError."""

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from spectral.measure.fit import SLOPE_TOLERANCE_WIDTHS, log_slope, within
+from spectral.measure.fit import SLOPE_TOLERANCE_WIDTHS, log_slope, t_quantile, within
 from spectral.engine.dims import fan_in_grows, fan_out_grows
 
 STEP_EXPONENT = 0.0
@@ -88,6 +88,10 @@ class WidthRow:
     """A bias whose module's output a block multiplier scales."""
     init_slope: float | None = None
     step_slope: float | None = None
+    init_draws: list[list[float]] = field(default_factory=list)
+    step_draws: list[list[float]] = field(default_factory=list)
+    """Per width, the value of each seed's twin (``init`` and ``step`` hold their mean):
+    with two seeds or more, a group's verdict states its interval over the draws."""
 
     @property
     def label(self) -> str:
@@ -264,23 +268,68 @@ def _finding(widths: list[int], row: WidthRow) -> tuple[float, str, bool] | None
     return gap, ", ".join(parts), _mismatched(row)
 
 
-def _group_off(members: list[WidthRow]) -> bool:
-    """Whether a group of modules (one name in every layer) is off its rules as a group:
-    one member alone, or the mean of the members' slopes off the rule. At one seed and a
-    few heads one layer's slope scatters by 0.1-0.3 (a router of 4 experts: -0.74 and
-    -0.47 against the rules' -0.5); the mean over the layers is the group's estimate, and
-    the largest of several noisy slopes is not."""
-    if len(members) < 2 or any(r.dead for r in members):
-        return True
+def _draw_slopes(widths: list[int], draws: list[list[float]]) -> list[float]:
+    """One slope per seed: each seed's twins' values across the widths ([] with one
+    seed, or no draws kept)."""
+    if len(draws) != len(widths) or min((len(d) for d in draws), default=0) < 2:
+        return []
+    seeds = min(len(d) for d in draws)
+    slopes = (log_slope(widths, [d[s] for d in draws]) for s in range(seeds))
+    return [v for v in slopes if v is not None]
+
+
+def _spread(
+    widths: list[int], members: list[WidthRow], quantity: str
+) -> tuple[float, float, float, int] | None:
+    """(mean, low, high, slopes): the 95 % t-interval of a group's slope over every
+    member's per-seed slopes (``quantity`` "init" or "step"); None at one seed."""
+    slopes = [
+        v
+        for r in members
+        for v in _draw_slopes(widths, getattr(r, f"{quantity}_draws"))
+    ]
+    if len(slopes) < 2:
+        return None
+    m = len(slopes)
+    mean = sum(slopes) / m
+    sd = math.sqrt(sum((v - mean) ** 2 for v in slopes) / (m - 1))
+    half = t_quantile(m - 1) * sd / math.sqrt(m)
+    return mean, mean - half, mean + half, m
+
+
+def _group_off(widths: list[int], members: list[WidthRow]) -> tuple[bool, str]:
+    """Whether a group of modules (one name in every layer) is off its rules as a group,
+    and the interval that says so ("" at one seed). At one seed: one member alone, or the
+    mean of the members' slopes off the rule (at a few heads one layer's slope scatters
+    by 0.1-0.3: a router of 4 experts, -0.74 and -0.47 against the rules' -0.5; the mean
+    over the layers is the group's estimate, the largest of several noisy slopes is not).
+    With seeds: also the 95 % interval over every member's per-seed slope must exclude
+    the rule (a verdict is not issued where the draws span it)."""
+    if any(r.dead for r in members):
+        return True, ""
 
     def mean(values: list[float | None]) -> float | None:
         known = [v for v in values if v is not None]
         return sum(known) / len(known) if len(known) == len(values) else None
 
     first = members[0]
-    init = mean([r.init_slope for r in members])
-    step = mean([r.step_slope for r in members])
-    return _off(init, first.init_predicted) or _off(step, first.step_predicted)
+    for quantity, predicted in (
+        ("init", first.init_predicted),
+        ("step", first.step_predicted),
+    ):
+        value = mean([getattr(r, f"{quantity}_slope") for r in members])
+        if not _off(value, predicted):
+            continue
+        interval = _spread(widths, members, quantity)
+        if interval is None:
+            return True, ""
+        centre, low, high, count = interval
+        assert predicted is not None  # _off holds
+        if not low <= predicted <= high:
+            return True, (
+                f" (over {count} draws: n^{centre:.2f} [{low:.2f}, {high:.2f}], 95 %)"
+            )
+    return False, ""
 
 
 def off_rules(widths: list[int], rows: list[WidthRow]) -> list[str]:
@@ -324,8 +373,9 @@ def off_rules(widths: list[int], rows: list[WidthRow]) -> list[str]:
     for row in rows:
         everyone.setdefault(group_name(row.name), []).append(row)
     for group, members in grouped.items():
-        if not _group_off(everyone[group]):
-            continue  # one layer's scatter, not the group's slope: no verdict from it
+        off, interval = _group_off(widths, everyone[group])
+        if not off:
+            continue  # one layer's scatter, or draws that span the rule: no verdict
         row = max(members, key=lambda r: findings[r.name][0])
         _, measured, own = findings[row.name]
         if causes and not own and row.kind not in ("logits", "bias"):
@@ -336,7 +386,7 @@ def off_rules(widths: list[int], rows: list[WidthRow]) -> list[str]:
         else:
             hint = _what_to_change(row, _off(row.init_slope, row.init_predicted))
         count = f", {len(members)} modules" if len(members) > 1 else ""
-        lines.append(f"{group} ({row.label}{count}): {measured}; {hint}")
+        lines.append(f"{group} ({row.label}{count}): {measured}{interval}; {hint}")
     return lines
 
 

@@ -121,7 +121,8 @@ def batch_tokens(example: Any) -> int | None:
 
 def _pooled(drawn: list[dict[str, WidthRow]]) -> dict[str, WidthRow]:
     """One width's rows over its seeds: the first draw's rows, each measured value the mean
-    over the draws (a module missing from a draw is left out)."""
+    over the draws and each draw's own value kept (``init_draws``, ``step_draws``) for the
+    verdict's interval (a module missing from a draw is left out)."""
     pooled: dict[str, WidthRow] = {}
     for name, row in drawn[0].items():
         if not all(name in rows for rows in drawn[1:]):
@@ -130,6 +131,10 @@ def _pooled(drawn: list[dict[str, WidthRow]]) -> dict[str, WidthRow]:
             values = [getattr(rows[name], quantity) for rows in drawn]
             if all(len(v) == 1 for v in values):
                 setattr(row, quantity, [sum(v[0] for v in values) / len(values)])
+                if (
+                    quantity != "total" and len(values) > 1
+                ):  # each seed's, for intervals
+                    setattr(row, f"{quantity}_draws", [[v[0] for v in values]])
         pooled[name] = row
     return pooled
 
@@ -225,6 +230,8 @@ def _across_widths(per_width: list[dict[str, WidthRow]]) -> list[WidthRow]:
                 row.init += other.init
                 row.step += other.step
                 row.total += other.total
+                row.init_draws += other.init_draws
+                row.step_draws += other.step_draws
                 row.fan_in += other.fan_in
                 row.fan_out += other.fan_out
                 row.features += other.features
