@@ -219,8 +219,7 @@ def test_bad_arguments_are_one_line_before_any_folder(tmp_path, capsys, args, me
 AXES = ["--base-steps", "50", "--batch-sizes", "8,16,32", "--batch-size", "16", "--seeds", "0,1,2",
         "--weight-decay", "0.1"]
 LLAMA = ["--model", "llama", "-O", "adamw", "--head-dim", "16", "--block-size", "64", "--base-width", "32",
-         "--base-depth", "2", "--multiplier", "output=4", "--weight-decay", "0.1", "--batch-size", "16",
-         "--seeds", "0,1,2"]
+         "--base-depth", "2", "--multiplier", "output=4", "--weight-decay", "0.1", "--batch-size", "16"]
 """The torchtitan-like Llama at 32 x 2 (α_out 4, docs/sweep/ablate/llama-32-256's base)."""
 FOLDERS = {  # docs/sweep/horizon/README.md's commands
     "adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-9,-8,-7,-6,-5", "--steps", "25,50,100,200",
@@ -228,8 +227,9 @@ FOLDERS = {  # docs/sweep/horizon/README.md's commands
     "muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--log2-lrs=-6,-5,-4,-3,-2", "--steps", "25,50,100,200", *AXES],
     "output-1/adamw": ["-O", "adamw", "--log2-lrs=-8,-7,-6,-5,-4", "--steps", "25,50,100", *AXES],
     "llama/adamw": [*LLAMA, "--steps", "50,100,200,400", "--base-steps", "100", "--batch-sizes", "8,16,32",
-                    "--log2-lrs=-7,-6,-5,-4,-3"],
-    "together/adamw": [*LLAMA, "--together", "--widths", "32,64", "--steps", "100,200", "--log2-lrs=-6,-5,-4"],
+                    "--log2-lrs=-7,-6,-5,-4,-3", "--seeds", "0,1,2"],
+    "together/adamw": [*LLAMA, "--together", "--widths", "32,64", "--steps", "100,200", "--log2-lrs=-6,-5,-4,-3",
+                       "--seeds", "0,1,2,3,4"],
 }
 
 
