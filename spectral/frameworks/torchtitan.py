@@ -3,7 +3,7 @@
 A module written by ``spectral codegen --framework torchtitan`` binds :func:`mup_config`
 to its rules as ``mup``, and answers torchtitan's ``ConfigManager`` as a config registry
 (``--module mup_titan --config llama3_debugmodel``: torchtitan's Llama3 registry function of
-that name, with ``mup`` applied). ``mup(config)`` changes a ``Trainer.Config`` in two
+that name, with ``mup`` applied). ``mup(config)`` changes a ``Trainer.Config`` in three
 places, so that torchtitan's stock ``Trainer`` trains by the rules:
 
 * ``config.optimizer`` becomes :class:`SpectralOptimizers.Config`, torchtitan's
@@ -12,6 +12,10 @@ places, so that torchtitan's stock ``Trainer`` trains by the rules:
   ``--optimizer.betas`` (AdamW / Adam), ``--optimizer.momentum`` (Muon) are torchtitan CLI
   flags, and every group's numbers are computed from them when the container is built. It
   builds torch.optim.Muon by the name ``"Muon"`` besides torchtitan's own Adam and AdamW.
+* the config's class gains a ``__post_init__`` (same name and fields) that copies the run's
+  ``training.steps`` and ``training.global_batch_size`` into the container's config once
+  torchtitan's ConfigManager has read the command line, so the rules along the horizon
+  and the batch apply against the module's BASE_RUN.
 * every ``param_init`` of the model config is wrapped so that torchtitan's own draw is
   multiplied by the rule's factor (``titan_init_factors``): at the base width and depth
   the model starts as torchtitan draws it, bit for bit; away from it, times the ratio.
@@ -124,7 +128,8 @@ class SpectralOptimizers(OptimizersContainer):
         """Base epsilon of AdamW / Adam, scaled by its rule."""
 
         betas: tuple[float, float] = (0.9, 0.95)
-        """AdamW / Adam betas (no rule moves them); torchtitan's default_adamw's."""
+        """AdamW / Adam betas at the base run (a batch law moves them); torchtitan's
+        default_adamw's."""
 
         momentum: float = 0.95
         """Muon's momentum (no rule moves it)."""
@@ -146,6 +151,14 @@ class SpectralOptimizers(OptimizersContainer):
         setup: Annotated[TitanSetup | None, tyro.conf.Suppress] = None
         """The generated module's rules, set by ``mup``."""
 
+        steps: Annotated[int, tyro.conf.Suppress] = 0
+        """The run's steps (``training.steps``), set once the command line is read; 0:
+        the base run's."""
+
+        batch: Annotated[int, tyro.conf.Suppress] = 0
+        """The run's global batch in sequences (``training.global_batch_size`` where set);
+        0: the base run's."""
+
     def __init__(self, config: Config, *, model_parts: list[nn.Module]) -> None:
         setup = config.setup
         if setup is None or config.width <= 0 or config.depth <= 0:
@@ -155,6 +168,9 @@ class SpectralOptimizers(OptimizersContainer):
             )
         _check_width(model_parts, config.width)
         _check_untied(model_parts)
+        base_run = getattr(setup.rules, "base_run", None) or {}
+        if "base_batch" in base_run and config.batch <= 0:
+            logger.warning(BATCH_NOTE.format(base=base_run["base_batch"]))
         groups = param_group_configs(
             setup.rules,
             setup.groups,
@@ -226,7 +242,13 @@ def _base_values(config: SpectralOptimizers.Config, setup: TitanSetup) -> dict[s
     bias_wd = config.weight_decay if config.bias_weight_decay is None else config.bias_weight_decay
     bias_roles = sorted(r for r in setup.rules.optimizers if r in BIAS_ROLES)
     wd = {"default": config.weight_decay, **dict.fromkeys(bias_roles, bias_wd)}
-    return {"lr": config.lr, "weight_decay": wd, "eps": config.eps}
+    run: dict[str, Any] = {}
+    base_run = getattr(setup.rules, "base_run", None) or {}
+    if config.steps > 0 and ("base_steps" in base_run or "base_tokens" in base_run):
+        run["steps"] = config.steps
+    if config.batch > 0 and "base_batch" in base_run:
+        run["batch"] = config.batch
+    return {"lr": config.lr, "weight_decay": wd, "eps": config.eps, **run}
 
 
 def _options(config: SpectralOptimizers.Config, setup: TitanSetup) -> dict[str, Any]:
@@ -369,7 +391,10 @@ def mup_config(
     :class:`SpectralOptimizers.Config` (lr, betas, eps, weight decay and the
     implementation kept from a catch-all ``default_adamw`` group; the width and depth read
     from the model config: ``dim`` and ``len(layers)``) and its model's ``param_init``
-    entries are scaled (:func:`install_init`). Returns ``config``, changed in place."""
+    entries are scaled (:func:`install_init`); once the command line is read, the run's
+    ``training.steps`` and ``training.global_batch_size`` reach the container
+    (:func:`_run_class`), so the rules along the horizon and the batch apply against the
+    module's BASE_RUN. Returns ``config``, changed in place."""
     if isinstance(config.optimizer, SpectralOptimizers.Config):
         raise ConfigError("mup(config) was applied to this config already")
     spec = config.model_spec
@@ -399,7 +424,65 @@ def mup_config(
         setup=setup,
         **own,
     )
+    _read_run(config)
+    config.__class__ = _run_class(type(config))
     return config
+
+
+RUN_CLASSES: dict[type, type] = {}
+"""A config class -> its subclass whose ``__post_init__`` also reads the run (:func:`_run_class`)."""
+
+
+def _run_class(cls: type) -> type:
+    """``cls`` with a ``__post_init__`` that, after its own, copies the run's steps and
+    global batch into the optimizer config (:func:`_read_run`). torchtitan's ConfigManager
+    builds the final config as ``type(registry_config)(...)`` once the command line is
+    read (tyro), so ``--training.steps`` and ``--training.global-batch-size`` reach the
+    container without being passed twice. Same name, fields and slots: only the hook."""
+    if cls in RUN_CLASSES.values():
+        return cls
+    if cls not in RUN_CLASSES:
+        own = getattr(cls, "__post_init__", None)
+
+        def __post_init__(self: Any) -> None:
+            if own is not None:
+                own(self)
+            _read_run(self)
+
+        RUN_CLASSES[cls] = type(
+            cls.__name__,
+            (cls,),
+            {
+                "__slots__": (),
+                "__post_init__": __post_init__,
+                "__module__": cls.__module__,
+                "__qualname__": cls.__qualname__,
+                "__doc__": cls.__doc__,
+            },
+        )
+    return RUN_CLASSES[cls]
+
+
+def _read_run(config: Any) -> None:
+    """The job's ``training.steps`` and ``training.global_batch_size`` (where set: its
+    default, -1, is the local batch times the data-parallel degree, which only the Trainer
+    knows) into a :class:`SpectralOptimizers.Config`; the generated module's BASE_RUN is the
+    base they are compared with (none recorded: nothing moves)."""
+    opt = getattr(config, "optimizer", None)
+    training = getattr(config, "training", None)
+    if not isinstance(opt, SpectralOptimizers.Config) or training is None:
+        return
+    steps, batch = getattr(training, "steps", 0), getattr(training, "global_batch_size", -1)
+    opt.steps = steps if isinstance(steps, int) and steps > 0 else 0
+    opt.batch = batch if isinstance(batch, int) and batch > 0 else 0
+
+
+BATCH_NOTE = (
+    "spectral: training.global_batch_size is not set, so the rules take the run's batch "
+    "as the base's ({base:g} sequences, BASE_RUN): set --training.global-batch-size for "
+    "the rules along the batch"
+)
+"""The warning when the run's global batch is torchtitan's default (unknown until the Trainer)."""
 
 
 def registry_function(mup: Callable[[Any], Any], name: str) -> Callable[[], Any]:

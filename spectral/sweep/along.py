@@ -17,6 +17,12 @@ that η times ``r_D^h r_B^c`` and λ times ``r_D^(-1-h) r_B^(1-c)`` (the timesca
 held), one run per point and seed. ε and the betas are held in both arms (the sweep's
 optimizers take no ``batch=``; ε = 1e-16 moves nothing).
 
+``--together`` pairs ``--widths`` with ``--steps`` one to one (e.g. ``--widths 32,128 --steps
+100,400``: 4x the width with 4x the steps): the axis ``together`` moves width and horizon at once,
+the first pair the base. μP carries η and λ along the width in both arms, so the **unchanged**
+arm is width-only transfer (the base's η and λ through the width rules alone) and the **rules**
+arm adds the horizon laws on top (η × r_D^h, λ × r_D^(-1-h)).
+
 Nothing here imports torch or trains: :mod:`spectral.sweep.along_run` trains what this plans.
 """
 
@@ -40,26 +46,34 @@ __all__ = [
     "rule_config",
 ]
 
-AXES = ("horizon", "batch")
+AXES = ("horizon", "batch", "together")
 
 
 @dataclass(frozen=True)
 class Along:
-    """One axis of the sweep: its points (steps along the horizon, batch sizes along the
-    batch) and the base run (steps, batch)."""
+    """One axis of the sweep: its points (steps along the horizon and together, batch sizes
+    along the batch) and the base run (steps, batch); ``together``: each point's width too."""
 
     axis: str
     values: tuple[int, ...]
     base_steps: int
     base_batch: int
+    widths: tuple[int, ...] = ()
+    """``together`` only: the width paired with each of ``values`` (the first pair the base)."""
+
+    def width(self, value: int, base_width: int) -> int:
+        """The width of the run at one point: the paired one together, else the base's."""
+        if self.axis != "together":
+            return base_width
+        return self.widths[self.values.index(value)]
 
     @property
     def base_value(self) -> int:
-        return self.base_steps if self.axis == "horizon" else self.base_batch
+        return self.base_batch if self.axis == "batch" else self.base_steps
 
     def steps_batch(self, value: int) -> tuple[int, int]:
         """The run at one point: (steps, batch). Along the batch the tokens are the base's."""
-        if self.axis == "horizon":
+        if self.axis != "batch":
             return value, self.base_batch
         steps, rest = divmod(self.base_steps * self.base_batch, value)
         if rest or steps < 1:
@@ -75,7 +89,7 @@ class Along:
     def ratio(self, value: int) -> Fraction:
         """The ratio the fit is against: ``r_D`` along the horizon, ``r_B`` along the batch."""
         r_d, r_b = self.ratios(value)
-        return r_d if self.axis == "horizon" else r_b
+        return r_b if self.axis == "batch" else r_d
 
 
 @dataclass(frozen=True)
@@ -88,8 +102,9 @@ class Laws:
     """``horizon`` / ``batch`` where some part's law is an assumption, not a declaration."""
 
     def expected(self, axis: str) -> Fraction:
-        """The exponent of η against the axis's ratio (along the batch ``r_D = 1``)."""
-        return self.horizon if axis == "horizon" else self.batch
+        """The exponent of η against the axis's ratio (along the batch ``r_D = 1``; together, μP
+        carries η along the width, so the grid's base η follows the horizon law)."""
+        return self.batch if axis == "batch" else self.horizon
 
     def factors(self, r_d: Fraction, r_b: Fraction) -> tuple[float, float]:
         """``(η factor, λ factor)`` of the rules at ``(r_D, r_B)``: η × r_D^h r_B^c, and λ
@@ -122,9 +137,10 @@ def optimizer_laws(optimizer: str) -> Laws:
 
 def point_config(cfg: SweepConfig, along: Along, value: int, seed: int) -> SweepConfig:
     """μP at one point of the axis, at the base size (``--base-width`` × ``--base-depth``: every
-    width and depth ratio 1), one seed, over ``cfg``'s η grid."""
+    width and depth ratio 1; together: the point's width, its ratio to the base's), one seed, over
+    ``cfg``'s η grid."""
     steps, batch = along.steps_batch(value)
-    n, L = cfg.base_width, cfg.base_depth
+    n, L = along.width(value, cfg.base_width), cfg.base_depth
     return replace(cfg, parameterizations=("mup",), widths=(n,), width=n, depth=L, depths=(L,),
                    steps=steps, batch_size=batch, seed=seed)
 

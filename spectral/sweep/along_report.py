@@ -45,6 +45,7 @@ class Point:
     value: int
     steps: int
     batch: int
+    width: int
     log2_ratio: float
     losses: tuple[tuple[float | None, ...], ...]
     """``losses[s][j]``: seed s at log2 η j (``None``: not run; ``inf``: diverged)."""
@@ -110,18 +111,19 @@ class AxisResult:
 def axis_result(records: Iterable[dict[str, Any]], cfg: Any, along: Along, seeds: Sequence[int],
                 base_log2_lr: int, laws: Laws) -> AxisResult:
     """The fit and the arms of one axis from the recorded runs (pure). A record counts when
-    its optimizer and η match and its settings equal a planned run's (the seed is one)."""
+    its optimizer, size and η match and its settings equal a planned run's (the seed is one)."""
     grid, arms = {}, {}
     for v in along.values:
+        n = along.width(v, cfg.base_width)
         for s in seeds:
-            grid[freeze(point_config(cfg, along, v, s).settings())] = (v, s)
-            arms[freeze(rule_config(cfg, along, v, s, base_log2_lr, laws).settings())] = (v, s)
+            grid[(n, freeze(point_config(cfg, along, v, s).settings()))] = (v, s)
+            arms[(n, freeze(rule_config(cfg, along, v, s, base_log2_lr, laws).settings()))] = (v, s)
     by_grid: dict[tuple[int, int, int], dict[str, Any]] = {}
     by_rule: dict[tuple[int, int], dict[str, Any]] = {}
     for r in records:
-        if r.get("optimizer") != cfg.optimizer or (r.get("width"), r.get("depth")) != (cfg.base_width, cfg.base_depth):
+        if r.get("optimizer") != cfg.optimizer or r.get("depth") != cfg.base_depth:
             continue
-        key = freeze(r.get("settings"))
+        key = (r.get("width"), freeze(r.get("settings")))
         if key in grid:
             by_grid[(*grid[key], r.get("log2_lr"))] = r  # last wins
         if key in arms and r.get("log2_lr") == base_log2_lr:
@@ -133,7 +135,7 @@ def axis_result(records: Iterable[dict[str, Any]], cfg: Any, along: Along, seeds
         rows = tuple(tuple(run_loss(by_grid.get((v, s, e))) for e in lrs) for s in seeds)
         f_lr, f_wd = laws.factors(*along.ratios(v))
         points.append(Point(
-            value=v, steps=steps, batch=batch, log2_ratio=math.log2(along.ratio(v)), losses=rows,
+            value=v, steps=steps, batch=batch, width=along.width(v, cfg.base_width), log2_ratio=math.log2(along.ratio(v)), losses=rows,
             optima=tuple(optimum(lrs, row) if None not in row else None for row in rows),
             unchanged=tuple(run_loss(by_grid.get((v, s, base_log2_lr))) for s in seeds),
             rules=tuple(run_loss(by_rule.get((v, s))) for s in seeds),
@@ -145,7 +147,7 @@ def axis_result(records: Iterable[dict[str, Any]], cfg: Any, along: Along, seeds
         line = fit_line(xs, ys)
         slope, intercept, half = line.slope, line.intercept, line.half_width
     return AxisResult(along.axis, along.base_value, lrs, tuple(seeds), base_log2_lr, float(laws.expected(along.axis)),
-                      along.axis in laws.assumed, tuple(points), slope, intercept, half)
+                      ("batch" if along.axis == "batch" else "horizon") in laws.assumed, tuple(points), slope, intercept, half)
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -175,7 +177,7 @@ def _num(v: float | None, fmt: str = ".3f") -> str:
 
 
 def _label(axis: str) -> str:
-    return "steps" if axis == "horizon" else "B"
+    return "B" if axis == "batch" else "steps"
 
 
 def as_json(res: AxisResult) -> dict[str, Any]:
@@ -185,7 +187,7 @@ def as_json(res: AxisResult) -> dict[str, Any]:
         best = p.best()
         pair = _paired(p.unchanged, p.rules)
         points.append({
-            "value": p.value, "steps": p.steps, "batch": p.batch, "log2_ratio": p.log2_ratio,
+            "value": p.value, "steps": p.steps, "batch": p.batch, "width": p.width, "log2_ratio": p.log2_ratio,
             "val_loss": [list(r) for r in p.losses],
             "optimal_log2_lr": [None if o is None else o[0] for o in p.optima],
             "on_edge": [None if o is None else o[1] for o in p.optima],
@@ -219,7 +221,7 @@ def _rows(res: AxisResult) -> dict[str, Any]:
     for p in res.points:
         opt = [("—" if o is None else f"{o[0]:+.2f}" + ("*" if o[1] else "")) for o in p.optima]
         finite = [o[0] for o in p.optima if o is not None]
-        optima.append({"value": p.value, "steps": p.steps, "batch": p.batch, "log2_ratio": f"{p.log2_ratio:+.0f}",
+        optima.append({"value": p.value, "steps": p.steps, "batch": p.batch, "width": p.width, "log2_ratio": f"{p.log2_ratio:+.0f}",
                        "per_seed": ", ".join(opt),
                        "mean": "—" if not finite else f"{sum(finite) / len(finite):+.2f}",
                        "losses": [" / ".join(_num(row[j]) for row in p.losses) for j in range(len(res.log2_lrs))]})
@@ -237,7 +239,7 @@ def _rows(res: AxisResult) -> dict[str, Any]:
         else:
             diff = f"{pair[0]:+.4f} ± {pair[1]:.4f}"
         arms.append({
-            "value": p.value, "steps": p.steps, "batch": p.batch,
+            "value": p.value, "steps": p.steps, "batch": p.batch, "width": p.width,
             "best": "—" if best is None else f"{best[0]:.4f} (log2 η {res.log2_lrs[best[1]]})",
             "unchanged": _num(None if un is None or best is None else un - best[0], "+.4f"),
             "rules": _num(None if ru is None or best is None else ru - best[0], "+.4f"),
@@ -245,7 +247,8 @@ def _rows(res: AxisResult) -> dict[str, Any]:
             "diff": diff,
             "verdict": _arm_verdict(pair),
         })
-    return {"axis": res.axis, "label": _label(res.axis), "fit": fit, "optima": optima, "arms": arms,
+    return {"axis": res.axis, "label": _label(res.axis), "together": res.axis == "together",
+            "law_key": "batch" if res.axis == "batch" else "horizon", "fit": fit, "optima": optima, "arms": arms,
             "log2_lrs": list(res.log2_lrs), "base_value": res.base_value, "base_log2_lr": res.base_log2_lr,
             "edges": res.edges}
 
@@ -268,7 +271,7 @@ def write_along_report(out: Path, optimizer: str, results: Sequence[AxisResult],
     """``along.md`` and ``along.json`` of one optimizer's axes into ``out``."""
     text = environment("text").get_template("along_summary.md.j2").render(
         optimizer=optimizer, settings=settings, command=command, data=data or {}, rule=rule,
-        axes=[_rows(r) for r in results], seeds=", ".join(str(s) for s in (results[0].seeds if results else ())),
+        axes=[_rows(r) for r in results], together=any(r.axis == "together" for r in results), seeds=", ".join(str(s) for s in (results[0].seeds if results else ())),
     )
     payload = {"optimizer": optimizer, "axes": [as_json(r) for r in results]}
     return [

@@ -136,6 +136,32 @@ def test_titan_and_megatron_modules_take_the_run(framework, tmp_path):
         for key, factor in keys.items():
             if a.get(key):
                 assert b[key] == pytest.approx(a[key] * factor, rel=1e-12), key
+    # Adam's betas along the batch (r_B = 4): moved from the implementation's (torch.optim.AdamW's
+    # (0.9, 0.999), Megatron's OptimizerConfig's) in every group; none written at the base run
+    assert all("betas" not in a for a, _ in pairs)
+    assert all(b["betas"] == (pytest.approx(0.6, rel=1e-12), pytest.approx(0.996, rel=1e-12)) for _, b in pairs)
+    with pytest.raises(ValueError, match=r"betas: the batch rule moves 1 - beta = 0.1 by 16"):
+        build(128, 4, **BASE, steps=1000, batch=512)
+
+
+@pytest.mark.slow  # imports torchtitan
+def test_torchtitan_moves_the_betas_it_is_given(tmp_path):
+    # options' betas (torchtitan's --optimizer.betas through the container) are the base's:
+    # unchanged at the base run, bit for bit, and 1 - beta times r_B away from it
+    import importlib.util
+    import sys
+
+    path = tmp_path / "betas_titan.py"
+    path.write_text(render("adamw", base_width=64, base_depth=2, framework="torchtitan", base_run=BASE_RUN))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    options = {"AdamW": {"betas": (0.8, 0.95)}}
+    at_base = mod.param_groups(128, 4, **BASE, options=options, steps=1000, batch=32)
+    assert [g.optimizer_kwargs["betas"] for g in at_base] == [(0.8, 0.95)] * len(at_base)
+    moved = mod.param_groups(128, 4, **BASE, options=options, **RUN)
+    assert [g.optimizer_kwargs["betas"] for g in moved] == [(pytest.approx(0.2), pytest.approx(0.8))] * len(moved)
 
 
 def test_torch_config_writes_the_betas_the_batch_rule_moves(tmp_path):

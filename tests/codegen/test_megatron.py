@@ -203,6 +203,30 @@ def _carriers(model) -> dict[str, float]:
     return {n: v["carrier_factor"] for n, v in model.items() if v["carrier_factor"] != 1.0}
 
 
+def test_megatrons_groups_get_the_betas_the_batch_rule_moves(cfg, one_process, monkeypatch) -> None:
+    """Adam's square-root rule along the batch: 1 - beta1 and 1 - beta2 times r_B (4 here),
+    from the OptimizerConfig's betas, in every group Megatron's own optimizer builds; at the
+    base run the overrides carry no betas (as before, bit for bit)."""
+    assert cfg.config_overrides(WIDTH, DEPTH, lr=LR, batch=32, base_batch=32) == cfg.config_overrides(
+        WIDTH, DEPTH, lr=LR
+    )
+    assert all("betas" not in o for o in cfg.config_overrides(WIDTH, DEPTH, lr=LR).values())
+    moved = cfg.config_overrides(WIDTH, DEPTH, lr=LR, batch=128, base_batch=32, betas=(0.9, 0.95))
+    assert moved and all(o["betas"] == (pytest.approx(0.6), pytest.approx(0.8)) for o in moved.values())
+    with pytest.raises(ConfigError, match=r"betas: the batch rule moves 1 - beta = 0.1 by 16"):
+        cfg.config_overrides(WIDTH, DEPTH, lr=LR, batch=512, base_batch=32)
+    with pytest.raises(ConfigError, match=r"betas must each be in \[0, 1\)"):
+        cfg.config_overrides(WIDTH, DEPTH, lr=LR, betas=(0.9, 1.0))
+    model = _model(cfg)
+    cfg.scale_output_layer_(model, WIDTH, DEPTH, init_std=0.02)
+    base = _megatrons_groups(cfg, model, monkeypatch)
+    assert {tuple(g["betas"]) for g in base.values()} == {(0.9, 0.999)}  # OptimizerConfig's
+    groups = _megatrons_groups(cfg, model, monkeypatch, batch=128, base_batch=32)
+    assert groups.keys() == base.keys()
+    for name, group in groups.items():
+        assert tuple(group["betas"]) == (pytest.approx(0.6, rel=1e-12), pytest.approx(0.996, rel=1e-12)), name
+
+
 def test_moe_groups_get_their_rule(cfg, one_process, monkeypatch) -> None:
     """A mixture of experts (SequentialMLP, 4 experts, a gated shared expert) at 128 x 3:
     the router and the shared experts' gate are router_weight, every expert's linear_fc2

@@ -596,3 +596,76 @@ def test_exact_clip_is_clip_by_hooked_norm(kimi, one_thread) -> None:
         torch.testing.assert_close(p.grad, want[n], rtol=1e-6, atol=0)
     container.step()  # clips again (already within max_norm: unchanged) and steps
     assert container.hooked_norm.item() == pytest.approx(0.5, rel=1e-5)
+
+
+@pytest.fixture(scope="module")
+def along_titan(tmp_path_factory):
+    """An AdamW torchtitan module with a base run (1000 steps x 8 sequences), importable as
+    mup_titan_along."""
+    folder = tmp_path_factory.mktemp("mup_titan_along")
+    source = render("adamw", base_width=SMALL_W, base_depth=SMALL_D, framework="torchtitan",
+                    base_run={"base_steps": 1000, "base_batch": 8})  # fmt: skip
+    (folder / "mup_titan_along.py").write_text(source)
+    sys.path.insert(0, str(folder))
+    sys.modules.pop("mup_titan_along", None)
+    import mup_titan_along
+
+    yield mup_titan_along
+    sys.path.remove(str(folder))
+    sys.modules.pop("mup_titan_along", None)
+
+
+@pytest.mark.slow  # builds torchtitan's debug model twice
+def test_stock_trainer_config_reads_the_run(along_titan) -> None:
+    """torchtitan's ConfigManager (the stock Trainer's path): --training.steps and
+    --training.global-batch-size reach the container after the command line is read, and
+    its groups are param_groups' at that run (lr, weight decay, eps, betas moved against
+    BASE_RUN); the base run's flags give the groups of no run, bit for bit."""
+    from torchtitan.config import ConfigManager
+
+    from spectral.frameworks.torchtitan import SpectralOptimizers
+
+    def groups(*flags: str) -> list:
+        config = ConfigManager().parse_args(
+            ["--module", "mup_titan_along", "--config", "llama3_debugmodel", "--optimizer.lr", "1e-3", *flags]
+        )
+        opt = config.optimizer
+        assert isinstance(opt, SpectralOptimizers.Config)
+        torch.manual_seed(0)
+        with torch.device("meta"):
+            built = config.model_spec.model.build()
+        built.to_empty(device="cpu")
+        container = opt.build(model_parts=[built])
+        by_name = {}
+        for o in container:
+            for g in o.param_groups:
+                for name in g["param_names"]:
+                    by_name[name] = {k: g[k] for k in ("lr", "weight_decay", "eps", "betas")}
+        return opt, by_name
+
+    opt, moved = groups("--training.steps", "4000", "--training.global-batch-size", "32")
+    assert (opt.steps, opt.batch) == (4000, 32)
+    from spectral.scaling import BIAS_ROLES
+
+    # debugmodel's default_adamw (its decay on every parameter, the norm gains too), --optimizer.lr
+    wd = {"default": 0.1, **{r: 0.1 for r in along_titan.CONFIG.optimizers if r in BIAS_ROLES}}
+    own = {"lr": 1e-3, "weight_decay": wd, "eps": 1e-8}
+    want = along_titan.param_groups(256, 6, **own, options={"AdamW": {"betas": (0.9, 0.95)}}, steps=4000, batch=32)
+    assert len({tuple(g.optimizer_kwargs["betas"]) for g in want}) == 1
+    betas = want[0].optimizer_kwargs["betas"]
+    assert betas == (pytest.approx(1 - 0.1 * 4), pytest.approx(1 - 0.05 * 4))  # r_B = 4
+    by_pattern = {g.pattern: g.optimizer_kwargs for g in want}
+    for name, got in moved.items():
+        kwargs = next(kw for pattern, kw in by_pattern.items() if re.search(pattern, name))
+        for key in ("lr", "weight_decay", "eps"):
+            assert got[key] == pytest.approx(kwargs[key], rel=1e-12), (name, key)
+        assert tuple(got["betas"]) == betas
+    _, at_base = groups("--training.steps", "1000", "--training.global-batch-size", "8")
+    _, plain = groups("--training.steps", "1000")  # batch unset: the base's (and a warning)
+    assert at_base == plain
+    unmoved = along_titan.param_groups(256, 6, **own, options={"AdamW": {"betas": (0.9, 0.95)}})
+    by_pattern = {g.pattern: g.optimizer_kwargs for g in unmoved}
+    for name, got in at_base.items():
+        kwargs = next(kw for pattern, kw in by_pattern.items() if re.search(pattern, name))
+        assert {k: got[k] for k in ("lr", "weight_decay", "eps")} == {k: kwargs[k] for k in ("lr", "weight_decay", "eps")}
+        assert tuple(got["betas"]) == (0.9, 0.95)

@@ -123,6 +123,57 @@ def test_missing_runs_make_the_axis_incomplete_not_wrong():
     assert next(p for p in res.points if p.value == 32).optima == (None, None)
 
 
+TOGETHER = Along("together", (50, 100, 200), 50, 16, (32, 64, 128))
+
+
+def test_together_pairs_each_width_with_its_steps_and_keeps_the_base_ratio_rules():
+    assert [TOGETHER.steps_batch(v) for v in TOGETHER.values] == [(50, 16), (100, 16), (200, 16)]
+    assert [TOGETHER.width(v, 32) for v in TOGETHER.values] == [32, 64, 128]
+    assert HORIZON.width(100, 32) == 32  # the other axes stay at the base width
+    assert TOGETHER.ratios(200) == (Fraction(4), Fraction(1)) and TOGETHER.base_value == 50
+    c = point_config(CFG, TOGETHER, 200, 1)
+    # μP at the paired width, its ratio to --base-width 32 carrying η and λ along the width
+    assert (c.widths, c.width, c.depths, c.base_width, c.base_depth) == ((128,), 128, (2,), 32, 2)
+    assert (c.steps, c.batch_size, c.seed, c.parameterizations) == (200, 16, 1, ("mup",))
+    laws = optimizer_laws("adamw")
+    assert laws.expected("together") == laws.horizon  # the grid's base η under μP follows the horizon law
+    r = rule_config(CFG, TOGETHER, 200, 1, -6, laws)
+    assert r.lr_scale == {"default": pytest.approx(4 ** -0.32)} and r.weight_decay == pytest.approx(0.1 * 4 ** -0.68)
+    assert r.width == 128
+
+
+def test_together_reads_each_points_runs_at_its_own_width(tmp_path):
+    laws = optimizer_laws("adamw")
+    seeds = (0, 1, 2)
+
+    def opt(v, s):
+        return -6.0 - 0.25 * math.log2(v / 50) + (s - 1) * 0.05
+
+    def rules(v, s):  # at the base the rules arm is the grid's run at -6 (the same settings)
+        return (-6 - opt(v, s)) ** 2 / 4 + 3 if v == 50 else 3.0 + 0.01 * s
+
+    recs = _records(CFG, TOGETHER, seeds, laws, -6, opt, rules)
+    for r in recs:  # each run at its point's width, as the sweep records it
+        r["width"] = {50: 32, 100: 64, 200: 128}[r["settings"]["steps"]]
+    stray = dict(recs[-1], width=32, val_loss=99.0)  # the same settings at another width: not this point's
+    res = axis_result([*recs, stray], CFG, TOGETHER, seeds, -6, laws)
+    assert res.complete and res.slope == pytest.approx(-0.25, abs=1e-9) and res.assumed
+    p200 = next(p for p in res.points if p.value == 200)
+    assert p200.width == 128 and p200.rules == (pytest.approx(3.0), pytest.approx(3.01), pytest.approx(3.02))
+    # width-only transfer: the grid run at the base log2 η -6, the optimum at -6.5 + (s-1)·0.05
+    assert p200.unchanged[0] == pytest.approx(0.55 ** 2 / 4 + 3)
+    paths = write_along_report(tmp_path, "adamw", [res], settings=point_config(CFG, TOGETHER, 50, 0).settings(),
+                               command=None, data=None, rule="fit")
+    text = paths[0].read_text(encoding="utf-8")
+    assert text.startswith("# Width and horizon together: adamw")
+    assert "| steps | width | steps × batch | log2 r |" in text
+    assert "| 200 | 128 | 200 × 16 | +2 |" in text
+    assert '[lr_horizon] exponent = "0.25"' not in text and '[lr_horizon] exponent = "-0.25"' in text
+    payload = json.loads(paths[1].read_text(encoding="utf-8"))
+    assert [p["width"] for p in payload["axes"][0]["points"]] == [32, 64, 128]
+    assert payload["axes"][0]["axis"] == "together"
+
+
 def _tmp() -> str:
     import tempfile
 
@@ -141,6 +192,14 @@ BAD = [
     (["--base-steps", "20"], "give several --steps or --batch-sizes"),
     (["--steps", "25,25"], "given twice"),
     (["--steps", "50", "--base-steps", "20", "--batch-sizes", "8,16"], "one base run"),
+    (["--together", "--steps", "50,200", "--widths", "32"], "got 1 widths and 2 steps"),
+    (["--together", "--steps", "50"], "at least two pairs"),
+    (["--together", "--steps", "50,200", "--widths", "32,128", "--batch-sizes", "8,16"], "on its own"),
+    (["--together", "--steps", "50,200", "--widths", "128,32"], "must rise strictly"),
+    (["--together", "--steps", "200,50", "--widths", "32,128", "--base-steps", "200"], "must rise strictly"),
+    (["--together", "--steps", "50,200", "--widths", "64,128", "--base-width", "32"], "the first pair (64 wide, 50"),
+    (["--together", "--steps", "50,200", "--widths", "32,128", "--depths", "2"], "drop --depths"),
+    (["--together", "--steps", "50,200", "--widths", "32,128", "--log2-lrs=-7,-5"], "at least three consecutive"),
 ]
 
 
@@ -159,11 +218,18 @@ def test_bad_arguments_are_one_line_before_any_folder(tmp_path, capsys, args, me
 
 AXES = ["--base-steps", "50", "--batch-sizes", "8,16,32", "--batch-size", "16", "--seeds", "0,1,2",
         "--weight-decay", "0.1"]
+LLAMA = ["--model", "llama", "-O", "adamw", "--head-dim", "16", "--block-size", "64", "--base-width", "32",
+         "--base-depth", "2", "--multiplier", "output=4", "--weight-decay", "0.1", "--batch-size", "16"]
+"""The torchtitan-like Llama at 32 x 2 (α_out 4, docs/sweep/ablate/llama-32-256's base)."""
 FOLDERS = {  # docs/sweep/horizon/README.md's commands
     "adamw": ["-O", "adamw", "--multiplier", "output=16", "--log2-lrs=-9,-8,-7,-6,-5", "--steps", "25,50,100,200",
               *AXES],
     "muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--log2-lrs=-6,-5,-4,-3,-2", "--steps", "25,50,100,200", *AXES],
     "output-1/adamw": ["-O", "adamw", "--log2-lrs=-8,-7,-6,-5,-4", "--steps", "25,50,100", *AXES],
+    "llama/adamw": [*LLAMA, "--steps", "50,100,200,400", "--base-steps", "100", "--batch-sizes", "8,16,32",
+                    "--log2-lrs=-7,-6,-5,-4,-3", "--seeds", "0,1,2"],
+    "together/adamw": [*LLAMA, "--together", "--widths", "32,64", "--steps", "100,200", "--log2-lrs=-6,-5,-4,-3",
+                       "--seeds", "0,1,2,3,4"],
 }
 
 

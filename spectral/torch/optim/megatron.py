@@ -29,8 +29,9 @@ import torch
 from torch import nn
 
 from spectral.errors import ConfigError, ConfigTypeError
-from spectral.scaling import BaseValue, BaseValues
+from spectral.scaling import RUN_KEYS, BaseValue, BaseValues
 from spectral.torch.apply.absorb import absorbed_values
+from spectral.torch.optim.momenta import moved_beta
 from spectral.engine.ties import tie_differences, tied_values_agree
 from spectral.torch.rules import TorchRules
 
@@ -131,8 +132,9 @@ def megatron_overrides(
     min_lr: float = 0.0,
     weight_decay: float = 0.0,
     share_embeddings_and_output_weights: bool = False,
+    betas: Sequence[float] = (0.9, 0.999),
     **base: Any,
-) -> dict[Any, dict[str, float]]:
+) -> dict[Any, dict[str, Any]]:
     """``config_overrides`` for ``get_megatron_optimizer``: ``ParamKey(name=globs)`` ->
     ``{"max_lr", "min_lr", "wd_mult"[, "eps"]}`` per group.
 
@@ -144,6 +146,11 @@ def megatron_overrides(
     no-decay Megatron applies to 1-D parameters and biases by default, which passing
     overrides switches off, is kept this way). ``eps`` and ``multiplier`` as in
     ``hparams``; an optimizer with an eps rule gets each group's eps.
+
+    ``betas``: the ``OptimizerConfig``'s ``(adam_beta1, adam_beta2)`` (--adam-beta1,
+    --adam-beta2; Megatron's defaults). Where a law moves the momenta at the run's batch
+    (Adam's: ``1 - beta`` times r_B), each group gets them moved (``"betas"``, which
+    Megatron hands the group as it is); at the base run no group gets any.
 
     ``share_embeddings_and_output_weights``: as given to GPTModel (Megatron-LM's default
     unless ``--untie-embeddings-and-output-weights``). True puts the head's name in the
@@ -162,7 +169,14 @@ def megatron_overrides(
             "share_embeddings_and_output_weights must be True or False, got "
             f"{share_embeddings_and_output_weights!r}"
         )
-    out: dict[Any, dict[str, float]] = {}
+    beta_pair = _megatron_betas(betas)
+    momenta = {
+        rules.optimizers[role]: f
+        for role, f in rules.momentum_factors(
+            **{k: base.get(k) for k in RUN_KEYS}
+        ).items()
+    }
+    out: dict[Any, dict[str, Any]] = {}
     for globs, opt, values in megatron_group_values(
         rules,
         groups,
@@ -177,8 +191,27 @@ def megatron_overrides(
         override["wd_mult"] = values["weight_decay"] / wd if wd else 0.0
         if "eps" in values:
             override[rules.eps_places.get(opt, ("eps", None))[0]] = values["eps"]
+        factor = momenta.get(opt, 1.0)
+        if factor != 1.0:  # Megatron's --adam-beta1/2 moved; at the base run none written
+            override["betas"] = tuple(
+                moved_beta(b, factor, f"{opt} {globs[0]} betas") for b in beta_pair
+            )
         out[ParamKey(name=tuple(globs))] = override
     return out
+
+
+def _megatron_betas(betas: object) -> tuple[float, float]:
+    """(adam_beta1, adam_beta2), checked: two numbers in [0, 1)."""
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ConfigTypeError(
+            f"betas must be (adam_beta1, adam_beta2), got {betas!r}"
+        )
+    for b in betas:
+        if isinstance(b, bool) or not isinstance(b, (int, float)):
+            raise ConfigTypeError(f"betas must be two numbers, got {betas!r}")
+        if not 0.0 <= b < 1.0:
+            raise ConfigError(f"betas must each be in [0, 1), got {betas!r}")
+    return float(betas[0]), float(betas[1])
 
 
 def _positive_stds(stds: Mapping[str, float]) -> dict[str, float]:

@@ -177,8 +177,8 @@ def megatron_optimizer_overrides(
 ) -> dict[Any, dict[str, float]]:
     """``config_overrides`` for ``get_megatron_optimizer(config, model_chunks, ...)`` read
     from what Megatron-LM's training script has at that call: the ``OptimizerConfig``
-    (``lr``, ``min_lr``, ``weight_decay``, ``adam_eps``: --lr, --min-lr, --weight-decay,
-    --adam-eps) and the model chunks (width ``hidden_size``, depth ``num_layers``, the tie
+    (``lr``, ``min_lr``, ``weight_decay``, ``adam_eps``, ``adam_beta1``, ``adam_beta2``:
+    --lr, --min-lr, --weight-decay, --adam-eps, --adam-beta1, --adam-beta2) and the model chunks (width ``hidden_size``, depth ``num_layers``, the tie
     ``share_embeddings_and_output_weights``). Refused in one line: --clip-grad above 0
     (Megatron would clip the hook-free gradients' norm), --decoupled-lr (every group's lr is
     its rule's), a non-Adam optimizer, and chunks that disagree or hold no GPTModel."""
@@ -223,6 +223,7 @@ def megatron_optimizer_overrides(
         min_lr=min_lr,
         weight_decay=config.weight_decay,
         eps=config.adam_eps,
+        betas=(config.adam_beta1, config.adam_beta2),
         share_embeddings_and_output_weights=tied,
     )
 

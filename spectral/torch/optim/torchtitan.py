@@ -11,13 +11,16 @@ changed. torchtitan is imported only when the configs are built.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 
 from spectral.errors import ConfigError
-from spectral.scaling import BaseValues
+from spectral.scaling import RUN_KEYS, BaseValues
 from spectral.torch.apply.absorb import absorbed_values
+from spectral.torch.optim.momenta import MOMENTUM_KEYS, moved_beta
 from spectral.torch.rules import TorchRules
 
 GroupPattern = tuple[str, str, str | None]
@@ -67,8 +70,11 @@ def param_group_configs(
     group's kwargs: lr, weight_decay, the eps of an optimizer that has an eps rule, the
     arguments its implementation fixes (torch.optim.Adam's decoupled_weight_decay=True,
     torch.optim.Muon's adjust_lr_fn="match_rms_adamw"), and ``options[name]`` for the
-    optimizer torchtitan calls ``name`` (betas, momentum: what no rule moves). An option
-    that would change a fixed argument or a ruled number is refused.
+    optimizer torchtitan calls ``name`` (betas, momentum). An option that would change a
+    fixed argument or a ruled number is refused. Where a law moves the momenta at the
+    run's batch (Adam's: ``1 - beta`` times r_B), each group's betas / momentum are
+    ``options``' or, without them, the implementation's defaults, moved; at the base run
+    nothing is added (the groups as before, bit for bit).
     """
     from torchtitan.components.optimizer import ParamGroupConfig
 
@@ -80,8 +86,10 @@ def param_group_configs(
             f"torchtitan param groups: options for {', '.join(unknown)}, which this "
             f"config does not build (it builds {', '.join(built)})"
         )
+    momenta = rules.momentum_factors(**{k: base.get(k) for k in RUN_KEYS})
     out = []
-    for pattern, opt, values in titan_group_values(rules, groups, width, depth, **base):
+    values_of = titan_group_values(rules, groups, width, depth, **base)
+    for (_, role, _), (pattern, opt, values) in zip(groups, values_of, strict=True):
         impl = rules.implementations.get(opt)
         kwargs: dict[str, Any] = dict(impl.fixed) if impl is not None else {}
         extra = dict(options.get(optimizer_names[opt], {}))
@@ -101,6 +109,8 @@ def param_group_configs(
         kwargs.update(lr=values["lr"], weight_decay=values["weight_decay"])
         if "eps" in values:
             kwargs[rules.eps_places.get(opt, ("eps", None))[0]] = values["eps"]
+        where = f"{optimizer_names[opt]} {role}"
+        kwargs.update(_titan_moved_momenta(impl, kwargs, momenta.get(role, 1.0), where))
         out.append(
             ParamGroupConfig(
                 pattern=pattern,
@@ -108,4 +118,30 @@ def param_group_configs(
                 optimizer_kwargs=kwargs,
             )
         )
+    return out
+
+
+def _titan_moved_momenta(
+    impl: Any, kwargs: Mapping[str, Any], factor: float, where: str
+) -> dict[str, Any]:
+    """The momenta a batch law moves: each ``1 - beta`` (``kwargs``' value, else the
+    implementation class's default) times ``factor``; nothing at factor 1.0."""
+    if factor == 1.0:
+        return {}
+    defaults: dict[str, Any] = {}
+    if impl is not None:
+        module_name, _, class_name = impl.cls.rpartition(".")
+        cls = getattr(importlib.import_module(module_name), class_name)
+        defaults = {
+            k: v.default
+            for k, v in inspect.signature(cls).parameters.items()
+            if v.default is not inspect.Parameter.empty
+        }
+    out: dict[str, Any] = {}
+    for key in MOMENTUM_KEYS:
+        value = kwargs.get(key, defaults.get(key))
+        if isinstance(value, (tuple, list)):
+            out[key] = tuple(moved_beta(float(b), factor, f"{where} {key}") for b in value)
+        elif isinstance(value, float) and value > 0.0:
+            out[key] = moved_beta(value, factor, f"{where} {key}")
     return out
