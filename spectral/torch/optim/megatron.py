@@ -192,7 +192,8 @@ def megatron_overrides(
         if "eps" in values:
             override[rules.eps_places.get(opt, ("eps", None))[0]] = values["eps"]
         factor = momenta.get(opt, 1.0)
-        if factor != 1.0:  # Megatron's --adam-beta1/2 moved; at the base run none written
+        # Megatron's --adam-beta1/2 moved; at the base run none written
+        if factor != 1.0:
             override["betas"] = tuple(
                 moved_beta(b, factor, f"{opt} {globs[0]} betas") for b in beta_pair
             )
@@ -203,9 +204,7 @@ def megatron_overrides(
 def _megatron_betas(betas: object) -> tuple[float, float]:
     """(adam_beta1, adam_beta2), checked: two numbers in [0, 1)."""
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-        raise ConfigTypeError(
-            f"betas must be (adam_beta1, adam_beta2), got {betas!r}"
-        )
+        raise ConfigTypeError(f"betas must be (adam_beta1, adam_beta2), got {betas!r}")
     for b in betas:
         if isinstance(b, bool) or not isinstance(b, (int, float)):
             raise ConfigTypeError(f"betas must be two numbers, got {betas!r}")

@@ -141,7 +141,9 @@ def _titan_moved_momenta(
     for key in MOMENTUM_KEYS:
         value = kwargs.get(key, defaults.get(key))
         if isinstance(value, (tuple, list)):
-            out[key] = tuple(moved_beta(float(b), factor, f"{where} {key}") for b in value)
+            out[key] = tuple(
+                moved_beta(float(b), factor, f"{where} {key}") for b in value
+            )
         elif isinstance(value, float) and value > 0.0:
             out[key] = moved_beta(value, factor, f"{where} {key}")
     return out
