@@ -163,6 +163,11 @@ CASES = {
                                                       "--base-width", "64", "--log2-lrs=-9,-7"],
     "domain/cpu-llama-64-256/sp-256/adamw": [*DOMAIN, "--param", "sp", "--widths", "256", "--width", "256",
                                              "--base-width", "256", "--log2-lrs=-10,-9", "--tune", "init.hidden_weight=1"],
+    # docs/sweep/output-mult: the one-seed α_out test at n = 256 (its two folders with a target width)
+    "output-mult/alpha-1/adamw": ["-O", "adamw", "--param", "sp", "--param", "mup", "--widths", "32,256", "--depths", "2",
+                                  "--multiplier", "output=1"],
+    "output-mult/alpha-32/adamw": ["-O", "adamw", "--param", "sp", "--param", "mup", "--widths", "32,256", "--depths",
+                                   "2", "--multiplier", "output=32", "--log2-lrs=-13,-12,-11,-10,-9,-8,-7,-6,-5"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
     "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
 }
