@@ -28,7 +28,8 @@ result (``reused_from``). A torn last line from a crash is ignored.
 Only the functions that train import torch; the planner does not, nor does the command line
 (:mod:`spectral.cli.sweep`).
 
-Layout, in the order data flows: :mod:`~spectral.sweep.options` (what a sweep runs),
+Layout, in the order data flows: :mod:`~spectral.sweep.options` (what a sweep runs; its Muon scale modes'
+declarations and optimizers: :mod:`~spectral.sweep.muon_scale`),
 :mod:`~spectral.sweep.recipe` (where each run's HPs come from),
 :mod:`~spectral.sweep.records` (``runs.jsonl``), :mod:`~spectral.sweep.train` (training,
 resuming, the base tuning), :mod:`~spectral.sweep.tune` (the tuning's candidates and

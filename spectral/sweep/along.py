@@ -116,13 +116,14 @@ class Laws:
 
 def optimizer_laws(optimizer: str) -> Laws:
     """The lr laws of a sweep optimizer, from its declarations (the defaults where none)."""
-    from ..catalog import catalog  # the derivation engine: only when planning
+    from ..catalog import resolve  # the derivation engine: only when planning
     from ..engine.axes import laws
+    from .muon_scale import engine_optimizer
 
     names = list(dict.fromkeys(split_optimizer(optimizer)))
     found = []
     for name in names:
-        h, b = laws(catalog()[name])
+        h, b = laws(resolve(engine_optimizer(name)))
         if b is None:
             raise SpecError(f"{name}: no batch law (its update is not homogeneous in the gradient)")
         found.append((Fraction(int(h.exponent.p), int(h.exponent.q)), Fraction(int(b.exponent.p), int(b.exponent.q)),

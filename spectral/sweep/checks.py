@@ -117,9 +117,10 @@ def _plan_rules(optimizer: str, k: int) -> tuple[dict[str, str], dict[str, dict[
     """(role -> optimizer, role -> HP -> (a, b)) of one optimizer pair: the generated
     module's ``OPTIMIZERS`` and ``RULES``, from the derivation (no file written)."""
     from ..transfer import plan
+    from .muon_scale import engine_optimizer
 
     hidden, others = split_optimizer(optimizer)
-    p = plan(hidden, None if others == hidden else others, k)
+    p = plan(engine_optimizer(hidden), None if others == hidden else engine_optimizer(others), k)
     return dict(p.optimizers), p.exponents()
 
 

@@ -31,7 +31,8 @@ __all__ = [
 PARAMETERIZATIONS = ("sp", "mup-k1", "mup")
 RULES_K = {"sp": 2, "mup-k1": 1, "mup": 2}
 """The ``k`` each parameterisation's rules are derived with (SP: the ``k = 2`` module at the base size)."""
-OPTIMIZERS = ("adamw", "muon-kimi+adamw")
+OPTIMIZERS = ("adamw", "muon-kimi+adamw", "muon-shape+adamw", "muon-unit-rms+adamw")
+"""The sweep's optimizers; the two Muon scale modes (issue 46, item 5 (iii)) are spectral.sweep.muon_scale's."""
 
 # presets: a CPU run that fits in minutes, and a GPU run closer to the paper
 PRESETS: dict[str, dict[str, Any]] = {
@@ -125,6 +126,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         n_bytes=16 * 2**20,
     ),
 }
+for _preset in PRESETS.values():  # the Muon scale modes' default η grid: Muon-Kimi's (the same Muon)
+    for _name in OPTIMIZERS[2:]:
+        _preset["log2_lrs"].setdefault(_name, _preset["log2_lrs"]["muon-kimi+adamw"])
 
 
 @dataclass(frozen=True)
@@ -289,6 +293,10 @@ def split_optimizer(name: str) -> tuple[str, str]:
         return "adamw", "adamw"
     if name in ("muon-kimi+adamw", "muon-kimi-adamw"):
         return "muon-kimi", "adamw"
+    from .muon_scale import SWEEP_OPTIMIZERS  # Megatron-LM's Muon scale modes
+
+    if name in SWEEP_OPTIMIZERS:
+        return SWEEP_OPTIMIZERS[name]
     raise SpecError(f"sweep optimizer must be one of {', '.join(OPTIMIZERS)}, not {name!r}")
 
 
@@ -304,9 +312,10 @@ def check_base_values(cfg: SweepConfig) -> None:
     """Refuse a negative ``--multiplier`` / ``--lr-scale`` / ``--init-scale`` or a key that names nothing for this
     optimizer, before any training (the same check as ``spectral transfer --multiplier``)."""
     from ..transfer import plan as transfer_plan  # the derivation engine: only when checking
+    from .muon_scale import engine_optimizer
 
     hidden, others = split_optimizer(cfg.optimizer)
-    p = transfer_plan(hidden, None if others == hidden else others, 2)
+    p = transfer_plan(engine_optimizer(hidden), None if others == hidden else engine_optimizer(others), 2)
     check_base_value(cfg.multiplier, p, "multiplier")
     if cfg.lr_scale is not None:
         if not isinstance(cfg.lr_scale, dict):

@@ -69,10 +69,13 @@ class GeneratedRecipe:
         self.module.init_(model, *self._size(width, depth), init_std)
 
     def build_optimizers(self, model: Any, width: int, depth: int, **base: Any) -> list[Any]:
+        from .muon_scale import DECLARATIONS, factory
+
         used = set(self.module.OPTIMIZERS.values())  # a key it does not train is refused
         kwargs = {k: v for k, v in _OPTIMIZER_KWARGS.items() if k in used}
+        factories = {name: factory(name) for name in used if name in DECLARATIONS}  # declared here, built here
         opt = self.module.build_optimizers(
-            model, *self._size(width, depth), optimizer_kwargs=kwargs, **base
+            model, *self._size(width, depth), optimizer_kwargs=kwargs, factories=factories or None, **base
         )
         return [opt]
 
@@ -117,16 +120,19 @@ def _rule_names(rules: dict[str, dict[str, Any]]) -> str:
 _OPTIMIZER_KWARGS = {
     "adamw": {"betas": (0.9, 0.95)},
     "muon-kimi": {"momentum": 0.95, "nesterov": True},
+    "muon-shape-scaling": {"momentum": 0.95, "nesterov": True},
+    "muon-unit-rms": {"momentum": 0.95, "nesterov": True},
 }
-"""The paper's settings (App. E): AdamW β = (0.9, 0.95); Muon-Kimi Nesterov momentum 0.95."""
+"""The paper's settings (App. E): AdamW β = (0.9, 0.95); Muon (every scale mode) Nesterov momentum 0.95."""
 
 
 def generated_module(optimizer: str, k: int, base_width: int, base_depth: int, folder: str | os.PathLike[str]) -> Any:
     """The config module of a sweep optimizer (:func:`spectral.codegen.load_generated`)."""
     from ..codegen.torch import load_generated
+    from .muon_scale import engine_optimizer
 
     hidden, others = split_optimizer(optimizer)
-    return load_generated(hidden, others, k, base_width=base_width, base_depth=base_depth,
+    return load_generated(engine_optimizer(hidden), engine_optimizer(others), k, base_width=base_width, base_depth=base_depth,
                           folder=folder, name=f"config_{optimizer}_k{k}")
 
 

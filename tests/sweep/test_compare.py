@@ -156,3 +156,34 @@ def test_doctests():
     failures, tried = doctest.testmod(mod)
     more_failures, more_tried = doctest.testmod(student)
     assert failures == more_failures == 0 and tried + more_tried >= 3
+
+
+def _arms_beyond_the_base(runs: Path) -> bool:
+    """Whether a sweep folder's records hold two arms (parameterisation, optimizer or ablation) at one size
+    other than its base: a folder that compares arms."""
+    sizes: dict[tuple[object, object], set[tuple[object, object, str]]] = {}
+    for line in runs.read_text(encoding="utf-8").splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        s = r.get("settings") or {}
+        if (r.get("width"), r.get("depth")) == (s.get("base_width"), s.get("base_depth")):
+            continue
+        arm = (r.get("optimizer"), r.get("parameterization"), json.dumps(s.get("ablation")))
+        sizes.setdefault((r.get("width"), r.get("depth")), set()).add(arm)
+    return any(len(arms) > 1 for arms in sizes.values())
+
+
+def test_every_folder_that_compares_arms_has_its_comparison():
+    """Issue 46: every committed sweep folder whose runs hold two arms at a target size has a comparison.md
+    beside them (re-rendered by test_sweep_committed.py) or is named by a compare spec (re-rendered above)."""
+    named = set()
+    for spec in COMPARE:
+        for a in json.loads(spec.read_text(encoding="utf-8"))["arms"]:
+            for sel in [*a.get("spent", []), *a["target"]]:
+                named.add((spec.parent / sel["folder"]).resolve())
+    lacking = [str(runs.parent.relative_to(ROOT)) for runs in sorted((ROOT / "docs" / "sweep").glob("**/runs.jsonl"))
+               if _arms_beyond_the_base(runs) and not (runs.parent / "comparison.md").is_file()
+               and runs.parent.resolve() not in named]
+    assert lacking == []

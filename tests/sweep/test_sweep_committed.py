@@ -163,9 +163,35 @@ CASES = {
                                                       "--base-width", "64", "--log2-lrs=-9,-7"],
     "domain/cpu-llama-64-256/sp-256/adamw": [*DOMAIN, "--param", "sp", "--widths", "256", "--width", "256",
                                              "--base-width", "256", "--log2-lrs=-10,-9", "--tune", "init.hidden_weight=1"],
+    # docs/sweep/output-mult: the one-seed α_out test at n = 256 (its two folders with a target width)
+    "output-mult/alpha-1/adamw": ["-O", "adamw", "--param", "sp", "--param", "mup", "--widths", "32,256", "--depths", "2",
+                                  "--multiplier", "output=1"],
+    "output-mult/alpha-32/adamw": ["-O", "adamw", "--param", "sp", "--param", "mup", "--widths", "32,256", "--depths",
+                                   "2", "--multiplier", "output=32", "--log2-lrs=-13,-12,-11,-10,-9,-8,-7,-6,-5"],
     "untuned/adamw": ["-O", "adamw", "--widths", "32,64,128,256"],
     "untuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", "--widths", "32,64,128,256"],
 }
+
+
+# docs/sweep/variants/muon-scale-*: Megatron-LM's Muon scale modes (issue 46, item 5 (iii); benchmarks/muon_scale.sh),
+# each tuned at the base 16 (its fitted optimum) and μP-transferred, seeds 0-4
+MS_GPT = ["--depths", "2", "--head-dim", "16", "--param", "mup", "--width", "16", "--base-width", "16"]
+MS_LLAMA = ["--model", "llama", "--depths", "2", "--head-dim", "16", "--steps", "200", "--batch-size", "16",
+            "--block-size", "64", "--weight-decay", "0.1", "--param", "mup", "--width", "16", "--base-width", "16"]
+MS_TRANSFER = {"gpt": {"muon-shape+adamw": ("-5", "4"), "muon-unit-rms+adamw": ("-5", "8")},
+               "llama": {"muon-shape+adamw": ("-4", "4"), "muon-unit-rms+adamw": ("-4", "4")}}
+for _o in ("muon-shape+adamw", "muon-unit-rms+adamw"):
+    CASES[f"variants/muon-scale-gpt-16-128/base-16/{_o}"] = [
+        "-O", _o, *MS_GPT, "--widths", "16", "--log2-lrs=-7,-6,-5,-4,-3,-2", "--tune", "output=2,4,8,16",
+        "--seeds", "0,1,2", "--no-sp-retune"]
+    CASES[f"variants/muon-scale-llama-16-64/base-16/{_o}"] = [
+        "-O", _o, *MS_LLAMA, "--widths", "16", "--log2-lrs=-7,-6,-5,-4,-3", "--tune", "output=4", "--seeds", "0,1,2",
+        "--no-sp-retune"]
+    for _regime, _target, _args in (("gpt", "128", MS_GPT), ("llama", "64", MS_LLAMA)):
+        _lr, _alpha = MS_TRANSFER[_regime][_o]  # the base tuning's fitted optimum (tuning.json)
+        CASES[f"variants/muon-scale-{_regime}-16-{_target}/transfer-{_target}/{_o}"] = [
+            "-O", _o, *_args, "--widths", f"16,{_target}", f"--log2-lrs={_lr}", "--multiplier", f"output={_alpha}",
+            "--seeds", "0,1,2,3,4"]
 
 
 ARGMIN = "--base-optimum", "argmin"
@@ -349,6 +375,7 @@ ABLATION_CASES |= {  # docs/sweep/variants: u-μP's embedding η and σ_hidden h
                                           "--widths", "32,256", "--width", "32", "--base-width", "32", "--log2-lrs=-5",
                                           "--multiplier", "output=4", *VARIANTS],
 }
+
 
 @pytest.mark.parametrize("folder", sorted(ABLATION_CASES))
 def test_committed_ablations_come_from_the_raw_runs(tmp_path: Path, folder: str, capsys):
