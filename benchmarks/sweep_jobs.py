@@ -11,6 +11,17 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/sweep_jobs.py                  # --jobs 1 and 2, 3 rounds
     .venv/bin/python benchmarks/sweep_jobs.py --jobs 1 4 8 --device cuda --rounds 3
+    .venv/bin/python benchmarks/sweep_jobs.py --in-process     # about a minute on 2 idle cores
+
+``--in-process`` measures the steady state instead, in this one process: the workers are
+started once (their start-up, spawning and importing torch, timed on its own; this process
+warmed by two one-step runs as well), then the same
+8 runs (the cpu preset's model at widths 32 and 64, 4 rates, ``--steps`` 40) are trained by
+``run_sweep`` alone (its runs in this process with all cores' threads, as ``--jobs 1``) and
+by the N workers (cores/N threads each), alternating, a fresh folder each time, 3 rounds:
+the runs per hour of a long sweep, whose fixed costs (imports, reports, starting the
+workers) a few-minute command would otherwise mix in. It checks that both record the same
+runs (keys) and prints the ratio of the medians.
 
 Prints a table: per job count the wall time of each round, the median, runs per hour at the
 median and the speed-up over the first count, and each round's 1-minute load average before
@@ -30,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 SWEEP = [
@@ -54,14 +66,75 @@ def _once(jobs: int, device: str, extra: list[str], folder: Path) -> tuple[float
     return time.perf_counter() - start, _runs(out)
 
 
+def in_process(jobs: int, rounds: int, steps: int) -> int:
+    """The steady state: run_sweep alone against ``jobs`` workers started once."""
+    from spectral.sweep import SweepConfig, run_sweep
+    from spectral.sweep.data import load_data, stdlib_bytes
+    from spectral.sweep.parallel import Workers, cores
+
+    with tempfile.TemporaryDirectory(prefix="spectral-bench-jobs-") as tmp:
+        text = Path(tmp) / "text.txt"
+        text.write_bytes(stdlib_bytes(2**20))
+        corpus = load_data(text, n_bytes=None)
+        cpu = dict(  # the cpu preset's model, batch and context; fewer sizes, rates, steps
+            optimizer="adamw", parameterizations=("mup",), widths=(32, 64), depth=2, depths=(2,),
+            width=32, base_width=32, base_depth=2, head_dim=32, log2_lrs=(-9, -8, -7, -6),
+            steps=steps, batch_size=16, block_size=64, eval_batches=2, device="cpu",
+        )
+        one = SweepConfig(**cpu, threads=cores())  # --jobs 1: this process, every core
+        many = SweepConfig(**cpu)  # --jobs N: each worker's share (Workers' threads)
+        walls: dict[int, list[float]] = {1: [], jobs: []}
+        keys: dict[int, list[str]] = {}
+        with Workers(jobs) as workers:
+            start = time.perf_counter()
+            warm = SweepConfig(**{**cpu, "steps": 1, "log2_lrs": (-9,)})
+            run_sweep(warm, Path(tmp) / "warm", corpus, workers=workers)
+            startup = time.perf_counter() - start
+            run_sweep(replace(warm, threads=cores()), Path(tmp) / "warm-one", corpus)  # this process's first runs
+            print(f"{jobs} workers started and warmed (spawn, import torch, 2 one-step runs) in "
+                  f"{startup:.1f} s", flush=True)
+            for r in range(rounds):
+                for n in ((1, jobs) if r % 2 == 0 else (jobs, 1)):
+                    load = os.getloadavg()[0]
+                    start = time.perf_counter()
+                    records = run_sweep(one if n == 1 else many, Path(tmp) / f"r{r}-j{n}", corpus,
+                                        workers=None if n == 1 else workers)
+                    walls[n].append(time.perf_counter() - start)
+                    keys.setdefault(n, sorted(rec["key"] for rec in records))
+                    print(f"round {r + 1}: --jobs {n}: {len(records)} runs in {walls[n][-1]:.1f} s "
+                          f"(1-minute load average {load:.2f} before, {os.getloadavg()[0]:.2f} after)",
+                          flush=True)
+    if keys[1] != keys[jobs]:
+        raise SystemExit(f"--jobs {jobs} recorded other runs than --jobs 1")
+    runs = len(keys[1])
+    print(f"\nin-process steady state: {runs} runs of {steps} steps (cpu preset model, widths 32 and 64), "
+          f"{cores()} cores, {rounds} rounds alternating")
+    print(f"{'jobs':>4}  {'rounds (s)':<24}  {'median s':>8}  {'runs/hour':>9}")
+    for n in (1, jobs):
+        med = statistics.median(walls[n])
+        print(f"{n:>4}  {', '.join(f'{w:.1f}' for w in walls[n]):<24}  {med:>8.1f}  {runs / med * 3600:>9.0f}")
+    ratio = statistics.median(walls[1]) / statistics.median(walls[jobs])
+    print(f"runs per hour, --jobs {jobs} / --jobs 1 (medians): {ratio:.2f}x (issue 51's bar: 1.6x); "
+          f"starting the workers: {startup:.1f} s once per command")
+    print(json.dumps({"in_process": {"jobs": jobs, "runs": runs, "steps": steps, "startup_s": round(startup, 2),
+                                     "walls_s": {str(n): [round(w, 2) for w in walls[n]] for n in walls},
+                                     "ratio": round(ratio, 3)}}, sort_keys=True))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2], help="job counts (default: 1 2)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (at least 3)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--in-process", action="store_true",
+                        help="the steady state in this process: --jobs 1 against the last count, workers started once")
+    parser.add_argument("--steps", type=int, default=40, help="with --in-process: steps per run (default 40)")
     parser.add_argument("extra", nargs="*", help="more sweep arguments (after --), e.g. -- --widths 256,512")
     args = parser.parse_args(argv)
     rounds = max(3, args.rounds)
+    if args.in_process:
+        return in_process(max(args.jobs), rounds, args.steps)
 
     walls: dict[int, list[float]] = {n: [] for n in args.jobs}
     loads: dict[int, list[tuple[float, float]]] = {n: [] for n in args.jobs}  # others' work shows here

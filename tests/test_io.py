@@ -305,6 +305,8 @@ SIGNAL_SCRIPT = textwrap.dedent(
     target, sig, race = sys.argv[1], getattr(signal, sys.argv[2]), sys.argv[3] == "race"
     if sig != signal.SIGINT:  # under nohup SIGHUP is ignored (and rightly stays so): start from the default
         signal.signal(sig, signal.SIG_DFL)
+    else:  # a shell's background job (pytest ... &) ignores SIGINT, and Python then installs no handler
+        signal.signal(sig, signal.default_int_handler)
     real_fsync = os.fsync
 
     def interrupted_fsync(fd):

@@ -442,35 +442,39 @@ def test_codegen_with_a_hostile_spec_path_compiles(path, tmp_path, capsys, monke
 
 LOAD_BY_PATH = """
 import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("cfg_by_path", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)  # not put in sys.modules: how a config file is often loaded
-assert "cfg_by_path" not in sys.modules
-print(json.dumps(module.hparams(256, 8, lr=1e-3, init_std=0.02), sort_keys=True))
+for path in sys.argv[1:]:
+    spec = importlib.util.spec_from_file_location("cfg_by_path", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # not put in sys.modules: how a config file is often loaded
+    assert "cfg_by_path" not in sys.modules
+    print(json.dumps(module.hparams(256, 8, lr=1e-3, init_std=0.02), sort_keys=True))
 """
 
 
 @pytest.mark.parametrize("framework", ["torch", "jax"])
 @pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
 def test_both_config_forms_load_by_path_without_registration(framework, tmp_path, capsys):
+    """Both forms loaded in one new process, the --vendor one first (before anything has
+    imported spectral there), each by path and never put in sys.modules."""
     import subprocess
     import sys
 
     pytest.importorskip(framework)
     if framework == "jax":
         pytest.importorskip("optax")
-    got = {}
-    for vendor in (False, True):
+    paths = []
+    for vendor in (True, False):
         path = tmp_path / f"cfg_{framework}_{'vendored' if vendor else 'importing'}.py"
         args = ["codegen", "adamw", "--base-width", "64", "--base-depth", "2", "--framework", framework,
                 "-o", str(path)]
         code, out, err = run([*args, *(["--vendor"] if vendor else [])], capsys)
         assert code == 0, err
-        r = subprocess.run([sys.executable, "-c", LOAD_BY_PATH, str(path)], capture_output=True, text=True,
-                           timeout=300)
-        assert r.returncode == 0, r.stderr
-        got[vendor] = json.loads(r.stdout)
-    assert got[True] == got[False] and got[True]["hidden_weight"]["lr"] > 0
+        paths.append(str(path))
+    r = subprocess.run([sys.executable, "-c", LOAD_BY_PATH, *paths], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    vendored, importing = (json.loads(line) for line in r.stdout.splitlines())
+    assert vendored == importing and vendored["hidden_weight"]["lr"] > 0
 
 
 @pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"

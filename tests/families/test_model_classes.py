@@ -93,9 +93,12 @@ def mamba(w: int, d: int) -> nn.Module:
 
 
 def mamba2(w: int, d: int) -> nn.Module:
+    """chunk_size 32, the batch's sequence: the default 256 padded every sequence of 32
+    tokens to 256 in the scan (no CUDA kernels here), 13x (width 64) to 55x (256) the time
+    of a forward and backward for the same loss and gradients to the bit."""
     config = T.Mamba2Config(
         **_lm(w, d), state_size=8, head_dim=16, num_heads=2 * w // 16, n_groups=1,
-        use_cache=False,
+        use_cache=False, chunk_size=32,
     )
     return T.Mamba2ForCausalLM(config)
 

@@ -40,7 +40,10 @@ MLP = {"model": "mlp", "width": 33, "depth": 1, "bias": False}
 
 JOBS: dict[str, tuple[tuple[str, str | None], dict]] = {
     "adamw": (("adamw", None), GPT),
-    "muon-kimi+adamw": (("muon-kimi", "adamw"), {**GPT, "control": True, "ddp": True}),
+    # depth 2 (the base depth; width 128 keeps every width multiplier away from 1): its
+    # bfloat16 Newton-Schulz, run 27 times per matrix here, was half of the worker's time at
+    # depth 4; the sharding is per block either way, and adamw and lion train depth 4
+    "muon-kimi+adamw": (("muon-kimi", "adamw"), {**GPT, "depth": 2, "control": True, "ddp": True}),
     # two more whole-matrix optimizers beside AdamW, on the MLP with biases: the GPT's
     # attention and embeddings under a gathered optimizer are muon-kimi+adamw's (the same
     # GatheredOptimizer); on the GPT these two took 35% of the worker's time
