@@ -244,6 +244,7 @@ class _SlowAtWidth(TinyLM):
         return super().forward(ids)
 
 
+@pytest.mark.slow  # waits for a 6 s time limit to fire
 def test_the_time_limit_interrupts_a_slow_twin(cfg):
     """(One form: both reach the same check across widths.)"""
     import time
