@@ -9,6 +9,8 @@ rank-down map amplifies downstream). Run from the repository root:
     .venv/bin/python benchmarks/deepseek_normed.py --seeds 4
     .venv/bin/python benchmarks/deepseek_normed.py --seeds 3 --optimizers adamw
     .venv/bin/python benchmarks/deepseek_normed.py --seeds 3 --along-rows
+    .venv/bin/python benchmarks/deepseek_normed.py --seeds 2 --along-rows --optimizers adamw \
+        --widths 128,256,512,1024
 
 ``--along-rows`` measures, instead, what the fixed rank costs (the note check() gives on
 such a model): the one-step change of kv_a_proj_with_mqa's input seen through its weights
@@ -59,11 +61,11 @@ def measure(cfg, build, patterns, seeds: int) -> None:
                   f"{row.step_slope:+9.2f} {whole:+11.2f}")
 
 
-def along_rows(cfg, build, suffixes, seeds: int) -> None:
+def along_rows(cfg, build, suffixes, seeds: int, widths: list[int]) -> None:
     """Per module ending in one of ``suffixes``: the width exponent of rms(W0 (x1 - x0))
-    after one step at lr 1e-3 (seeds averaged)."""
+    after one step at lr 1e-3 (seeds averaged), over ``widths`` and per octave."""
     found: dict[str, list[float]] = {}
-    for width in WIDTHS:
+    for width in widths:
         values: dict[str, list[float]] = {}
         for seed in range(seeds):
             torch.manual_seed(seed)
@@ -93,7 +95,10 @@ def along_rows(cfg, build, suffixes, seeds: int) -> None:
         for name, v in values.items():
             found.setdefault(name, []).append(sum(v) / len(v))
     for name, v in found.items():
-        print(f"  {name:46} W0 (x1 - x0) ~ n^{log_slope(WIDTHS, v):+.2f}")
+        octaves = ", ".join(
+            f"{log_slope(widths[i:i + 2], v[i:i + 2]):+.2f}" for i in range(len(v) - 1)
+        )
+        print(f"  {name:46} W0 (x1 - x0) ~ n^{log_slope(widths, v):+.2f} (per step: {octaves})")
 
 
 def main() -> None:
@@ -107,6 +112,10 @@ def main() -> None:
         "--along-rows", action="store_true",
         help="measure the input's change seen through each map (what the fixed rank costs)",
     )
+    parser.add_argument(
+        "--widths", default="64,128,256",
+        help="with --along-rows: the widths, comma-separated (default: 64,128,256)",
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     with tempfile.TemporaryDirectory() as folder:
@@ -117,8 +126,9 @@ def main() -> None:
                 ("DeepSeek-V3 (ranks 48, 32 + 8)", deepseek_v3, ("kv_a_proj_with_mqa", "q_a_proj")),
                 ("Llama control", llama, ("k_proj", "v_proj")),
             ):
-                print(f"\n{label}, seeds {args.seeds}, widths {WIDTHS}")
-                along_rows(cfg, build, suffixes, args.seeds)
+                widths = [int(w) for w in args.widths.split(",")]
+                print(f"\n{label}, seeds {args.seeds}, widths {widths}")
+                along_rows(cfg, build, suffixes, args.seeds, widths)
             return
         for label, build, patterns in (
             ("DeepSeek-V3, normed rank-down (the default)", deepseek_v3, None),
