@@ -16,7 +16,7 @@ import torch
 
 from spectral.errors import ConfigError
 
-__all__ = ["MOMENTUM_KEYS", "moved_beta", "place_momenta"]
+__all__ = ["MOMENTUM_KEYS", "moved_beta", "moved_momentum", "place_momenta"]
 
 MOMENTUM_KEYS = ("betas", "momentum")
 """The param-group keys that hold a momentum ``beta`` (a tuple of them: Adam's, Lion's)."""
@@ -35,6 +35,16 @@ def moved_beta(beta: float, factor: float, where: str) -> float:
     return moved
 
 
+def moved_momentum(value: Any, factor: float, where: str) -> Any:
+    """A momentum setting moved: a tuple of betas (Adam's) each by :func:`moved_beta`, a
+    float beta > 0 (SGD's momentum) likewise; None for anything else (no momentum)."""
+    if isinstance(value, (tuple, list)):
+        return tuple(moved_beta(float(b), factor, where) for b in value)
+    if isinstance(value, float) and value > 0.0:
+        return moved_beta(value, factor, where)
+    return None
+
+
 def place_momenta(
     optimizer: torch.optim.Optimizer, opt_name: str, factors: Mapping[str, float]
 ) -> None:
@@ -44,9 +54,7 @@ def place_momenta(
         if factor == 1.0:
             continue
         for key in MOMENTUM_KEYS:
-            value: Any = group.get(key)
             where = f"{opt_name} {group.get('role')} {key}"
-            if isinstance(value, (tuple, list)):
-                group[key] = tuple(moved_beta(float(b), factor, where) for b in value)
-            elif isinstance(value, float) and value > 0.0:
-                group[key] = moved_beta(value, factor, where)
+            moved = moved_momentum(group.get(key), factor, where)
+            if moved is not None:
+                group[key] = moved

@@ -20,7 +20,7 @@ from typing import Any
 from spectral.errors import ConfigError
 from spectral.scaling import RUN_KEYS, BaseValues
 from spectral.torch.apply.absorb import absorbed_values
-from spectral.torch.optim.momenta import MOMENTUM_KEYS, moved_beta
+from spectral.torch.optim.momenta import MOMENTUM_KEYS, moved_momentum
 from spectral.torch.rules import TorchRules
 
 GroupPattern = tuple[str, str, str | None]
@@ -140,10 +140,7 @@ def _titan_moved_momenta(
     out: dict[str, Any] = {}
     for key in MOMENTUM_KEYS:
         value = kwargs.get(key, defaults.get(key))
-        if isinstance(value, (tuple, list)):
-            out[key] = tuple(
-                moved_beta(float(b), factor, f"{where} {key}") for b in value
-            )
-        elif isinstance(value, float) and value > 0.0:
-            out[key] = moved_beta(value, factor, f"{where} {key}")
+        moved = moved_momentum(value, factor, f"{where} {key}")
+        if moved is not None:
+            out[key] = moved
     return out
