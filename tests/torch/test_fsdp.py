@@ -250,7 +250,7 @@ def test_init_classify_multipliers_and_check_on_sharded_model(report):
 
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_checkpoint_of_two_ranks_loads_in_one_process(report, worker):
+def test_checkpoint_of_two_ranks_loads_in_one_process(report, worker, monkeypatch):
     """The DCP checkpoint written by 2 FSDP2 ranks at step 3 (each gathered matrix's
     state on its owner only), loaded by CheckpointState into an unsharded model and
     optimizer, continues to the one-process parameters at step 5.
@@ -259,7 +259,12 @@ def test_checkpoint_of_two_ranks_loads_in_one_process(report, worker):
     process does too: with two threads the matmul and reduction summation order
     differs in the last bits, and Adam's normalisation of entries whose gradient is
     rounding noise turns that into a 2e-1 difference after 5 steps (the one-process run
-    alone, 1 vs 2 threads), which is not the checkpoint's doing."""
+    alone, 1 vs 2 threads), which is not the checkpoint's doing. Muon's Newton-Schulz runs
+    in float32, as the ranks ran it (fsdp_worker.float32_newton_schulz)."""
+    import torch.optim._muon as muon
+    from float32_muon import newton_schulz_float32
+
+    monkeypatch.setattr(muon, "_zeropower_via_newtonschulz", newton_schulz_float32)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
