@@ -56,6 +56,13 @@ def train(model, opt, x) -> None:
 
 def worker(rank: int, port: int, out: str, config: str) -> None:
     torch.set_num_threads(1)
+    # Muon's Newton-Schulz in float32 (tests/float32_muon.py): the sharded step and the
+    # one-process step run the same iteration on the same gathered matrix, so what is compared
+    # (the sharding) is the same, and the bfloat16 one was most of this worker's time here
+    import torch.optim._muon as muon
+    from float32_muon import newton_schulz_float32
+
+    muon._zeropower_via_newtonschulz = newton_schulz_float32
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
     )
