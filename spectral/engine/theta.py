@@ -88,11 +88,12 @@ class Theta:
 
     def __hash__(self) -> int:
         # computed once per value: the products' cache hashes the same few Θ-values
-        # thousands of times, and a Fraction's hash is a modular inverse in Python
+        # thousands of times; of the integers, since a Fraction's hash is a modular inverse
+        # in Python (equal Fractions have equal numerators and denominators)
         try:
             return self.__dict__["_hash"]  # type: ignore[no-any-return]
         except KeyError:
-            h = hash(self.points)
+            h = hash(tuple((u.numerator, u.denominator, v.numerator, v.denominator) for u, v in self.points))
             object.__setattr__(self, "_hash", h)
             return h
 

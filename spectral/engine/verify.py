@@ -185,8 +185,9 @@ def _substitute(
     step: dict[str, Theta] = {}
     own: dict[str, Theta] = {}
     scales = {s.role: s for s in result.scales}
+    rules = result.rules  # a property that builds the table: once
     for r in roles:
-        rule = result.rules[r.name]
+        rule = rules[r.name]
         a = rule["multiplier"].theta
         if r.layer in alpha:
             tally.record("α")
