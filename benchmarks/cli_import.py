@@ -16,6 +16,10 @@ the command imports beyond the floor, from ``-X importtime`` (each module's own 
 minimum over 9 runs): what is left to cut. The children run with bytecode caches written and
 read (``PYTHONDONTWRITEBYTECODE`` removed from their environment), as an installed package
 runs. Not a test: it reports, it does not fail.
+
+``--instructions`` adds the instructions each executes (one run of each under valgrind's
+callgrind, ``PYTHONHASHSEED=0``; about a minute): a count the load of a shared machine does not
+move, so two versions of the code compare exactly; it is not the bar, which is wall time.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -62,6 +68,18 @@ def _import_times(cmd: list[str]) -> dict[str, int]:
     return times
 
 
+def instructions(cmd: list[str]) -> int:
+    """Instructions ``cmd`` executes, counted by callgrind (bytecode cached by a run before)."""
+    subprocess.run(cmd, check=True, capture_output=True, env=ENV)
+    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd]
+    env = ENV | {"PYTHONHASHSEED": "0"}
+    err = subprocess.run(argv, check=True, capture_output=True, text=True, env=env).stderr
+    found = re.search(r"Collected : (\d+)", err)
+    if found is None:
+        raise RuntimeError(f"no count in callgrind's output: {err[-500:]}")
+    return int(found.group(1))
+
+
 def beyond_floor(repeats: int = 9) -> dict[str, float]:
     """Modules the command imports and the floor does not → own time in ms (min of repeats)."""
     floor: dict[str, list[int]] = collections.defaultdict(list)
@@ -77,7 +95,14 @@ def beyond_floor(repeats: int = 9) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=25, help="runs of each (at least 20)")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count the instructions of one run of each (valgrind's callgrind)",
+    )
     args = parser.parse_args(argv)
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind on the PATH")
     runs = max(20, args.runs)
 
     load_before = os.getloadavg()[0]
@@ -111,6 +136,13 @@ def main(argv: list[str] | None = None) -> int:
         f"command / floor, medians: wall {ratio_wall:.3f}×, cpu {ratio_cpu:.3f}× "
         f"(target ≤ {TARGET_RATIO}×)"
     )
+
+    if args.instructions:
+        floor_ir, command_ir = instructions(FLOOR), instructions(COMMAND)
+        print(
+            f"instructions (callgrind, PYTHONHASHSEED=0): floor {floor_ir / 1e6:,.1f} M, "
+            f"command {command_ir / 1e6:,.1f} M: {command_ir / floor_ir:.3f}×"
+        )
 
     extra = beyond_floor()
     groups: collections.Counter[str] = collections.Counter()

@@ -23,9 +23,11 @@ misstate the step by the factor ``RMS(W)``. torch decays ``W ← (1 - lr·λ) W`
 as assumed.
 """
 
+from typing import Any
+
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -42,37 +44,45 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="torch.optim.Adafactor",
-    defaults={"eps": (None, 1.0)},
-    default_eps=1.1920928955078125e-07,
-    sharding="gathered",
-    notes=(
-        "Adafactor: torch.optim.Adafactor. Idealised: grad / sqrt(factored v_hat),",
-        "which is sign(grad) for a rank-1 gradient. eps1 = eps[0] floors sqrt(v_hat)",
-        "and is scaled per role (base default 1.19e-7, torch's float32 machine eps for",
-        "eps1=None); build_optimizers writes it into the tuple. torch scales each step",
-        "by max(eps2, RMS(W)) (relative step size), a dependence on the weights that the",
-        "rules cannot follow; eps2 = 1 is the default here, which turns it off for",
-        "weights of RMS <= 1. Pass optimizer_kwargs={'adafactor': {'eps': (None,",
-        "1e-3)}} for torch's default, and the step is then lr * RMS(W) * ... instead.",
-        "The step is also capped by min(lr, 1/sqrt(t)) (width-independent). Decay is",
-        "decoupled, W *= 1 - lr * wd.",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="torch.optim.Adafactor(eps=(None, 1.0))",
-    kwargs={"eps": (None, 1.0)},
-    note=(
-        "eps2 = 1 turns the relative step max(eps2, RMS(W)) off, as the generated module "
-        "does"
-    ),
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="torch.optim.Adafactor",
+        defaults={"eps": (None, 1.0)},
+        default_eps=1.1920928955078125e-07,
+        sharding="gathered",
+        notes=(
+            "Adafactor: torch.optim.Adafactor. Idealised: grad / sqrt(factored v_hat),",
+            "which is sign(grad) for a rank-1 gradient. eps1 = eps[0] floors sqrt(v_hat)",
+            "and is scaled per role (base default 1.19e-7, torch's float32 machine eps for",
+            "eps1=None); build_optimizers writes it into the tuple. torch scales each step",
+            "by max(eps2, RMS(W)) (relative step size), a dependence on the weights that the",
+            "rules cannot follow; eps2 = 1 is the default here, which turns it off for",
+            "weights of RMS <= 1. Pass optimizer_kwargs={'adafactor': {'eps': (None,",
+            "1e-3)}} for torch's default, and the step is then lr * RMS(W) * ... instead.",
+            "The step is also capped by min(lr, 1/sqrt(t)) (width-independent). Decay is",
+            "decoupled, W *= 1 - lr * wd.",
+        ),
+    )
 
-JAX = NoJax(
-    reason="no optax factory is set up for it",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="torch.optim.Adafactor(eps=(None, 1.0))",
+        kwargs={"eps": (None, 1.0)},
+        note=(
+            "eps2 = 1 turns the relative step max(eps2, RMS(W)) off, as the generated module "
+            "does"
+        ),
+    )
+
+    JAX = NoJax(
+        reason="no optax factory is set up for it",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

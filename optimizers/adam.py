@@ -11,10 +11,12 @@ that a non-zero base value means what the weight-decay rule says (that is AdamW)
 Applies to weights and biases.
 """
 
+from typing import Any
+
 import sympy as sp
 
 from spectral.engine.axes import ADAM_SDE
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -32,28 +34,36 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="torch.optim.Adam",
-    fixed={"decoupled_weight_decay": True},
-    default_eps=1e-08,
-    sharding="elementwise",
-    notes=(
-        "Adam: torch.optim.Adam. Idealised (beta1 = beta2 = 0, eps = 0): sign(grad).",
-        "eps is added to sqrt(v_hat), the declared place, scaled per role (group key",
-        "'eps'; base default 1e-8). torch's weight_decay is L2 by default (added to the",
-        "gradient before the normalisation, so not the -eta lambda W the rules assume);",
-        "decoupled_weight_decay=True is fixed here, so with the default base weight",
-        "decay 0 this is plain Adam and a non-zero one is decoupled (AdamW).",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="torch.optim.Adam",
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="torch.optim.Adam",
+        fixed={"decoupled_weight_decay": True},
+        default_eps=1e-08,
+        sharding="elementwise",
+        notes=(
+            "Adam: torch.optim.Adam. Idealised (beta1 = beta2 = 0, eps = 0): sign(grad).",
+            "eps is added to sqrt(v_hat), the declared place, scaled per role (group key",
+            "'eps'; base default 1e-8). torch's weight_decay is L2 by default (added to the",
+            "gradient before the normalisation, so not the -eta lambda W the rules assume);",
+            "decoupled_weight_decay=True is fixed here, so with the default base weight",
+            "decay 0 this is plain Adam and a non-zero one is decoupled (AdamW).",
+        ),
+    )
 
-JAX = NoJax(
-    reason="no optax factory is set up for it",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="torch.optim.Adam",
+    )
+
+    JAX = NoJax(
+        reason="no optax factory is set up for it",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

@@ -10,9 +10,11 @@ low-rank gradient, as Adam's; ε is added to ``sqrt(v)``, the entrywise RMS of t
 first order in ``η λ``: decoupled, as assumed. Applies to weights and biases.
 """
 
+from typing import Any
+
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -27,26 +29,34 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="pytorch_optimizer.Adan",
-    default_eps=1e-08,
-    sharding="gathered",
-    coupling_option="max_grad_norm",
-    notes=(
-        "Adan: pytorch_optimizer.Adan, (m + beta2 d) / (sqrt(v) + eps) with d the",
-        "averaged gradient difference: sign-like at a steady gradient. eps is added to",
-        "sqrt(v) and scaled per role (base default 1e-8). Decay is the paper's proximal",
-        "W / (1 + lr * wd) (weight_decouple=False), = (1 - lr * wd) W to first order.",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="pytorch_optimizer.Adan",
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="pytorch_optimizer.Adan",
+        default_eps=1e-08,
+        sharding="gathered",
+        coupling_option="max_grad_norm",
+        notes=(
+            "Adan: pytorch_optimizer.Adan, (m + beta2 d) / (sqrt(v) + eps) with d the",
+            "averaged gradient difference: sign-like at a steady gradient. eps is added to",
+            "sqrt(v) and scaled per role (base default 1e-8). Decay is the paper's proximal",
+            "W / (1 + lr * wd) (weight_decouple=False), = (1 - lr * wd) W to first order.",
+        ),
+    )
 
-JAX = NoJax(
-    reason="no optax factory is set up for it",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="pytorch_optimizer.Adan",
+    )
+
+    JAX = NoJax(
+        reason="no optax factory is set up for it",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

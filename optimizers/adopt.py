@@ -11,9 +11,11 @@ the generated module fixes ``weight_decouple=True`` (``W ← (1 - η λ) W``), t
 rules assume. Applies to weights and biases.
 """
 
+from typing import Any
+
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -28,28 +30,36 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="pytorch_optimizer.ADOPT",
-    fixed={"weight_decouple": True},
-    default_eps=1e-06,
-    sharding="gathered",
-    notes=(
-        "ADOPT: pytorch_optimizer.ADOPT, momentum of grad / max(sqrt(v_prev), eps):",
-        "sign-like. Its first step only initialises v. eps floors sqrt(v) and is scaled",
-        "per role (base default 1e-6). Its default weight_decouple=False adds lambda W",
-        "to the gradient before the normalisation; weight_decouple=True is fixed here.",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="pytorch_optimizer.ADOPT",
-    steps=2,
-    note="ADOPT's first step only initialises v; the second step is measured",
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="pytorch_optimizer.ADOPT",
+        fixed={"weight_decouple": True},
+        default_eps=1e-06,
+        sharding="gathered",
+        notes=(
+            "ADOPT: pytorch_optimizer.ADOPT, momentum of grad / max(sqrt(v_prev), eps):",
+            "sign-like. Its first step only initialises v. eps floors sqrt(v) and is scaled",
+            "per role (base default 1e-6). Its default weight_decouple=False adds lambda W",
+            "to the gradient before the normalisation; weight_decouple=True is fixed here.",
+        ),
+    )
 
-JAX = NoJax(
-    reason="no optax factory is set up for it",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="pytorch_optimizer.ADOPT",
+        steps=2,
+        note="ADOPT's first step only initialises v; the second step is measured",
+    )
+
+    JAX = NoJax(
+        reason="no optax factory is set up for it",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

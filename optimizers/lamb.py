@@ -20,9 +20,11 @@ decay is decoupled (``W ← (1 - η λ) W`` before the trust ratio). Applies to 
 biases.
 """
 
+from typing import Any
+
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -37,37 +39,45 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="pytorch_optimizer.Lamb",
-    default_eps=1e-06,
-    sharding="gathered",
-    coupling_option="pre_norm",
-    not_homogeneous=(
-        "its trust ratio min(‖W‖_F, 10)/‖u‖_F scales the step with the weights' own norm, which the reparametrisation W' = αW changes"
-    ),
-    notes=(
-        "LAMB: pytorch_optimizer.Lamb steps by lr * min(|W|_F, 10) * u / |u|_F, u",
-        "Adam's step. The declaration takes the trust-ratio numerator as 1: the rules",
-        "set lr in units of min(|W|_F, 10), which depends on the weights (at muP init",
-        "|W|_F grows like sqrt(n) on hidden and input weights) and is outside the",
-        "framework; divide each role's lr by its |W|_F at init to follow them",
-        "literally. eps (base default 1e-6) is Adam's, scaled per role. Decoupled decay.",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="pytorch_optimizer.Lamb",
-    note=(
-        "every parameter starts with ‖W‖_F = 1, so the trust ratio's numerator is 1 (the "
-        "declared update); at μP init it is min(‖W‖_F, 10), which no declaration can "
-        "express"
-    ),
-    init="unit-sphere",
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="pytorch_optimizer.Lamb",
+        default_eps=1e-06,
+        sharding="gathered",
+        coupling_option="pre_norm",
+        not_homogeneous=(
+            "its trust ratio min(‖W‖_F, 10)/‖u‖_F scales the step with the weights' own norm, which the reparametrisation W' = αW changes"
+        ),
+        notes=(
+            "LAMB: pytorch_optimizer.Lamb steps by lr * min(|W|_F, 10) * u / |u|_F, u",
+            "Adam's step. The declaration takes the trust-ratio numerator as 1: the rules",
+            "set lr in units of min(|W|_F, 10), which depends on the weights (at muP init",
+            "|W|_F grows like sqrt(n) on hidden and input weights) and is outside the",
+            "framework; divide each role's lr by its |W|_F at init to follow them",
+            "literally. eps (base default 1e-6) is Adam's, scaled per role. Decoupled decay.",
+        ),
+    )
 
-JAX = NoJax(
-    reason="no optax factory is set up for it",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="pytorch_optimizer.Lamb",
+        note=(
+            "every parameter starts with ‖W‖_F = 1, so the trust ratio's numerator is 1 (the "
+            "declared update); at μP init it is min(‖W‖_F, 10), which no declaration can "
+            "express"
+        ),
+        init="unit-sphere",
+    )
+
+    JAX = NoJax(
+        reason="no optax factory is set up for it",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

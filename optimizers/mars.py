@@ -14,9 +14,11 @@ so biases and norm gains go to another optimizer (``--others adamw``). Weight de
 decoupled (``W ← (1 - η λ) W``).
 """
 
+from typing import Any
+
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -31,28 +33,36 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="pytorch_optimizer.MARS",
-    fixed={"mars_type": "adamw"},
-    default_eps=1e-08,
-    sharding="gathered",
-    notes=(
-        "MARS: pytorch_optimizer.MARS(mars_type='adamw'), AdamW on the variance-reduced",
-        "gradient g_t + gamma beta1/(1 - beta1) (g_t - g_(t-1)): sign-like. eps (base",
-        "default 1e-8) is added to sqrt(v_hat), scaled per role. Matrices only: it",
-        "steps 1-D parameters with its own AdamW at lr_1d (ignoring the group lr), so",
-        "biases and norm gains need another optimizer (--others adamw).",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="pytorch_optimizer.MARS(mars_type='adamw')",
-    kwargs={"mars_type": "adamw"},
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="pytorch_optimizer.MARS",
+        fixed={"mars_type": "adamw"},
+        default_eps=1e-08,
+        sharding="gathered",
+        notes=(
+            "MARS: pytorch_optimizer.MARS(mars_type='adamw'), AdamW on the variance-reduced",
+            "gradient g_t + gamma beta1/(1 - beta1) (g_t - g_(t-1)): sign-like. eps (base",
+            "default 1e-8) is added to sqrt(v_hat), scaled per role. Matrices only: it",
+            "steps 1-D parameters with its own AdamW at lr_1d (ignoring the group lr), so",
+            "biases and norm gains need another optimizer (--others adamw).",
+        ),
+    )
 
-JAX = NoJax(
-    reason="no optax factory is set up for it",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="pytorch_optimizer.MARS(mars_type='adamw')",
+        kwargs={"mars_type": "adamw"},
+    )
+
+    JAX = NoJax(
+        reason="no optax factory is set up for it",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

@@ -9,9 +9,11 @@ coupled (L2) unless ``decoupled_weight_decay=True``, which the generated module 
 Applies to weights and biases.
 """
 
+from typing import Any
+
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -26,26 +28,34 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="torch.optim.NAdam",
-    fixed={"decoupled_weight_decay": True},
-    default_eps=1e-08,
-    sharding="elementwise",
-    notes=(
-        "NAdam: torch.optim.NAdam, Adam with Nesterov momentum (width-independent",
-        "momentum schedule); idealised as sign(grad). eps is added to sqrt(v_hat) and",
-        "scaled per role (base default 1e-8). Coupled L2 decay would be divided by",
-        "sqrt(v_hat): decoupled_weight_decay=True is fixed here.",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="torch.optim.NAdam",
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="torch.optim.NAdam",
+        fixed={"decoupled_weight_decay": True},
+        default_eps=1e-08,
+        sharding="elementwise",
+        notes=(
+            "NAdam: torch.optim.NAdam, Adam with Nesterov momentum (width-independent",
+            "momentum schedule); idealised as sign(grad). eps is added to sqrt(v_hat) and",
+            "scaled per role (base default 1e-8). Coupled L2 decay would be divided by",
+            "sqrt(v_hat): decoupled_weight_decay=True is fixed here.",
+        ),
+    )
 
-JAX = NoJax(
-    reason="no optax factory is set up for it",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="torch.optim.NAdam",
+    )
+
+    JAX = NoJax(
+        reason="no optax factory is set up for it",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

@@ -19,9 +19,11 @@ paper tabulates none and it is not scaled. Weight decay is decoupled
 (``W ← (1 - η λ) W``).
 """
 
+from typing import Any
+
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 from spectral.symbols import n_in, n_out
 
@@ -34,28 +36,36 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="pytorch_optimizer.NorMuon",
-    group_defaults={"use_muon": True},
-    sharding="gathered",
-    notes=(
-        "NorMuon: pytorch_optimizer.NorMuon (update_scale='preserve_norm'): NS(m) with",
-        "its rows normalised, rescaled to |NS(m)|_F; RMS->RMS norm sqrt(max(n_in,",
-        "n_out) / n_out): Muon's on wide matrices, 1 on tall ones. use_muon=True is set",
-        "on every group (without it NorMuon uses adamw_lr and ignores the group lr).",
-        "Matrices only. Its eps (1e-10) guards a division and is not scaled. Decoupled",
-        "weight decay.",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="pytorch_optimizer.NorMuon(use_muon=True)",
-    group_keys={"use_muon": True},
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="pytorch_optimizer.NorMuon",
+        group_defaults={"use_muon": True},
+        sharding="gathered",
+        notes=(
+            "NorMuon: pytorch_optimizer.NorMuon (update_scale='preserve_norm'): NS(m) with",
+            "its rows normalised, rescaled to |NS(m)|_F; RMS->RMS norm sqrt(max(n_in,",
+            "n_out) / n_out): Muon's on wide matrices, 1 on tall ones. use_muon=True is set",
+            "on every group (without it NorMuon uses adamw_lr and ignores the group lr).",
+            "Matrices only. Its eps (1e-10) guards a division and is not scaled. Decoupled",
+            "weight decay.",
+        ),
+    )
 
-JAX = NoJax(
-    reason="no optax factory is set up for it",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="pytorch_optimizer.NorMuon(use_muon=True)",
+        group_keys={"use_muon": True},
+    )
+
+    JAX = NoJax(
+        reason="no optax factory is set up for it",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

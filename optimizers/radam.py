@@ -14,9 +14,11 @@ instability. torch's ``weight_decay`` is coupled unless ``decoupled_weight_decay
 which the generated module fixes. Applies to weights and biases.
 """
 
+from typing import Any
+
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -31,35 +33,43 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="torch.optim.RAdam",
-    fixed={"decoupled_weight_decay": True},
-    default_eps=1e-08,
-    sharding="elementwise",
-    not_homogeneous=(
-        "while the variance estimate is not yet rectified (about the first 5 steps) it steps by the bias-corrected momentum, a raw-gradient step (degree 1 in the gradient), and by Adam's normalised step (degree 0) after"
-    ),
-    notes=(
-        "RAdam: torch.optim.RAdam. From step 6 (rho_t > 5 at beta2 = 0.999) the step is",
-        "Adam's times a rectification factor that tends to 1: the declared sign-like",
-        "step. Steps 1-5 are un-normalised momentum (SGD-like, not declared): with",
-        "Adam's lr rules they shrink with width, a slower start at large width. eps",
-        "(base default 1e-8) is scaled per role; decoupled_weight_decay=True is fixed.",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="torch.optim.RAdam",
-    steps=7,
-    note=(
-        "RAdam steps by un-normalised momentum until rho_t > 5 (step 6); step 7 is "
-        "measured"
-    ),
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="torch.optim.RAdam",
+        fixed={"decoupled_weight_decay": True},
+        default_eps=1e-08,
+        sharding="elementwise",
+        not_homogeneous=(
+            "while the variance estimate is not yet rectified (about the first 5 steps) it steps by the bias-corrected momentum, a raw-gradient step (degree 1 in the gradient), and by Adam's normalised step (degree 0) after"
+        ),
+        notes=(
+            "RAdam: torch.optim.RAdam. From step 6 (rho_t > 5 at beta2 = 0.999) the step is",
+            "Adam's times a rectification factor that tends to 1: the declared sign-like",
+            "step. Steps 1-5 are un-normalised momentum (SGD-like, not declared): with",
+            "Adam's lr rules they shrink with width, a slower start at large width. eps",
+            "(base default 1e-8) is scaled per role; decoupled_weight_decay=True is fixed.",
+        ),
+    )
 
-JAX = NoJax(
-    reason="no optax factory is set up for it",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="torch.optim.RAdam",
+        steps=7,
+        note=(
+            "RAdam steps by un-normalised momentum until rho_t > 5 (step 6); step 7 is "
+            "measured"
+        ),
+    )
+
+    JAX = NoJax(
+        reason="no optax factory is set up for it",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

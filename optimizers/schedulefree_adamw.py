@@ -21,9 +21,11 @@ stored in the model during training are ``y``: call ``optimizer.eval()`` on this
 ``x`` weights are the ones to evaluate. Applies to weights and biases.
 """
 
+from typing import Any
+
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -38,30 +40,38 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="pytorch_optimizer.ScheduleFreeAdamW",
-    default_eps=1e-08,
-    sharding="elementwise",
-    notes=(
-        "Schedule-Free AdamW: pytorch_optimizer.ScheduleFreeAdamW. The lr is the step of",
-        "z (AdamW's sign-like step, eps added to sqrt(v_hat), scaled per role, base",
-        "default 1e-8); the model holds y = (1 - beta1) z + beta1 x, x the running",
-        "average of z: a width-independent mix of steps of that size, but iterate",
-        "averaging is outside the rules' assumptions. Call",
-        'opt.parts["schedulefree-adamw"].eval() before evaluating and .train() after.',
-        "Decay acts at y with the lr (decoupled).",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="pytorch_optimizer.ScheduleFreeAdamW",
-    steps=3,
-    note="the change of the stored weights y = (1-β₁) z + β₁ x at step 3 is measured",
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="pytorch_optimizer.ScheduleFreeAdamW",
+        default_eps=1e-08,
+        sharding="elementwise",
+        notes=(
+            "Schedule-Free AdamW: pytorch_optimizer.ScheduleFreeAdamW. The lr is the step of",
+            "z (AdamW's sign-like step, eps added to sqrt(v_hat), scaled per role, base",
+            "default 1e-8); the model holds y = (1 - beta1) z + beta1 x, x the running",
+            "average of z: a width-independent mix of steps of that size, but iterate",
+            "averaging is outside the rules' assumptions. Call",
+            'opt.parts["schedulefree-adamw"].eval() before evaluating and .train() after.',
+            "Decay acts at y with the lr (decoupled).",
+        ),
+    )
 
-JAX = NoJax(
-    reason="no optax factory is set up for it",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="pytorch_optimizer.ScheduleFreeAdamW",
+        steps=3,
+        note="the change of the stored weights y = (1-β₁) z + β₁ x at step 3 is measured",
+    )
+
+    JAX = NoJax(
+        reason="no optax factory is set up for it",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

@@ -12,9 +12,11 @@ that by ``W ← (1 - η) W``, which is weight decay with ``λ = 1``. No ε (the 
 the column and row normalisations guards a division). Applies to weights and biases.
 """
 
+from typing import Any
+
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 
 SPEC = OptimizerSpec(
@@ -26,25 +28,33 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="pytorch_optimizer.SCION",
-    fixed={"constraint": False},
-    sharding="gathered",
-    notes=(
-        "Scion: pytorch_optimizer.SCION (norm_type AUTO): sqrt(n_out / n_in) NS(m) for",
-        "matrices and m / RMS(m) for vectors, RMS->RMS norm 1 as declared (scale=1).",
-        "The unconstrained form decays W *= 1 - lr * wd, as assumed; constraint=True",
-        "would replace that by W *= 1 - lr, so constraint=False is fixed here. No eps.",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="pytorch_optimizer.SCION (norm_type AUTO)",
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="pytorch_optimizer.SCION",
+        fixed={"constraint": False},
+        sharding="gathered",
+        notes=(
+            "Scion: pytorch_optimizer.SCION (norm_type AUTO): sqrt(n_out / n_in) NS(m) for",
+            "matrices and m / RMS(m) for vectors, RMS->RMS norm 1 as declared (scale=1).",
+            "The unconstrained form decays W *= 1 - lr * wd, as assumed; constraint=True",
+            "would replace that by W *= 1 - lr, so constraint=False is fixed here. No eps.",
+        ),
+    )
 
-JAX = NoJax(
-    reason="no optax factory is set up for it",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="pytorch_optimizer.SCION (norm_type AUTO)",
+    )
+
+    JAX = NoJax(
+        reason="no optax factory is set up for it",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

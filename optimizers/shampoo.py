@@ -6,9 +6,11 @@ the step into ``U Vᵀ`` — Muon's direction, ``‖A‖_R = sqrt(n_in/n_out)``.
 pytorch-optimizer's ``Shampoo`` reads that ε from ``matrix_eps``.
 """
 
+from typing import Any
+
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 from spectral.symbols import G, n_in, n_out
 
@@ -24,33 +26,41 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="pytorch_optimizer.Shampoo",
-    fixed={"weight_decouple": True},
-    default_eps=1e-06,
-    sharding="gathered",
-    notes=(
-        "Shampoo: pytorch_optimizer.Shampoo. It steps by L^(-1/4) G R^(-1/4) with",
-        "L = eps I + sum_t G G^T and R = eps I + sum_t G^T G: no grafting, as the",
-        "declaration assumes, and eps ('matrix_eps', scaled per role; base default",
-        "1e-6) is added to L and R, the declared place. Its default weight_decouple=",
-        "False would add lambda W to the gradient before preconditioning (coupled);",
-        "the declaration assumes decoupled dW = -eta (A + lambda W), so",
-        "weight_decouple=True is fixed here. The statistics are summed over all steps",
-        "(no EMA), so the step shrinks like 1/sqrt(t) at every width alike. The",
-        "inverse roots are recomputed every step (preconditioning_compute_steps=1):",
-        "raise it for large models.",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="pytorch_optimizer.Shampoo(momentum=0)",
-    kwargs={"momentum": 0.0},
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="pytorch_optimizer.Shampoo",
+        fixed={"weight_decouple": True},
+        default_eps=1e-06,
+        sharding="gathered",
+        notes=(
+            "Shampoo: pytorch_optimizer.Shampoo. It steps by L^(-1/4) G R^(-1/4) with",
+            "L = eps I + sum_t G G^T and R = eps I + sum_t G^T G: no grafting, as the",
+            "declaration assumes, and eps ('matrix_eps', scaled per role; base default",
+            "1e-6) is added to L and R, the declared place. Its default weight_decouple=",
+            "False would add lambda W to the gradient before preconditioning (coupled);",
+            "the declaration assumes decoupled dW = -eta (A + lambda W), so",
+            "weight_decouple=True is fixed here. The statistics are summed over all steps",
+            "(no EMA), so the step shrinks like 1/sqrt(t) at every width alike. The",
+            "inverse roots are recomputed every step (preconditioning_compute_steps=1):",
+            "raise it for large models.",
+        ),
+    )
 
-JAX = NoJax(
-    reason="optax implements no Shampoo",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="pytorch_optimizer.Shampoo(momentum=0)",
+        kwargs={"momentum": 0.0},
+    )
+
+    JAX = NoJax(
+        reason="optax implements no Shampoo",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

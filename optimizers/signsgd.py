@@ -7,7 +7,9 @@ step is ±1, and for a low-rank gradient ``‖sign(∇W)‖_2 = Θ(sqrt(n_in n_o
 (``weight_decouple=True``, its default). Applies to weights and biases.
 """
 
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from typing import Any
+
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 from spectral.symbols import n_in
 
@@ -20,24 +22,32 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="pytorch_optimizer.SignSGD",
-    fixed={"weight_decouple": True},
-    sharding="elementwise",
-    notes=(
-        "SignSGD: pytorch_optimizer.SignSGD, sign of momentum 0.9 (Signum; momentum=0",
-        "gives SignSGD): the idealised sign step, as Lion's. No eps. Decoupled weight",
-        "decay (weight_decouple=True, its default, fixed here).",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="pytorch_optimizer.SignSGD (Signum, momentum 0.9)",
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="pytorch_optimizer.SignSGD",
+        fixed={"weight_decouple": True},
+        sharding="elementwise",
+        notes=(
+            "SignSGD: pytorch_optimizer.SignSGD, sign of momentum 0.9 (Signum; momentum=0",
+            "gives SignSGD): the idealised sign step, as Lion's. No eps. Decoupled weight",
+            "decay (weight_decouple=True, its default, fixed here).",
+        ),
+    )
 
-JAX = NoJax(
-    reason="no optax factory is set up for it",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="pytorch_optimizer.SignSGD (Signum, momentum 0.9)",
+    )
+
+    JAX = NoJax(
+        reason="no optax factory is set up for it",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

@@ -4,9 +4,11 @@ Idealised update (App. C.8): the update direction is normalised in the RMS→RMS
 norm, so its size does not depend on width, depth or the gradient. Matrices only.
 """
 
+from typing import Any
+
 import sympy as sp
 
-from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
+from spectral.optimizers import records_on_first_use
 from spectral.spec import OptimizerSpec
 
 SPEC = OptimizerSpec(
@@ -18,31 +20,39 @@ SPEC = OptimizerSpec(
     doc=__doc__,
 )
 
-TORCH = TorchImpl(
-    cls="pytorch_optimizer.SpectralSphere",
-    compensation="sso-shape",
-    sharding="gathered",
-    notes=(
-        "SSO: pytorch_optimizer.SpectralSphere steps by lr * msign(m + mu theta)",
-        "(Polar-Express Newton-Schulz), whose spectral norm is 1: its RMS->RMS norm is",
-        "sqrt(n_in / n_out), while the declaration idealises a unit RMS->RMS step. No",
-        "option rescales it, so each group's lr is multiplied by sqrt(n_out / n_in) and",
-        "its weight_decay divided by it (decay is decoupled, lr * wd): see",
-        "_compensation; (n_out, n_in) come from the owning module (nn.Linear stores",
-        "(out, in), nn.Embedding and HF Conv1D (in, out)). It does not retract the",
-        "weights onto a sphere, matching the declaration's plain step. Default",
-        "weight_decay=0.01 is replaced by each group's value.",
-    ),
-)
-"""The torch implementation the generated module builds, and how it was checked."""
+# TORCH (the torch implementation the generated module builds, and how it was checked),
+# PROBE (how `spectral probe` steps it to measure its update) and JAX (the optax
+# implementation of the generated JAX module, or why it has none): built on first use,
+# since deriving the rules needs SPEC alone (spectral.optimizers.records_on_first_use).
+def _records() -> dict[str, Any]:
+    from spectral.optimizers.entry import NoJax, ProbeSetup, TorchImpl
 
-PROBE = ProbeSetup(
-    label="pytorch_optimizer.SpectralSphere",
-    kwargs={"foreach": False},
-)
-"""How ``spectral probe`` steps the implementation (TORCH.cls) to measure its update."""
+    TORCH = TorchImpl(
+        cls="pytorch_optimizer.SpectralSphere",
+        compensation="sso-shape",
+        sharding="gathered",
+        notes=(
+            "SSO: pytorch_optimizer.SpectralSphere steps by lr * msign(m + mu theta)",
+            "(Polar-Express Newton-Schulz), whose spectral norm is 1: its RMS->RMS norm is",
+            "sqrt(n_in / n_out), while the declaration idealises a unit RMS->RMS step. No",
+            "option rescales it, so each group's lr is multiplied by sqrt(n_out / n_in) and",
+            "its weight_decay divided by it (decay is decoupled, lr * wd): see",
+            "_compensation; (n_out, n_in) come from the owning module (nn.Linear stores",
+            "(out, in), nn.Embedding and HF Conv1D (in, out)). It does not retract the",
+            "weights onto a sphere, matching the declaration's plain step. Default",
+            "weight_decay=0.01 is replaced by each group's value.",
+        ),
+    )
 
-JAX = NoJax(
-    reason="optax implements no spectral-sphere optimizer (SSO)",
-)
-"""The optax implementation of the generated JAX module, or why it has none."""
+    PROBE = ProbeSetup(
+        label="pytorch_optimizer.SpectralSphere",
+        kwargs={"foreach": False},
+    )
+
+    JAX = NoJax(
+        reason="optax implements no spectral-sphere optimizer (SSO)",
+    )
+    return {"TORCH": TORCH, "PROBE": PROBE, "JAX": JAX}
+
+
+__getattr__ = records_on_first_use(__name__, _records)

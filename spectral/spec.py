@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import keyword
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 import sympy as sp
@@ -46,8 +47,12 @@ def _monomial_positive(expr: sp.Basic) -> bool:
     return False
 
 
+@lru_cache(maxsize=1024)
 def show(expr: sp.Expr | None) -> str:
-    """A declared expression as a user would write it: ``max``/``min`` in lower case."""
+    """A declared expression as a user would write it: ``max``/``min`` in lower case.
+
+    Cached: a derivation quotes its declaration in every role's reasons, and sympy's printer
+    is slow."""
     return str(expr).replace("Max(", "max(").replace("Min(", "min(")
 
 

@@ -199,3 +199,36 @@ def test_every_optimizer_file_is_complete(module):
         assert module.JAX.notes, spec.name
     else:
         assert module.JAX.reason, spec.name
+
+
+def test_implementation_records_are_built_on_first_read():
+    """A catalog file's TORCH, PROBE and JAX are built by its _records() the first time one
+    is read, then are plain attributes of the module, the same objects on every read; a
+    name the file lacks is an AttributeError, and a probe for a dunder builds nothing."""
+    import types
+
+    from spectral.optimizers import records_on_first_use
+
+    built = []
+
+    def build():
+        built.append(1)
+        return {"TORCH": object(), "PROBE": object(), "JAX": object()}
+
+    module = types.ModuleType("spectral.optimizers._probe_records")
+    module.__getattr__ = records_on_first_use(module.__name__, build)
+    import sys
+
+    sys.modules[module.__name__] = module
+    try:
+        assert not hasattr(module, "__wrapped__") and not built
+        torch_record = module.TORCH
+        assert built == [1] and vars(module)["TORCH"] is torch_record is module.TORCH
+        assert module.JAX is vars(module)["JAX"] and built == [1]
+        with pytest.raises(AttributeError, match="has no attribute 'NOPE'"):
+            module.NOPE  # noqa: B018
+        assert built == [1]
+    finally:
+        del sys.modules[module.__name__]
+    adamw = importlib.import_module("spectral.optimizers.adamw")
+    assert adamw.TORCH is adamw.TORCH and adamw.TORCH.cls == "torch.optim.AdamW"

@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("rules", ("scaling", "transfer", "base_values")),
     # 4  what a user's training imports or gets generated (both runtimes name parameters'
     #    roles with `patterns`); the rules tables; the reference models
-    ("runtime", ("families.*", "torch.*", "jax.*", "frameworks.*", "patterns", "render", "codegen.*", "models.*")),
+    ("runtime", ("families.*", "torch.*", "jax.*", "frameworks.*", "patterns", "render.*", "codegen.*", "models.*")),
     # 5  measurements: a declaration against its implementation, from it, rules against training
     ("measure", ("measure.*", "infer.*", "coordcheck.*")),
     # 6  learning-rate transfer sweeps (data, tokens, train, tune, report)

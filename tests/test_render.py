@@ -22,6 +22,7 @@ from rich.console import Console
 
 from spectral import derive, render
 from spectral.engine.result import Exponent
+from spectral.render.layout import layout
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("SPECTRAL_UPDATE_GOLDEN") == "1"
@@ -113,7 +114,7 @@ def test_ratio_forms(exp, text, tex):
 
 
 def test_paper_entries_adamw():
-    lay = render.layout(derive("adamw", k=2))
+    lay = layout(derive("adamw", k=2))
     cells = {
         row.hp: dict(zip([c for c, _ in lay.columns], row.cells, strict=True)) for row in lay.rows
     }
@@ -134,7 +135,7 @@ def test_paper_entries_adamw():
 
 
 def test_matrix_only_optimizer_has_no_bias_columns():
-    lay = render.layout(derive("muon-kimi", k=2))
+    lay = layout(derive("muon-kimi", k=2))
     assert [c for c, _ in lay.columns] == ["input_weight", "hidden_weight", "output_weight", "router_weight"]
     assert "eps" not in [row.hp for row in lay.rows]
 
@@ -160,10 +161,10 @@ def test_latex_highlights_like_the_paper():
 
 @pytest.mark.parametrize(("kind", "text"), [("image", "σ²_base/d₀"), ("language", "σ²_base")])
 def test_input_kind(kind, text):
-    lay = render.layout(derive("adamw", k=2), input_kind=kind)
+    lay = layout(derive("adamw", k=2), input_kind=kind)
     assert lay.rows[1].cells[0].text == text
     with pytest.raises(ValueError):
-        render.layout(derive("adamw", k=2), input_kind="audio")
+        layout(derive("adamw", k=2), input_kind="audio")
 
 
 def test_json_is_exactly_to_dict():

@@ -25,8 +25,8 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import ModuleType
+from typing import NamedTuple
 
 from ..errors import DerivationError, InternalError, SpectralError
 from .common import EXIT_DERIVATION, EXIT_OK, EXIT_USAGE, console, emit
@@ -34,8 +34,7 @@ from .common import EXIT_DERIVATION, EXIT_OK, EXIT_USAGE, console, emit
 __all__ = ["COMMANDS", "Command", "build_parser", "console", "emit", "main"]
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """One subcommand: its one-line help and where its handlers live, imported only when the
     command runs (``spectral derive`` never imports the sweep, torch or matplotlib).
 
@@ -141,15 +140,19 @@ fixed descriptions only: a command's module is imported when that command runs (
 ``--help`` is asked for)."""
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None, *, only: bool = False) -> argparse.ArgumentParser:
     """The ``spectral`` parser. Every subcommand is listed with its help; only ``command``'s
-    arguments are added (its module imported), or every command's when ``command`` is None."""
+    arguments are added (its module imported), or every command's when ``command`` is None.
+    ``only``: list ``command`` alone (what :func:`main` builds when the first word names the
+    command: the other commands' parsers would change neither the parse nor a message)."""
     parser = argparse.ArgumentParser(
         prog="spectral",
         description="μP hyperparameter rules under joint width–depth scaling, for any optimizer.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, cmd in COMMANDS.items():
+        if only and name != command:
+            continue
         p = sub.add_parser(name, help=cmd.help, description=cmd.description or cmd.help)
         if command is None or name == command:
             cmd.configure(p)
@@ -180,7 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_command_named(words))
+    command = _command_named(words)
+    # `spectral derive ...`: derive's parser alone (the top-level help, `spectral -h derive`
+    # and an unknown command's error still list every command)
+    parser = build_parser(command, only=command in COMMANDS and words[0] == command)
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:  # argparse: --help (0) or bad usage (2)

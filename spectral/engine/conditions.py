@@ -51,8 +51,8 @@ as the test-time oracle for small ``k``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
+from functools import cache
 from itertools import combinations
 from math import comb
 from typing import Literal, NamedTuple
@@ -96,9 +96,9 @@ MULTIPLIER_SYMBOL = {
 _SUP = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
-@dataclass(frozen=True)
-class Factor:
-    """``‖p‖`` or ``‖Δp‖`` for one parameter ``p`` of a role."""
+class Factor(NamedTuple):
+    """``‖p‖`` or ``‖Δp‖`` for one parameter ``p`` of a role (a named tuple, as
+    :class:`Condition`: every listed term has one per factor)."""
 
     role: str
     position: int
@@ -176,6 +176,9 @@ class Condition(NamedTuple):
         return len(self.updated)
 
     def __str__(self) -> str:
+        return _condition_text(self)
+
+    def _text(self) -> str:
         # a factor from another layer (a router's gate in a block) carries its own
         # multiplier; a norm's input (layer norm) is the map's output, before any multiplier
         own: dict[str, str] = {f.role: role(f.role).layer for f in self.factors}
@@ -188,6 +191,13 @@ class Condition(NamedTuple):
         lhs = " ".join(x for x in (MULTIPLIER_SYMBOL[self.layer], *factors) if x)
         rhs = "Θ" if self.relation == "=" else "O"
         return f"{lhs} = {rhs}({format_monomial(*self.target.exponents)})"
+
+
+@cache
+def _condition_text(c: Condition) -> str:
+    """``str`` of a term, once per term: a derivation quotes each layer's and role's fixing
+    term in the reasons of several rules."""
+    return c._text()
 
 
 def factor_view(chain: Chain, role_name: str) -> Literal["", "norm", "input"]:

@@ -71,6 +71,9 @@ _ONE = Theta.one()
 
 @dataclass(frozen=True)
 class Role:
+    """One kind of parameter of the network: where it sits (its layer), whether it is a
+    bias, and how its dimensions grow (``n_in``, ``n_out``: Θ(n) or Θ(1))."""
+
     name: str
     label: str
     layer: Layer

@@ -18,8 +18,8 @@ The order follows the paper (Sec. 4, App. C, D):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 import sympy as sp
 
@@ -156,8 +156,7 @@ def _normed_scales(r: Role, c: Condition, s: _Solved) -> str:
     )
 
 
-@dataclass(frozen=True)
-class _Solved:
+class _Solved(NamedTuple):
     """What steps 1-3 fix for every role: its init variance and weight norm, each layer's
     multiplier (and the term that set it), each role's required update size (and term)."""
 

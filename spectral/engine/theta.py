@@ -88,24 +88,37 @@ class Theta:
 
     def __hash__(self) -> int:
         # computed once per value: the products' cache hashes the same few Θ-values
-        # thousands of times, and a Fraction's hash is a modular inverse in Python
+        # thousands of times; of the integers, since a Fraction's hash is a modular inverse
+        # in Python (equal Fractions have equal numerators and denominators)
         try:
             return self.__dict__["_hash"]  # type: ignore[no-any-return]
         except KeyError:
-            h = hash(self.points)
+            h = hash(tuple((u.numerator, u.denominator, v.numerator, v.denominator) for u, v in self.points))
             object.__setattr__(self, "_hash", h)
             return h
+
+    def __eq__(self, other: object) -> bool:
+        # the same value is most often the same object (the caches below return one object
+        # per value); unequal cached hashes settle the rest without comparing Fractions
+        if self is other:
+            return True
+        if not isinstance(other, Theta):
+            return NotImplemented
+        d, e = self.__dict__, other.__dict__
+        if "_hash" in d and "_hash" in e and d["_hash"] != e["_hash"]:
+            return False
+        return self.points == other.points
 
     # -- construction -------------------------------------------------------------
     @classmethod
     def monomial(cls, a: int | Fraction = 0, b: int | Fraction = 0) -> Theta:
         """``Θ(n^a L^b)``."""
         a, b = _as_fraction(a), _as_fraction(b)
-        return cls(((_ZERO, b), (_ONE, a)))
+        return _interned(cls(((_ZERO, b), (_ONE, a))))
 
     @classmethod
     def one(cls) -> Theta:
-        return cls.monomial(0, 0)
+        return _THETA_ONE
 
     def __call__(self, u: Fraction) -> Fraction:
         return _interp(self.points, u)
@@ -137,12 +150,17 @@ class Theta:
         return self * other.reciprocal()
 
     def reciprocal(self) -> Theta:
-        return Theta(tuple((u, -v) for u, v in self.points))
+        return _theta_power(self, -1)
 
     def __pow__(self, p: int | Fraction) -> Theta:
-        p = _as_fraction(p)
+        return _theta_power(self, p)
+
+    def _pow(self, p: int | Fraction) -> Theta:
+        p = p if isinstance(p, int) else _as_fraction(p)  # an integer multiplies faster
         if p == 0:
             return Theta.one()
+        if p == 1:
+            return self
         return Theta(tuple((u, v * p) for u, v in self.points))
 
     @staticmethod
@@ -150,14 +168,14 @@ class Theta:
         """``Θ(max(f, g, …)) = Θ(f + g + …)``."""
         out = items[0]
         for item in items[1:]:
-            out = out._combine(item, max)
+            out = _theta_combine(out, item, max)
         return out
 
     @staticmethod
     def minimum(*items: Theta) -> Theta:
         out = items[0]
         for item in items[1:]:
-            out = out._combine(item, min)
+            out = _theta_combine(out, item, min)
         return out
 
     # -- comparison -------------------------------------------------------------
@@ -248,12 +266,34 @@ def format_monomial(a: Fraction, b: Fraction, n: str = "n", L: str = "L") -> str
     return f"{top}/{bottom}" if simple else f"{top}/({bottom})"
 
 
-# Derivations multiply and print the same few Θ-values thousands of times (a catalog × k
-# derivation: ~17 000 products, ~7 500 texts, a few hundred distinct values); both are pure
-# functions of frozen values, so they are computed once.
+_INTERNED: dict[Theta, Theta] = {}
+
+
+def _interned(t: Theta) -> Theta:
+    """The one object of ``t``'s value (``t`` itself the first time)."""
+    return _INTERNED.setdefault(t, t)
+
+
+_THETA_ONE = _interned(Theta(((_ZERO, _ZERO), (_ONE, _ZERO))))
+
+
+# Derivations multiply, raise, compare and print the same few Θ-values thousands of times
+# (a catalog × k derivation: ~17 000 products, ~7 500 texts, a few hundred distinct
+# values); each is a pure function of frozen values, so it is computed once, and a value
+# met again is the same object (whose hash is cached and whose == is `is`).
 @cache
 def _theta_product(a: Theta, b: Theta) -> Theta:
-    return a._mul(b)
+    return _interned(a._mul(b))
+
+
+@cache
+def _theta_power(a: Theta, p: int | Fraction) -> Theta:
+    return _interned(a._pow(p))
+
+
+@cache
+def _theta_combine(a: Theta, b: Theta, op: Callable[[Fraction, Fraction], Fraction]) -> Theta:
+    return _interned(a._combine(b, op))
 
 
 @cache

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import product
 from math import comb, prod
+from typing import NamedTuple
 from collections.abc import Callable
 
 from .conditions import (
@@ -148,7 +149,7 @@ INPUT = "@input"
 """Suffix of the scale key of a norm's input (the factor of a ``norm`` chain, N1.1/N2.1)."""
 
 
-@dataclass
+@dataclass(eq=False)  # an accumulator: compared by identity (and no __eq__ to generate)
 class Tally:
     """What a check found: terms per label, failing terms per label, a few failures spelled out."""
 
@@ -165,8 +166,7 @@ class Tally:
         self.examples.append(f"{label}: {what}")
 
 
-@dataclass(frozen=True)
-class _Scales:
+class _Scales(NamedTuple):
     """The Θ-values the rules give: multiplier per layer, ``‖W‖`` and ``‖ΔW‖`` per role."""
 
     alpha: dict[str, Theta]
@@ -185,8 +185,9 @@ def _substitute(
     step: dict[str, Theta] = {}
     own: dict[str, Theta] = {}
     scales = {s.role: s for s in result.scales}
+    rules = result.rules  # a property that builds the table: once
     for r in roles:
-        rule = result.rules[r.name]
+        rule = rules[r.name]
         a = rule["multiplier"].theta
         if r.layer in alpha:
             tally.record("α")

@@ -99,6 +99,44 @@ def test_subcommands_are_registered():
     assert {"list", "derive"} <= set(COMMANDS)
 
 
+@pytest.mark.parametrize("argv", [["--help"], ["-h", "derive"], ["--help", "sweep"]])
+def test_top_level_help_lists_every_command(capsys, argv):
+    """`spectral derive ...` builds derive's parser alone; the top-level help (asked before
+    any command word) still lists them all."""
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: spectral [-h] COMMAND ...")
+    listed = {line.split()[0] for line in out.splitlines() if line.startswith("    ") and line[4] != " "}
+    assert listed == set(COMMANDS), out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["derive", "adamw"],
+        ["derive", "--spec", "x.toml", "--k", "3", "--format", "latex", "--standalone"],
+        ["derive", "muon", "--all-roles", "--horizon", "--input-kind", "image", "-o", "t.md"],
+        ["list", "--format", "json"],
+    ],
+)
+def test_a_commands_own_parser_parses_as_the_whole_one(argv):
+    from spectral.cli import build_parser
+
+    alone = build_parser(argv[0], only=True)
+    assert [a.dest for a in alone._subparsers._group_actions] == ["command"]  # type: ignore[union-attr]
+    assert vars(alone.parse_args(argv)) == vars(build_parser().parse_args(argv))
+
+
+def test_a_commands_help_is_the_same_alone(capsys):
+    from spectral.cli import build_parser
+
+    assert main(["derive", "--help"]) == 0
+    alone = capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["derive", "--help"])
+    assert capsys.readouterr().out == alone and "--all-roles" in alone
+
+
 # --------------------------------------------------------------------------------------
 # -o FILE
 # --------------------------------------------------------------------------------------
@@ -193,10 +231,12 @@ NOT_FOR_THE_ENGINE = (
     "spectral.cli.coord_check", "spectral.cli.check_widths", "spectral.cli.probe",
     "spectral.cli.infer", "spectral.cli.tokenize", "torch", "matplotlib", "numpy", "pydantic",
 )
-# deriving one catalog optimizer imports its declaration alone, not the other 20
+# deriving one catalog optimizer imports its declaration alone, not the other 20, and
+# builds none of its implementation records (optimizers/entry.py); its JSON is json.dumps of
+# data: no template (jinja2), no terminal (rich), no table layout
 NOT_FOR_ADAMW = NOT_FOR_THE_ENGINE + tuple(
     f"spectral.optimizers.{m}" for m in MODULES if m != "adamw"
-)
+) + ("spectral.optimizers.entry", "jinja2", "rich", "spectral.templating", "spectral.render.layout")
 
 
 @pytest.mark.parametrize(

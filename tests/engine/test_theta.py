@@ -89,3 +89,17 @@ def test_incomparable_terms_are_never_a_monomial():
 )
 def test_rendering(theta, text):
     assert str(theta) == text
+
+
+def test_one_object_per_value_and_equality_by_value():
+    """Products, powers and max/min return one object per value (cached, so a derivation
+    compares by identity); == and hash stay by value for a Theta built directly."""
+    built = Theta(((F(0), F(-1)), (F(1), F(1, 2))))  # √n/L, not through the caches
+    via_ops = n ** F(1, 2) / L
+    assert via_ops is n ** F(1, 2) * L**-1 is Theta.monomial(F(1, 2), -1)
+    assert built is not via_ops and built == via_ops and hash(built) == hash(via_ops)
+    assert built != n and n != built and built != "√n/L"
+    assert n**2 is n ** F(2) is n * n and str(n**2) == "n²"
+    assert (n**0.5).points == (n ** F(1, 2)).points == ((F(0), F(0)), (F(1), F(1, 2)))
+    assert Theta.one() is Theta.monomial(0, 0) is n**0 is n * n.reciprocal()
+    assert Theta.maximum(n, L) is Theta.maximum(n, L) and Theta.maximum(n, L) != Theta.minimum(n, L)

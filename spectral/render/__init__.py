@@ -22,22 +22,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from .engine.result import Derivation, Exponent
-from .engine.roles import HP_LABELS, role
-from .spec import show
-from .templating import Kind, environment
-from .text import for_latex, for_markdown, for_terminal
+from ..engine.result import Derivation
+from ..engine.roles import HP_LABELS, role
+from .ratios import BASES, InputKind, latex_ratio, text_ratio
+from ..spec import show
+from ..text import for_latex, for_markdown, for_terminal
+
+if TYPE_CHECKING:
+    from ..templating import Kind
 
 __all__ = [
     "BASES",
     "FORMATS",
     "InputKind",
     "AXIS_LEGEND",
-    "along_layout",
     "along_notes",
     "caption",
     "catalog_rows",
@@ -46,7 +46,6 @@ __all__ = [
     "latex",
     "latex_escape",
     "latex_ratio",
-    "layout",
     "markdown",
     "markdown_escape",
     "render",
@@ -54,25 +53,7 @@ __all__ = [
     "text_ratio",
 ]
 
-InputKind = Literal["image", "language"]
 FORMATS = ("table", "markdown", "latex", "json")
-
-BASES: dict[str, tuple[str, str]] = {
-    "multiplier": ("α_base", r"\alpha_{\mathrm{base}}"),
-    "init_var": ("σ²_base", r"\sigma^2_{\mathrm{base}}"),
-    "lr": ("η_base", r"\eta_{\mathrm{base}}"),
-    "weight_decay": ("λ_base", r"\lambda_{\mathrm{base}}"),
-    "eps": ("ε_base", r"\varepsilon_{\mathrm{base}}"),
-}
-"""HP → (plain-text base, LaTeX base)."""
-
-AXIS_BASES: dict[str, tuple[str, str]] = {
-    "lr": BASES["lr"],
-    "weight_decay": BASES["weight_decay"],
-    "eps": BASES["eps"],
-    "momentum": ("(1-β)_base", r"(1-\beta)_{\mathrm{base}}"),
-}
-"""HP → (plain-text base, LaTeX base) of the rules along the horizon and the batch."""
 
 AXIS_LEGEND = (
     "Along the horizon and the batch, width and depth held: r_D = D/D_base (training tokens; "
@@ -86,55 +67,6 @@ LEGEND = (
 )
 
 # --------------------------------------------------------------------------------------
-# exponents as text and LaTeX
-# --------------------------------------------------------------------------------------
-
-
-def _latex_power(symbol: str, e: Fraction) -> str:
-    if e == 1:
-        return symbol
-    if e == Fraction(1, 2):
-        return rf"\sqrt{{{symbol}}}"
-    return f"{symbol}^{{{e}}}"
-
-
-def _latex_product(parts: list[tuple[str, Fraction]]) -> str:
-    """``r_n r_L``, ``r_n\\sqrt{r_L}``, ``\\sqrt{r_n r_L}`` (as :func:`Exponent.ratio`)."""
-    if len(parts) == 2 and parts[0][1] == parts[1][1] and parts[0][1] != 1:
-        e = parts[0][1]
-        inner = " ".join(sym for sym, _ in parts)
-        return rf"\sqrt{{{inner}}}" if e == Fraction(1, 2) else f"({inner})^{{{e}}}"
-    parts = sorted(parts, key=lambda p: p[1].denominator != 1)  # integer powers first
-    out = ""
-    for sym, e in parts:
-        text = _latex_power(sym, e)
-        out += (" " if out and not text.startswith("\\") else "") + text
-    return out
-
-
-def text_ratio(base: str, exp: Exponent) -> str:
-    """The engine's ratio form: ``η_base/r_n``, ``λ_base·√r_n``, ``ε_base/(r_n r_L)``."""
-    return exp.ratio(base)
-
-
-def latex_ratio(base: str, exp: Exponent, symbols: tuple[str, str] = ("r_n", "r_L")) -> str:
-    r"""``\eta_{\mathrm{base}}/r_n``, ``\lambda_{\mathrm{base}}\sqrt{r_n}``, ``.../(r_n r_L)``
-    (``symbols``: the two ratios' names, ``("r_D", "r_B")`` along the horizon and batch)."""
-    pairs = ((symbols[0], exp.r_n), (symbols[1], exp.r_L))
-    num = [(s, e) for s, e in pairs if e > 0]
-    den = [(s, -e) for s, e in pairs if e < 0]
-    out = base
-    if num:
-        top = _latex_product(num)
-        out += (" " if base[-1:].isalpha() and top[0].isalpha() else "") + top  # `\eta r_n`
-    if den:
-        bottom = _latex_product(den)
-        simple = len(den) == 1 or bottom.startswith(("\\sqrt", "("))
-        out += f"/{bottom}" if simple else f"/({bottom})"
-    return out
-
-
-# --------------------------------------------------------------------------------------
 # escaping user text (optimizer names, ε labels)
 # --------------------------------------------------------------------------------------
 
@@ -144,98 +76,8 @@ markdown_escape = for_markdown
 
 
 # --------------------------------------------------------------------------------------
-# layout shared by every format
+# what every format shows (the table's layout: spectral.render.layout, imported when one is drawn)
 # --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One table entry: the μP value and, where it differs, the SP value."""
-
-    text: str
-    latex: str
-    """Complete LaTeX cell content (math already in ``$...$``), not yet highlighted."""
-    sp_text: str
-    sp_latex: str
-    differs: bool
-
-
-@dataclass(frozen=True)
-class Row:
-    hp: str
-    label: str
-    cells: tuple[Cell, ...]
-
-
-@dataclass(frozen=True)
-class Layout:
-    columns: tuple[tuple[str, str], ...]
-    """(role name, label) per column."""
-    rows: tuple[Row, ...]
-
-
-def _input_variance(exp: Exponent, input_kind: InputKind | None) -> tuple[str, str]:
-    text_base, tex_base = BASES["init_var"]
-    image = (text_ratio(text_base, exp) + "/d₀", f"${latex_ratio(tex_base, exp)}/d_0$")
-    if exp.r_n == 0 and exp.r_L == 0:
-        image = (f"{text_base}/d₀", f"${tex_base}/d_0$")
-    language = (text_ratio(text_base, exp), f"${latex_ratio(tex_base, exp)}$")
-    if input_kind == "image":
-        return image
-    if input_kind == "language":
-        return language
-    return f"{image[0]} or {language[0]}", f"{image[1]} or {language[1]}"
-
-
-def _check_input_kind(input_kind: object) -> None:
-    if input_kind not in (None, "image", "language"):
-        raise ValueError(f"input_kind must be 'image', 'language' or None, not {input_kind!r}")
-
-
-def layout(d: Derivation, input_kind: InputKind | None = None) -> Layout:
-    """Rows (HPs) × columns (roles present) of ratio-form cells."""
-    _check_input_kind(input_kind)
-    rows = []
-    for hp in d.hps:
-        text_base, tex_base = BASES[hp]
-        cells = []
-        for r in d.roles:
-            exp = d.rule(r, hp)
-            if r == "input_weight" and hp == "init_var":
-                text, tex = _input_variance(exp, input_kind)
-                sp_text, sp_tex = text, tex
-            else:
-                text, tex = text_ratio(text_base, exp), f"${latex_ratio(tex_base, exp)}$"
-                sp_text, sp_tex = text_base, f"${tex_base}$"
-            cells.append(Cell(text, tex, sp_text, sp_tex, not exp.is_sp))
-        label = d.spec.eps_label if hp == "eps" else HP_LABELS[hp]
-        rows.append(Row(hp, label, tuple(cells)))
-    columns = tuple((r, role(r).label) for r in d.roles)
-    return Layout(columns, tuple(rows))
-
-
-def along_layout(d: Derivation) -> Layout:
-    """Rows (HPs along the horizon and batch) × columns (roles) of ``base × r_D^d r_B^b``."""
-    rows = []
-    hps = [a.hp for a in d.along(d.roles[0])] if d.roles else []
-    for hp in hps:
-        text_base, tex_base = AXIS_BASES[hp]
-        cells = []
-        for r in d.roles:
-            (a,) = (a for a in d.along(r) if a.hp == hp)
-            exp = Exponent(a.horizon, a.batch)
-            cells.append(
-                Cell(
-                    exp.ratio(text_base, "r_D", "r_B"),
-                    f"${latex_ratio(tex_base, exp, ('r_D', 'r_B'))}$",
-                    text_base,
-                    f"${tex_base}$",
-                    not exp.is_sp,
-                )
-            )
-        label = {"eps": d.spec.eps_label, "momentum": "1 - β (momenta)"}.get(hp) or HP_LABELS[hp]
-        rows.append(Row(hp, label, tuple(cells)))
-    return Layout(tuple((r, role(r).label) for r in d.roles), tuple(rows))
 
 
 def along_notes(d: Derivation) -> list[str]:
@@ -283,6 +125,8 @@ def _check_rows(d: Derivation) -> list[dict[str, Any]]:
 
 
 def _render(kind: Kind, template: str, **context: Any) -> str:
+    from ..templating import environment  # jinja2: not for JSON
+
     return environment(kind).get_template(template).render(**context)
 
 
@@ -300,6 +144,8 @@ def markdown(
 ) -> str:
     """A GitHub-flavoured markdown table (plus, with ``explain``, how each rule arose; with
     ``along``, the rules along the horizon and the batch)."""
+    from .layout import along_layout, layout
+
     return _render(
         "text",
         "rules.md.j2",
@@ -329,6 +175,8 @@ def latex(
     The table needs ``booktabs`` and ``xcolor``. With ``explain`` the derivation of each
     entry and the verification summary follow as LaTeX comments.
     """
+    from .layout import along_layout, layout
+
     lay = layout(d, input_kind)
     return _render(
         "latex",
@@ -380,6 +228,8 @@ def table(
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
+
+    from .layout import layout
 
     lay = layout(d, input_kind)
     t = Table(
@@ -438,6 +288,8 @@ def _along_table(d: Derivation) -> Any:
     from rich import box
     from rich.table import Table
     from rich.text import Text
+
+    from .layout import along_layout
 
     lay = along_layout(d)
     t = Table(
