@@ -486,6 +486,7 @@ def test_registry_answers_torchtitans_config_manager(kimi) -> None:
         cfg.mup(config)
 
 
+@pytest.mark.slow  # builds torchtitan's Llama3: seconds on the 2-core CPU
 def test_tied_llama_is_refused_in_one_line(kimi) -> None:
     """torchtitan's Llama3 1B and 3B configs tie tok_embeddings and lm_head
     (enable_weight_tying=True): mup(config) refuses it before changing anything, and a

@@ -3,8 +3,9 @@ takes the Placement as a value, and the Placement lives on the model as one attr
 
 The source tests parse the package: a function under ``spectral/torch`` other than the
 public binding (``spectral/torch/config.py``) and ``place`` itself that takes ``adapter``
-or ``patterns`` would read the model a second way; a ``.keywords`` read or write would be a
-hidden contract with a ``functools.partial`` hook; a family or an ``Adapter`` class defined
+or ``patterns`` would read the model a second way (a ``.keywords`` read or write, a hidden
+contract with a ``functools.partial`` hook, is tests/torch/test_hooks_typed.py's over all of
+``spectral/``); a family or an ``Adapter`` class defined
 in ``spectral/jax`` would be a second family table.
 """
 
@@ -74,16 +75,6 @@ def test_the_public_binding_places_every_model_it_is_given():
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
         }
         assert "place" in calls, method.name
-
-
-def test_nothing_reads_or_writes_a_hooks_keywords():
-    uses = [
-        f"{path.relative_to(ROOT)}:{node.lineno}"
-        for path in sorted(RUNTIME.rglob("*.py"))  # (the engine reads ast.Call.keywords)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.Attribute) and node.attr == "keywords"
-    ]
-    assert uses == []
 
 
 def test_jax_defines_no_adapter_and_no_family():

@@ -321,6 +321,7 @@ def test_stale_compiled_model_is_caught_and_reset_fixes_it(cfg):
     torch.testing.assert_close(loss(compiled), loss(model))
 
 
+@pytest.mark.slow  # torch.compile: seconds on the 2-core CPU
 def test_hooks_before_compile_give_no_warning(cfg):
     model = _litgpt()
     with warnings.catch_warnings():

@@ -174,6 +174,7 @@ def test_bad_arguments_raise_as_in_check(cfg):
         assert isinstance(bad.value, ConfigError)
 
 
+@pytest.mark.slow  # trains twins over seeds: seconds on the 2-core CPU
 def test_seeds_pool_the_draws_before_the_fit(cfg, monkeypatch):
     """seeds=2: every value is the mean of the twins drawn with init seeds 0 and 1, the
     same twins that seeds=1 draws with SEED 0 and with SEED 1."""
