@@ -197,7 +197,7 @@ for _o in ("muon-shape+adamw", "muon-unit-rms+adamw"):
 ARGMIN = "--base-optimum", "argmin"
 """The folders whose runs after the base were made at the grid's argmin and whose fitted optimum
 (spectral.sweep.optimum) is another grid point: rendered with the argmin they were run at."""
-for _folder in ['ablate/mup-init-16/muon-kimi+adamw', 'ablate/sp-emb-128/muon-kimi+adamw']:
+for _folder in ['ablate/mup-init-16/muon-kimi+adamw']:
     CASES[_folder] = [*CASES[_folder], *ARGMIN]
 
 
