@@ -96,7 +96,7 @@ CASES = {
     # μP's base (16 × 2) tuned over σ_hidden × the embedding's η × η (α_out 4 from the ablation's base tuning)
     "ablate/mup-init-16/muon-kimi+adamw": ["-O", "muon-kimi+adamw", *MUP16, "--widths", "16", "--width", "16",
                                            "--log2-lrs=-6,-5,-4,-3,-2", "--multiplier", "output=4",
-                                           "--tune", "init.hidden_weight=0.25,0.5,1,2,4",
+                                           "--tune", "init.hidden_weight=0.125,0.25,0.5,1,2,4",
                                            "--tune", "lr.input_weight=0.25,1,4,16", "--no-sp-retune"],
     # μP's base tuned over the embedding's η too (AdamW, α_out 16), transferred to 128; Muon-Kimi+AdamW's
     # base winner over σ_hidden × the embedding's η × η (mup-init-16) transferred to 128
@@ -196,9 +196,8 @@ for _o in ("muon-shape+adamw", "muon-unit-rms+adamw"):
 
 ARGMIN = "--base-optimum", "argmin"
 """The folders whose runs after the base were made at the grid's argmin and whose fitted optimum
-(spectral.sweep.optimum) is another grid point: rendered with the argmin they were run at."""
-for _folder in ['ablate/mup-init-16/muon-kimi+adamw']:
-    CASES[_folder] = [*CASES[_folder], *ARGMIN]
+(spectral.sweep.optimum) is another grid point: rendered with the argmin they were run at
+(ablate/cpu-16-128/muon-kimi+adamw, below: its 42 target runs at the fitted α_out were not run)."""
 
 
 PLOTTED = {"tuned/muon-kimi+adamw", "exponents/muon-kimi+adamw", "ablate/cpu-16-128/adamw"}
