@@ -104,7 +104,7 @@ CASES = {
                                     "--log2-lrs=-7,-6,-5,-4", "--multiplier", "output=16",
                                     "--tune", "lr.input_weight=0.25,1,4,16", "--no-sp-retune"],
     "ablate/mup-tuned-16-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", *MUP16, "--widths", "128", "--width", "128",
-                                                "--log2-lrs=-3", "--multiplier", "output=4",
+                                                "--log2-lrs=-4", "--multiplier", "output=4",
                                                 "--init-scale", "hidden_weight=0.5", "--lr-scale", "input_weight=4"],
     # SP's embedding η tuned at 128 (the coordinate step after α_out × η and σ_hidden)
     "ablate/sp-emb-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", *SP128, "--log2-lrs=-6", "--multiplier", "output=1",
@@ -115,7 +115,7 @@ CASES = {
                                          "--log2-lrs=-6,-5,-4", "--multiplier", "output=16", "--lr-scale",
                                          "input_weight=4", "--tune", "init.hidden_weight=0.5,1,2,4", "--no-sp-retune"],
     "ablate/mup-tuned-16-128-retuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", *MUP16, "--widths", "128", "--width",
-                                                        "128", "--log2-lrs=-4,-3,-2", "--multiplier", "output=4",
+                                                        "128", "--log2-lrs=-5,-4,-3,-2", "--multiplier", "output=4",
                                                         "--init-scale", "hidden_weight=0.5", "--lr-scale",
                                                         "input_weight=4"],
     # the torchtitan-like regime at n = 256: SP tuned there, μP's η re-tuned there
@@ -131,8 +131,8 @@ CASES = {
                                        "--multiplier", "output=2", "--tune", "init.hidden_weight=0.5,1,2,4,8"],
     "ablate/llama-sp-emb-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "sp", "--widths", "256",
                                       "--width", "256", "--base-width", "256", "--log2-lrs=-8", "--multiplier",
-                                      "output=2", "--init-scale", "hidden_weight=4", "--tune",
-                                      "lr.input_weight=0.25,1,4"],
+                                      "output=2", "--init-scale", "hidden_weight=2", "--tune",
+                                      "lr.input_weight=0.25,1,4,16,64"],
     # μP's base σ_hidden tuned at 32 (α_out 4), transferred to 256
     "ablate/llama-mup-init-32-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "mup", "--widths",
                                            "32,256", "--width", "32", "--base-width", "32", "--log2-lrs=-6,-5,-4",
