@@ -194,10 +194,6 @@ for _o in ("muon-shape+adamw", "muon-unit-rms+adamw"):
             "--seeds", "0,1,2,3,4"]
 
 
-ARGMIN = "--base-optimum", "argmin"
-"""The folders whose runs after the base were made at the grid's argmin and whose fitted optimum
-(spectral.sweep.optimum) is another grid point: rendered with the argmin they were run at
-(ablate/cpu-16-128/muon-kimi+adamw, below: its 42 target runs at the fitted α_out were not run)."""
 
 
 PLOTTED = {"tuned/muon-kimi+adamw", "exponents/muon-kimi+adamw", "ablate/cpu-16-128/adamw"}
@@ -359,8 +355,6 @@ ABLATION_CASES = {  # docs/sweep/ablate: one role-rule at a time swapped to SP's
                                   "--ablate", "--ablate-variant", "init.output=-0.5",
                                   "--ablate-variant", "multiplier.output=-0.5"],
 }
-
-ABLATION_CASES["ablate/cpu-16-128/muon-kimi+adamw"] += ARGMIN
 
 VARIANTS = ["--ablate", "--variants-only", "--ablate-variant", "lr.input_weight=-0.5",
             "--ablate-variant", "init.hidden_weight=0"]
