@@ -96,7 +96,7 @@ CASES = {
     # μP's base (16 × 2) tuned over σ_hidden × the embedding's η × η (α_out 4 from the ablation's base tuning)
     "ablate/mup-init-16/muon-kimi+adamw": ["-O", "muon-kimi+adamw", *MUP16, "--widths", "16", "--width", "16",
                                            "--log2-lrs=-6,-5,-4,-3,-2", "--multiplier", "output=4",
-                                           "--tune", "init.hidden_weight=0.25,0.5,1,2,4",
+                                           "--tune", "init.hidden_weight=0.125,0.25,0.5,1,2,4",
                                            "--tune", "lr.input_weight=0.25,1,4,16", "--no-sp-retune"],
     # μP's base tuned over the embedding's η too (AdamW, α_out 16), transferred to 128; Muon-Kimi+AdamW's
     # base winner over σ_hidden × the embedding's η × η (mup-init-16) transferred to 128
@@ -104,7 +104,7 @@ CASES = {
                                     "--log2-lrs=-7,-6,-5,-4", "--multiplier", "output=16",
                                     "--tune", "lr.input_weight=0.25,1,4,16", "--no-sp-retune"],
     "ablate/mup-tuned-16-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", *MUP16, "--widths", "128", "--width", "128",
-                                                "--log2-lrs=-3", "--multiplier", "output=4",
+                                                "--log2-lrs=-4", "--multiplier", "output=4",
                                                 "--init-scale", "hidden_weight=0.5", "--lr-scale", "input_weight=4"],
     # SP's embedding η tuned at 128 (the coordinate step after α_out × η and σ_hidden)
     "ablate/sp-emb-128/muon-kimi+adamw": ["-O", "muon-kimi+adamw", *SP128, "--log2-lrs=-6", "--multiplier", "output=1",
@@ -115,7 +115,7 @@ CASES = {
                                          "--log2-lrs=-6,-5,-4", "--multiplier", "output=16", "--lr-scale",
                                          "input_weight=4", "--tune", "init.hidden_weight=0.5,1,2,4", "--no-sp-retune"],
     "ablate/mup-tuned-16-128-retuned/muon-kimi+adamw": ["-O", "muon-kimi+adamw", *MUP16, "--widths", "128", "--width",
-                                                        "128", "--log2-lrs=-4,-3,-2", "--multiplier", "output=4",
+                                                        "128", "--log2-lrs=-5,-4,-3,-2", "--multiplier", "output=4",
                                                         "--init-scale", "hidden_weight=0.5", "--lr-scale",
                                                         "input_weight=4"],
     # the torchtitan-like regime at n = 256: SP tuned there, μP's η re-tuned there
@@ -131,8 +131,8 @@ CASES = {
                                        "--multiplier", "output=2", "--tune", "init.hidden_weight=0.5,1,2,4,8"],
     "ablate/llama-sp-emb-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "sp", "--widths", "256",
                                       "--width", "256", "--base-width", "256", "--log2-lrs=-8", "--multiplier",
-                                      "output=2", "--init-scale", "hidden_weight=4", "--tune",
-                                      "lr.input_weight=0.25,1,4"],
+                                      "output=2", "--init-scale", "hidden_weight=2", "--tune",
+                                      "lr.input_weight=0.25,1,4,16,64"],
     # μP's base σ_hidden tuned at 32 (α_out 4), transferred to 256
     "ablate/llama-mup-init-32-256/adamw": ["--model", "llama", "-O", "adamw", *LLAMA, "--param", "mup", "--widths",
                                            "32,256", "--width", "32", "--base-width", "32", "--log2-lrs=-6,-5,-4",
@@ -194,11 +194,6 @@ for _o in ("muon-shape+adamw", "muon-unit-rms+adamw"):
             "--seeds", "0,1,2,3,4"]
 
 
-ARGMIN = "--base-optimum", "argmin"
-"""The folders whose runs after the base were made at the grid's argmin and whose fitted optimum
-(spectral.sweep.optimum) is another grid point: rendered with the argmin they were run at."""
-for _folder in ['ablate/llama-sp-init-256/adamw', 'ablate/mup-emb-16-128/adamw', 'ablate/mup-init-16/muon-kimi+adamw', 'ablate/sp-emb-128/muon-kimi+adamw', 'cpu-gpulike/muon-kimi+adamw', 'cpu-long/muon-kimi+adamw', 'tuned/adamw']:
-    CASES[_folder] = [*CASES[_folder], *ARGMIN]
 
 
 PLOTTED = {"tuned/muon-kimi+adamw", "exponents/muon-kimi+adamw", "ablate/cpu-16-128/adamw"}
@@ -360,8 +355,6 @@ ABLATION_CASES = {  # docs/sweep/ablate: one role-rule at a time swapped to SP's
                                   "--ablate", "--ablate-variant", "init.output=-0.5",
                                   "--ablate-variant", "multiplier.output=-0.5"],
 }
-
-ABLATION_CASES["ablate/cpu-16-128/muon-kimi+adamw"] += ARGMIN
 
 VARIANTS = ["--ablate", "--variants-only", "--ablate-variant", "lr.input_weight=-0.5",
             "--ablate-variant", "init.hidden_weight=0"]
