@@ -11,6 +11,16 @@ run it do not. It is the iteration the check across widths runs its CPU twins wi
 
 from __future__ import annotations
 
+import torch.optim._muon as _muon
+
 from spectral.torch.check.twin_rows import newton_schulz_float32
 
-__all__ = ["newton_schulz_float32"]
+__all__ = ["newton_schulz_float32", "use_float32_newton_schulz"]
+
+_TORCH_OWN = _muon._zeropower_via_newtonschulz
+
+
+def use_float32_newton_schulz(on: bool = True) -> None:
+    """For a whole process (a worker or script, which has no ``monkeypatch``): torch.optim.Muon's
+    Newton-Schulz in float32, or torch's own bfloat16 one back (``on=False``)."""
+    _muon._zeropower_via_newtonschulz = newton_schulz_float32 if on else _TORCH_OWN

@@ -14,7 +14,7 @@ gradient bit for bit and any difference comes from the optimizer; with a differe
 batch per rank the gradient differs from the one-process one in its last bits (the
 summation order), as under DDP, and Adam's normalisation of entries whose gradient is
 rounding noise (key biases) would show that instead. Muon's Newton-Schulz runs in float32
-here (float32_newton_schulz).
+here (float32_muon.use_float32_newton_schulz).
 "control" also trains with the real optimizers stepping the shards directly (what
 build_optimizers did before), to show the comparison catches a different update; "ddp"
 also trains with a different half of every batch on each rank, under DDP and sharded,
@@ -42,22 +42,9 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from gloo_exit import leave  # a sibling file: these workers run as scripts from tests/
-
-
-def float32_newton_schulz(on: bool = True) -> None:
-    """torch.optim.Muon's Newton-Schulz in float32 in this process (tests/float32_muon.py),
-    or torch's own bfloat16 one back (``on=False``): what these runs compare is the sharding
-    (the sharded step against the one-process step, the same iteration on the same gathered
-    matrix either way), and the bfloat16 iteration was most of the Muon jobs' time on a CPU
-    without bfloat16 matrix units. The "control" runs torch's own, as a user's shards would."""
-    import torch.optim._muon as muon
-    from float32_muon import newton_schulz_float32
-
-    muon._zeropower_via_newtonschulz = newton_schulz_float32 if on else _TORCH_NEWTON_SCHULZ
-
-
-_TORCH_NEWTON_SCHULZ = torch.optim._muon._zeropower_via_newtonschulz
+# sibling files: these workers run as scripts from tests/
+from float32_muon import use_float32_newton_schulz
+from gloo_exit import leave
 
 WORLD = 2
 BLOCK, BATCH, STEPS, SAVE_AT = 16, 8, 5, 3
@@ -201,11 +188,11 @@ def run_job(cfg, job: dict, mesh, ckpt: str) -> dict:
         "problems": problems,
     }
     if job.get("control"):  # torch's own bfloat16 iteration, on the shards (as issue 14 saw)
-        float32_newton_schulz(on=False)
+        use_float32_newton_schulz(on=False)
         plain = shard(make_model(cfg, job), mesh)
         train(plain, on_shards(cfg, plain, width, depth), data)
         result["control_rel"] = rel_diff(full(plain), want)
-        float32_newton_schulz()
+        use_float32_newton_schulz()
     if job.get("ddp"):  # each rank its own half of every batch, as in real training
         rank, rows = dist.get_rank(), BATCH // WORLD
         half = [
@@ -260,7 +247,11 @@ def sharded_api(cfg, job: dict, mesh) -> dict:
 
 def worker(rank: int, port: int, out: str, ckpt: str, jobs: list[dict]) -> None:
     torch.set_num_threads(1)
-    float32_newton_schulz()
+    # Muon's Newton-Schulz in float32: what these runs compare is the sharding (the sharded
+    # step against the one-process step, the same iteration on the same gathered matrix either
+    # way), and the bfloat16 iteration was most of the Muon jobs' time on a CPU without
+    # bfloat16 matrix units; the "control" runs torch's own, as a user's shards would
+    use_float32_newton_schulz()
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
     )

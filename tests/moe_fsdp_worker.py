@@ -59,10 +59,9 @@ def worker(rank: int, port: int, out: str, config: str) -> None:
     # Muon's Newton-Schulz in float32 (tests/float32_muon.py): the sharded step and the
     # one-process step run the same iteration on the same gathered matrix, so what is compared
     # (the sharding) is the same, and the bfloat16 one was most of this worker's time here
-    import torch.optim._muon as muon
-    from float32_muon import newton_schulz_float32
+    from float32_muon import use_float32_newton_schulz
 
-    muon._zeropower_via_newtonschulz = newton_schulz_float32
+    use_float32_newton_schulz()
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
     )

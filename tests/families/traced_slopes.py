@@ -46,13 +46,12 @@ def main() -> None:
     warnings.filterwarnings("ignore")
 
     import test_model_classes as classes
-    import torch.optim._muon as muon
-    from float32_muon import newton_schulz_float32
+    from float32_muon import use_float32_newton_schulz
     from traced_classes import TRACED_CLASSES
 
     from spectral.codegen import load_generated
 
-    muon._zeropower_via_newtonschulz = newton_schulz_float32  # as the slow tests do
+    use_float32_newton_schulz()  # as the slow tests do
     classes.WIDTHS[:] = [int(w) for w in args.widths.split(",")]
     optimizers = ("muon-kimi", "adamw") if args.config == "muon" else ("adamw",)
     cfg = load_generated(

@@ -260,7 +260,7 @@ def test_checkpoint_of_two_ranks_loads_in_one_process(report, worker, monkeypatc
     differs in the last bits, and Adam's normalisation of entries whose gradient is
     rounding noise turns that into a 2e-1 difference after 5 steps (the one-process run
     alone, 1 vs 2 threads), which is not the checkpoint's doing. Muon's Newton-Schulz runs
-    in float32, as the ranks ran it (fsdp_worker.float32_newton_schulz)."""
+    in float32, as the ranks ran it (fsdp_worker's use_float32_newton_schulz)."""
     import torch.optim._muon as muon
     from float32_muon import newton_schulz_float32
 
