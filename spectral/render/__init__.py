@@ -144,7 +144,7 @@ def markdown(
 ) -> str:
     """A GitHub-flavoured markdown table (plus, with ``explain``, how each rule arose; with
     ``along``, the rules along the horizon and the batch)."""
-    from .layout import along_layout, layout
+    from .layout import layout
 
     return _render(
         "text",
@@ -152,13 +152,8 @@ def markdown(
         d=d,
         caption=caption(d),
         layout=layout(d, input_kind),
-        explain=explain,
-        entries=_explain_rows(d) if explain else [],
-        checks=_check_rows(d) if explain else [],
-        omitted=omitted_notes(d),
-        along=along_layout(d) if along else None,
-        along_notes=along_notes(d) if along else [],
         along_legend=AXIS_LEGEND,
+        **_sections(d, explain, along),
     )
 
 
@@ -175,7 +170,7 @@ def latex(
     The table needs ``booktabs`` and ``xcolor``. With ``explain`` the derivation of each
     entry and the verification summary follow as LaTeX comments.
     """
-    from .layout import along_layout, layout
+    from .layout import layout
 
     lay = layout(d, input_kind)
     return _render(
@@ -189,13 +184,24 @@ def latex(
         narrow=len(lay.columns) > 3,
         input_kind=input_kind,
         has_input_variance="input_weight" in d.roles,
-        explain=explain,
-        entries=_explain_rows(d) if explain else [],
-        checks=_check_rows(d) if explain else [],
-        omitted=omitted_notes(d),
-        along=along_layout(d) if along else None,
-        along_notes=along_notes(d) if along else [],
+        **_sections(d, explain, along),
     )
+
+
+def _sections(d: Derivation, explain: bool, along: bool) -> dict[str, Any]:
+    """What the markdown and LaTeX tables show beside the rules: how each arose and the
+    verification (``explain``), the roles left out, and the rules along the horizon and the
+    batch (``along``)."""
+    from .layout import along_layout
+
+    return {
+        "explain": explain,
+        "entries": _explain_rows(d) if explain else [],
+        "checks": _check_rows(d) if explain else [],
+        "omitted": omitted_notes(d),
+        "along": along_layout(d) if along else None,
+        "along_notes": along_notes(d) if along else [],
+    }
 
 
 def json_text(d: Derivation, *, explain: bool = False, along: bool = False) -> str:
