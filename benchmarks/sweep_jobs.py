@@ -21,7 +21,11 @@ warmed by two one-step runs as well), then the same
 by the N workers (cores/N threads each), alternating, a fresh folder each time, 3 rounds:
 the runs per hour of a long sweep, whose fixed costs (imports, reports, starting the
 workers) a few-minute command would otherwise mix in. It checks that both record the same
-runs (keys) and prints the ratio of the medians.
+runs (keys) and prints the ratio of the medians. A third arm trains the same runs in this
+process at one worker's thread share (cores/N): N workers can at best train N runs in the
+time one takes alone at that share, so ``--jobs 1``'s wall over a 1/N of that arm's is the
+ceiling no scheduling passes on these cores (how far torch's threads speed up one run is
+what it measures), printed beside the ratio.
 
 Prints a table: per job count the wall time of each round, the median, runs per hour at the
 median and the speed-up over the first count, and each round's 1-minute load average before
@@ -70,7 +74,7 @@ def in_process(jobs: int, rounds: int, steps: int) -> int:
     """The steady state: run_sweep alone against ``jobs`` workers started once."""
     from spectral.sweep import SweepConfig, run_sweep
     from spectral.sweep.data import load_data, stdlib_bytes
-    from spectral.sweep.parallel import Workers, cores
+    from spectral.sweep.parallel import Workers, cores, thread_share
 
     with tempfile.TemporaryDirectory(prefix="spectral-bench-jobs-") as tmp:
         text = Path(tmp) / "text.txt"
@@ -83,7 +87,9 @@ def in_process(jobs: int, rounds: int, steps: int) -> int:
         )
         one = SweepConfig(**cpu, threads=cores())  # --jobs 1: this process, every core
         many = SweepConfig(**cpu)  # --jobs N: each worker's share (Workers' threads)
-        walls: dict[int, list[float]] = {1: [], jobs: []}
+        # the ceiling's measure: the same runs in this process with one worker's thread share
+        share = SweepConfig(**cpu, threads=thread_share(jobs))
+        walls: dict[int, list[float]] = {1: [], jobs: [], 0: []}
         keys: dict[int, list[str]] = {}
         with Workers(jobs) as workers:
             start = time.perf_counter()
@@ -94,17 +100,18 @@ def in_process(jobs: int, rounds: int, steps: int) -> int:
             print(f"{jobs} workers started and warmed (spawn, import torch, 2 one-step runs) in "
                   f"{startup:.1f} s", flush=True)
             for r in range(rounds):
-                for n in ((1, jobs) if r % 2 == 0 else (jobs, 1)):
+                for n in ((1, jobs, 0) if r % 2 == 0 else (0, jobs, 1)):
                     load = os.getloadavg()[0]
                     start = time.perf_counter()
-                    records = run_sweep(one if n == 1 else many, Path(tmp) / f"r{r}-j{n}", corpus,
-                                        workers=None if n == 1 else workers)
+                    cfg = {1: one, jobs: many, 0: share}[n]
+                    records = run_sweep(cfg, Path(tmp) / f"r{r}-j{n}", corpus, workers=workers if n == jobs else None)
                     walls[n].append(time.perf_counter() - start)
                     keys.setdefault(n, sorted(rec["key"] for rec in records))
-                    print(f"round {r + 1}: --jobs {n}: {len(records)} runs in {walls[n][-1]:.1f} s "
+                    label = f"--jobs {n}" if n else f"one process, {share.threads} thread(s)"
+                    print(f"round {r + 1}: {label}: {len(records)} runs in {walls[n][-1]:.1f} s "
                           f"(1-minute load average {load:.2f} before, {os.getloadavg()[0]:.2f} after)",
                           flush=True)
-    if keys[1] != keys[jobs]:
+    if not keys[1] == keys[jobs] == keys[0]:
         raise SystemExit(f"--jobs {jobs} recorded other runs than --jobs 1")
     runs = len(keys[1])
     print(f"\nin-process steady state: {runs} runs of {steps} steps (cpu preset model, widths 32 and 64), "
@@ -114,11 +121,22 @@ def in_process(jobs: int, rounds: int, steps: int) -> int:
         med = statistics.median(walls[n])
         print(f"{n:>4}  {', '.join(f'{w:.1f}' for w in walls[n]):<24}  {med:>8.1f}  {runs / med * 3600:>9.0f}")
     ratio = statistics.median(walls[1]) / statistics.median(walls[jobs])
+    # N workers can at best train N runs in the time one run takes at a worker's thread share
+    # alone in this process: the ratio no scheduling of these runs can pass on these cores
+    ceiling = statistics.median(walls[1]) / (statistics.median(walls[0]) / jobs)
+    alone = statistics.median(walls[0])
+    print(f"{'':>4}  {', '.join(f'{w:.1f}' for w in walls[0]):<24}  {alone:>8.1f}  {runs / alone * 3600:>9.0f}"
+          f"  (one process, {share.threads} thread(s) per run: a worker's share, alone)")
     print(f"runs per hour, --jobs {jobs} / --jobs 1 (medians): {ratio:.2f}x (issue 51's bar: 1.6x); "
           f"starting the workers: {startup:.1f} s once per command")
+    print(f"ceiling: {jobs} runs side by side, each as fast as alone at {share.threads} thread(s): "
+          f"{ceiling:.2f}x; --jobs {jobs} reaches {ratio / ceiling:.0%} of it (the rest: what side by side "
+          f"costs: shared caches and memory bandwidth, the workers' messages)")
     print(json.dumps({"in_process": {"jobs": jobs, "runs": runs, "steps": steps, "startup_s": round(startup, 2),
-                                     "walls_s": {str(n): [round(w, 2) for w in walls[n]] for n in walls},
-                                     "ratio": round(ratio, 3)}}, sort_keys=True))
+                                     "walls_s": {str(n): [round(w, 2) for w in walls[n]] for n in (1, jobs)},
+                                     "alone_walls_s": [round(w, 2) for w in walls[0]],
+                                     "ratio": round(ratio, 3), "ceiling": round(ceiling, 3),
+                                     "one_process_share_threads": share.threads}}, sort_keys=True))
     return 0
 
 
