@@ -3,7 +3,9 @@
 Not a test module: the numbers docs/your-model.md quotes for issue 38's classes come from
 it. ``python traced_slopes.py CLASS`` (run in tests/families, or with it on sys.path)
 prints, as JSON, each quantity's width slope (h0, logits, dlogits, branch:<name>) over
-widths 64/128/256 at depth 2, pooled over ``--seeds`` twins per width
+widths 64/128/256 at depth 2, pooled over ``--seeds`` twins per width (8 by default, the
+control's in the tests and what the docs quote; the slow test pools 4 for every class of
+test_traced_classes.py: ``--seeds 4`` prints its numbers)
 (tests/families/test_model_classes.py ``measured_slopes``), under the Muon-Kimi + AdamW
 config (``--config muon``) or AdamW on every role (``--config adamw``). CLASS is a key of
 traced_classes.TRACED_CLASSES or ``llama`` (the control). ``--widths`` and ``--lr``
