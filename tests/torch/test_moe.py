@@ -203,10 +203,12 @@ def test_router_logit_change_after_one_step_is_flat_in_width(cfg, monkeypatch):
     assert abs(_slope(widths, changes)) <= 0.15, changes
     # patterns= naming the gate hidden_weight no longer gives it the hidden rules: a
     # width -> fixed matrix named as a gate is read by its shape as router_weight, and the
-    # shape reading wins over patterns= (issue 26's rule), so the move stays flat
+    # shape reading wins over patterns= (issue 26's rule), so the move is the same number,
+    # bit for bit, at every width (to 256: the reading does not depend on the width, and a
+    # second run at 512 was 7 of this test's ~20 CPU seconds here)
     as_hidden = {r"mlp\.gate\.weight$": "hidden_weight"}
-    kept = [_router_logit_change(cfg, n, x, as_hidden) for n in widths]
-    assert abs(_slope(widths, kept)) <= 0.15, kept
+    kept = [_router_logit_change(cfg, n, x, as_hidden) for n in widths[:3]]
+    assert kept == changes[:3], (kept, changes)
 
 
 @pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"
