@@ -74,4 +74,14 @@ def worker(rank: int, config: str, port: int, out: str) -> None:
 
 if __name__ == "__main__":
     config, port, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    mp.spawn(worker, args=(config, port, out), nprocs=WORLD, join=True)
+    # imported once here and inherited by both forked ranks (a spawned rank imports torch
+    # again, and each rank imported the config's modules, sympy included, and DDP's lazy
+    # torch._dynamo itself): most of this worker's time on the 2-core CPU; nothing here has
+    # started a thread or a process group
+    import torch._dynamo  # noqa: F401
+
+    import spectral.models  # noqa: F401
+
+    load(config)
+    mp.start_processes(worker, args=(config, port, out), nprocs=WORLD, join=True,
+                       start_method="fork")

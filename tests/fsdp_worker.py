@@ -276,4 +276,14 @@ def worker(rank: int, port: int, out: str, ckpt: str, jobs: list[dict]) -> None:
 if __name__ == "__main__":
     port, out, ckpt, *jobs = sys.argv[1:]
     args = (int(port), out, ckpt, [json.loads(j) for j in jobs])
-    mp.spawn(worker, args=args, nprocs=WORLD, join=True)
+    # imported once here and inherited by both forked ranks (a spawned rank imports torch
+    # again, and each rank's first job imported these lazily: torch._dynamo for fully_shard,
+    # fsspec for DCP, pytorch-optimizer for the catalog's factories), a third of this
+    # worker's time on the 2-core CPU; nothing here has started a thread or a process group
+    import fsspec  # noqa: F401
+    import pytorch_optimizer  # noqa: F401
+    import torch._dynamo  # noqa: F401
+
+    import spectral.models  # noqa: F401
+
+    mp.start_processes(worker, args=args, nprocs=WORLD, join=True, start_method="fork")

@@ -93,4 +93,18 @@ def worker(rank: int, port: int, out: str, config: str) -> None:
 
 if __name__ == "__main__":
     port, out, config = sys.argv[1:]
-    mp.spawn(worker, args=(int(port), out, config), nprocs=WORLD, join=True)
+    # imported once here and inherited by both forked ranks (a spawned rank imports torch
+    # again, and each rank imported transformers' Mixtral, the config's modules and
+    # fully_shard's lazy torch._dynamo itself): most of this worker's time on the 2-core
+    # CPU; nothing here has started a thread or a process group
+    import torch._dynamo  # noqa: F401
+    import transformers
+
+    from float32_muon import use_float32_newton_schulz  # noqa: F401
+
+    transformers.MixtralForCausalLM, transformers.MixtralConfig  # noqa: B018 (lazy imports)
+    spec = importlib.util.spec_from_file_location("moe_fsdp_cfg_imports", config)
+    sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # as in worker()
+    spec.loader.exec_module(sys.modules[spec.name])
+    mp.start_processes(worker, args=(int(port), out, config), nprocs=WORLD, join=True,
+                       start_method="fork")

@@ -6,7 +6,8 @@ generated ``mup_titan.py``; this file is also the config registry the CLI names
 (examples/torchtitan_cpu/tiny_llama.py: a small Llama3 through the generated ``mup``) and
 its CPU device shim (examples/torchtitan_cpu/cpu_launch.py), so the example is what the
 tests run. Writes every parameter's init std and its optimizer group's numbers, and the
-losses of the steps trained; nothing of the Trainer is changed.
+losses of the steps trained; nothing of the Trainer is changed (Muon's Newton-Schulz runs
+in float32: see main).
 """
 
 from __future__ import annotations
@@ -57,6 +58,15 @@ def _checked(config, model, container) -> dict[str, list[str]]:
 def main(out: str, args: list[str]) -> None:
     single_process_env()
     from torchtitan.config import ConfigManager
+
+    # torch.optim.Muon's Newton-Schulz in float32 (tests/float32_muon.py, beside this file):
+    # the groups, the init and that the steps move every parameter are what the tests read,
+    # not Muon's bfloat16 rounding, which on this CPU (no bfloat16 matrix units) was most of
+    # the three steps' time; torchtitan's own main (test_cpu_example_runs_torchtitans_own_main)
+    # steps with torch's own iteration
+    from float32_muon import use_float32_newton_schulz
+
+    use_float32_newton_schulz()
 
     config = ConfigManager().parse_args(args)
     trainer = config.build()  # torchtitan's Trainer, as torchtitan.train builds it

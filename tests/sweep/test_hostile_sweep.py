@@ -23,7 +23,7 @@ pytest.importorskip("torch")
 
 from spectral.cli import main  # noqa: E402
 from spectral.sweep import RUNS_FILE, read_runs  # noqa: E402
-from spectral.sweep.records import append_run, check_appendable, sweep_lock  # noqa: E402
+from spectral.sweep.records import LOCK_SUFFIX, append_run, check_appendable, sweep_lock  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -239,15 +239,43 @@ def _sweep_process(out: Path, text: Path, *extra: str) -> subprocess.Popen:
     )
 
 
+def _held(lock: Path) -> bool:
+    """Whether another process holds the sweep lock ``lock`` (tried without waiting)."""
+    import fcntl
+
+    if not lock.exists():
+        return False
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also releases the lock if this probe took it
+    return False
+
+
 @pytest.mark.slow
-def test_two_sweeps_on_one_out_record_every_run_once(tmp_path, text):
+def test_two_sweeps_on_one_out_record_every_run_once(tmp_path, text, capsys):
+    """A sweep in another process holds the lock; the same sweep started here meanwhile
+    waits for it, then trains nothing (the second sweep runs in this process: a second
+    interpreter importing torch would add seconds and test nothing more)."""
     out = tmp_path / "out"
-    a, b = _sweep_process(out, text), _sweep_process(out, text)
-    results = [p.communicate(timeout=300) for p in (a, b)]
-    assert a.returncode == 0 and b.returncode == 0, results
-    keys = _keys(out / "adamw" / RUNS_FILE)
+    runs = out / "adamw" / RUNS_FILE
+    other = _sweep_process(out, text)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and other.poll() is None and not _held(Path(f"{runs}{LOCK_SUFFIX}")):
+        time.sleep(0.01)
+    assert other.poll() is None, "the other sweep ended before it was seen holding the lock"
+    capsys.readouterr()
+    code = main(["sweep", *TINY, "--data", str(text), "--out", str(out)])
+    stdout, stderr = capsys.readouterr()
+    results = other.communicate(timeout=300)
+    assert other.returncode == 0 and code == 0, (results, stderr)
+    assert "waiting for it to finish" in stdout  # it came while the other held the lock
+    assert f"{PLANNED} runs planned, {PLANNED} already in" in stdout
+    keys = _keys(runs)
     assert len(keys) == PLANNED and len(set(keys)) == PLANNED
-    assert any("waiting for it to finish" in o for o, _ in results)
 
 
 @pytest.mark.slow

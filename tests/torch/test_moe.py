@@ -116,7 +116,16 @@ def role_of(opt) -> dict[int, tuple[str, str, str | None]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("depth", [2, 4])
 @pytest.mark.parametrize("width", [64, 128])
-def test_mixtral_trains_with_muon_kimi_and_checks_clean(cfg, width, depth):
+def test_mixtral_trains_with_muon_kimi_and_checks_clean(cfg, width, depth, monkeypatch):
+    if width > BASE_WIDTH:
+        # Muon's Newton-Schulz in float32 above the base width: the roles, check() and the
+        # loss going down are the subject, not Muon's bfloat16 rounding, and torch's bfloat16
+        # iteration was 90% of the width-128 runs' time on this CPU (4 steps at 128 x 4:
+        # 17.5-19.9 CPU s against 1.1-2.2 s; losses 4.862 -> 1.615 either way). The width-64
+        # runs step with torch's own iteration, as users do.
+        import torch.optim._muon as muon
+
+        monkeypatch.setattr(muon, "_zeropower_via_newtonschulz", newton_schulz_float32)
     model, handle, opt = prepared(cfg, mixtral, width, depth)
     # the MoE adapter, not Llama's: the MoE block's output is the branch end
     assert f"model.layers.{depth - 1}.mlp" in handle.modules["hidden"]
@@ -194,10 +203,12 @@ def test_router_logit_change_after_one_step_is_flat_in_width(cfg, monkeypatch):
     assert abs(_slope(widths, changes)) <= 0.15, changes
     # patterns= naming the gate hidden_weight no longer gives it the hidden rules: a
     # width -> fixed matrix named as a gate is read by its shape as router_weight, and the
-    # shape reading wins over patterns= (issue 26's rule), so the move stays flat
+    # shape reading wins over patterns= (issue 26's rule), so the move is the same number,
+    # bit for bit, at every width (to 256: the reading does not depend on the width, and a
+    # second run at 512 was 7 of this test's ~20 CPU seconds here)
     as_hidden = {r"mlp\.gate\.weight$": "hidden_weight"}
-    kept = [_router_logit_change(cfg, n, x, as_hidden) for n in widths]
-    assert abs(_slope(widths, kept)) <= 0.15, kept
+    kept = [_router_logit_change(cfg, n, x, as_hidden) for n in widths[:3]]
+    assert kept == changes[:3], (kept, changes)
 
 
 @pytest.mark.slow  # seconds on the 2-core CPU: out of pytest -m "not slow"

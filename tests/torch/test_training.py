@@ -16,6 +16,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("pytorch_optimizer")
 import torch.nn.functional as F  # noqa: E402
+import torch.optim._muon as muon  # noqa: E402
+from float32_muon import newton_schulz_float32  # noqa: E402
 
 from spectral.codegen import render  # noqa: E402
 from spectral.models import GPT  # noqa: E402
@@ -71,6 +73,17 @@ def train(cfg, width: int, depth: int, steps: int, *, compile: bool = False) -> 
     return losses
 
 
+def float32_muon_above_the_base(monkeypatch, hidden: str, width: int) -> None:
+    """Muon's Newton-Schulz in float32 (tests/float32_muon.py) for the Muon-Kimi runs above
+    the base width: what they show is that the config trains the GPT, not Muon's bfloat16
+    rounding, and torch's bfloat16 iteration was 90% of their time on this CPU (20 steps at
+    width 128: 19.6 CPU s against 1.5 s in float32, the same losses to 4 digits: mean of the
+    last three 2.7018 against 2.7017). The width-64 run and tests/ddp_worker.py train with
+    torch's own iteration, as users do."""
+    if hidden.startswith("muon") and width > BASE_WIDTH:
+        monkeypatch.setattr(muon, "_zeropower_via_newtonschulz", newton_schulz_float32)
+
+
 def decreased(losses: list[float]) -> bool:
     head = sum(losses[:3]) / 3
     tail = sum(losses[-3:]) / 3
@@ -79,7 +92,8 @@ def decreased(losses: list[float]) -> bool:
 
 @pytest.mark.parametrize("hidden,others", [("muon-kimi", "adamw"), ("adamw", None)])
 @pytest.mark.parametrize("width", [64, 128])
-def test_gpt_trains_eager(tmp_path, hidden, others, width):
+def test_gpt_trains_eager(tmp_path, hidden, others, width, monkeypatch):
+    float32_muon_above_the_base(monkeypatch, hidden, width)
     cfg, _ = config(tmp_path, hidden, others)
     losses = train(cfg, width, 2, 20)
     assert decreased(losses), losses
@@ -93,8 +107,9 @@ def test_gpt_trains_eager(tmp_path, hidden, others, width):
 # trains both widths, and a second compile of the same graph at another shape (~60 s on
 # two cores) asserts nothing more
 @pytest.mark.parametrize("width", [128])
-def test_gpt_trains_under_torch_compile(tmp_path, hidden, others, width):
+def test_gpt_trains_under_torch_compile(tmp_path, hidden, others, width, monkeypatch):
     """The same runs as eager, compiled with inductor (a cold compile takes ~40 s on CPU)."""
+    float32_muon_above_the_base(monkeypatch, hidden, width)
     cfg, _ = config(tmp_path, hidden, others)
     compiled = train(cfg, width, 2, 20, compile=True)
     assert decreased(compiled), compiled
