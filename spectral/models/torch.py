@@ -288,6 +288,8 @@ class GPT(_Multipliers, nn.Module):
         self._sp_init()
 
     def _sp_init(self, std: float = 0.02) -> None:
+        if self.lm_head.weight.is_meta:  # no values to draw (a sweep plans its runs on meta)
+            return
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, mean=0.0, std=std)
@@ -418,6 +420,8 @@ class Llama(_Multipliers, nn.Module):
 
     @torch.no_grad()
     def _torchtitan_init(self, std: float) -> None:
+        if self.lm_head.weight.is_meta:  # no values to draw (a sweep plans its runs on meta)
+            return
         nn.init.normal_(self.tok_embeddings.weight)
         for layer_id, block in enumerate(self.layers):
             depth_std = std / (2 * (layer_id + 1)) ** 0.5
