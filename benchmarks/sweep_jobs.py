@@ -123,8 +123,8 @@ def in_process(jobs: int, rounds: int, steps: int) -> int:
     ratio = statistics.median(walls[1]) / statistics.median(walls[jobs])
     # N workers can at best train N runs in the time one run takes at a worker's thread share
     # alone in this process: the ratio no scheduling of these runs can pass on these cores
-    ceiling = statistics.median(walls[1]) / (statistics.median(walls[0]) / jobs)
     alone = statistics.median(walls[0])
+    ceiling = statistics.median(walls[1]) / (alone / jobs)
     print(f"{'':>4}  {', '.join(f'{w:.1f}' for w in walls[0]):<24}  {alone:>8.1f}  {runs / alone * 3600:>9.0f}"
           f"  (one process, {share.threads} thread(s) per run: a worker's share, alone)")
     print(f"runs per hour, --jobs {jobs} / --jobs 1 (medians): {ratio:.2f}x (issue 51's bar: 1.6x); "
